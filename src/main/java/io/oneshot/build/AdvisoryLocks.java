@@ -1,0 +1,21 @@
+package io.oneshot.build;
+
+/**
+ * The PostgreSQL advisory locks oneshot takes, as {@code (class, key)} pairs, so that no two uses
+ * collide and a DBA can find them in {@code pg_locks} ({@code classid = 1869505907}).
+ */
+public final class AdvisoryLocks {
+  /** "ones" in ASCII. */
+  public static final int CLASS = 0x6f6e6573;
+
+  /** Held while migrations run: two dispatchers starting together never race. */
+  public static final int MIGRATE = 1;
+
+  /** Held for the length of one claim transaction: claims are serialized, limits always hold. */
+  public static final int CLAIM = 2;
+
+  /** Held by the leading dispatcher's dedicated connection for as long as it leads. */
+  public static final int LEADER = 3;
+
+  private AdvisoryLocks() {}
+}

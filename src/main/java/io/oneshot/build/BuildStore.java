@@ -1,0 +1,896 @@
+package io.oneshot.build;
+
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Json;
+import io.oneshot.config.OneshotConfig;
+import io.vertx.core.Future;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.pgclient.PgException;
+import io.vertx.sqlclient.Pool;
+import io.vertx.sqlclient.Row;
+import io.vertx.sqlclient.RowSet;
+import io.vertx.sqlclient.Tuple;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * Every SQL statement of the queue. Each state change is one compare-and-set statement on the
+ * build's current status (and attempt); zero rows updated means another actor got there first,
+ * which callers treat as a lost race, never as an error to retry.
+ */
+public final class BuildStore {
+  private static final TypeReference<Map<String, String>> STRING_MAP = new TypeReference<>() {};
+
+  private final Pool pool;
+
+  public BuildStore(Pool pool) {
+    this.pool = pool;
+  }
+
+  public Pool pool() {
+    return pool;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Routes and limits mirror
+
+  private static final String MIRROR_DELETE_ROUTES =
+      "DELETE FROM oneshot.routes WHERE NOT (name = ANY ($1::text[]))";
+
+  private static final String MIRROR_UPSERT_ROUTE =
+      """
+      INSERT INTO oneshot.routes AS r (name, position, tags, template, max_concurrent, max_attempts,
+                                       timeout_ms, cancel_grace_ms, retry_after_acquire, updated_at)
+      VALUES ($1, $2, $3::text::jsonb, $4, $5, $6, $7, $8, $9, now())
+      ON CONFLICT (name) DO UPDATE SET
+        position = excluded.position, tags = excluded.tags, template = excluded.template,
+        max_concurrent = excluded.max_concurrent, max_attempts = excluded.max_attempts,
+        timeout_ms = excluded.timeout_ms, cancel_grace_ms = excluded.cancel_grace_ms,
+        retry_after_acquire = excluded.retry_after_acquire, updated_at = now()
+      """;
+
+  private static final String MIRROR_LIMITS =
+      """
+      UPDATE oneshot.limits SET max_input_bytes = $1, max_tags = $2, max_log_line_bytes = $3,
+                                max_log_bytes = $4
+      """;
+
+  /** Builds still queued for a route the configuration no longer has would wait forever. */
+  private static final String FAIL_ORPHANED =
+      """
+      UPDATE oneshot.builds
+      SET status = 'failed', finished_at = clock_timestamp(),
+          error = format('route %s no longer exists in the dispatcher''s configuration', route),
+          reason = format('route %s no longer exists in the dispatcher''s configuration', route)
+      WHERE status = 'pending' AND NOT (route = ANY ($1::text[]))
+      RETURNING id
+      """;
+
+  /**
+   * Writes the configured routes (in order) and size caps, which {@code oneshot.enqueue()} binds
+   * and checks against, and fails queued builds whose route is gone. Returns how many it failed.
+   */
+  public Future<Integer> mirror(List<OneshotConfig.Route> routes, OneshotConfig.Limits limits) {
+    String[] names = routes.stream().map(OneshotConfig.Route::name).toArray(String[]::new);
+    return pool.withTransaction(
+        conn -> {
+          Future<?> f = conn.preparedQuery(MIRROR_DELETE_ROUTES).execute(Tuple.of(names));
+          for (int i = 0; i < routes.size(); i++) {
+            OneshotConfig.Route r = routes.get(i);
+            Tuple t =
+                Tuple.tuple()
+                    .addString(r.name())
+                    .addInteger(i)
+                    .addString(Json.write(r.tags()))
+                    .addString(r.template())
+                    .addInteger(r.maxConcurrent())
+                    .addInteger(r.maxAttempts())
+                    .addLong(r.timeout().toMillis())
+                    .addLong(r.cancelGrace().toMillis())
+                    .addBoolean(r.retryAfterAcquire());
+            f = f.compose(x -> conn.preparedQuery(MIRROR_UPSERT_ROUTE).execute(t));
+          }
+          return f.compose(
+                  x ->
+                      conn.preparedQuery(MIRROR_LIMITS)
+                          .execute(
+                              Tuple.of(
+                                  limits.maxInputBytes(),
+                                  limits.maxTags(),
+                                  limits.maxLogLineBytes(),
+                                  limits.maxLogBytes())))
+              .compose(x -> conn.preparedQuery(FAIL_ORPHANED).execute(Tuple.of((Object) names)))
+              .map(RowSet::rowCount);
+        });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Enqueue
+
+  /** The result of an enqueue: the new build's id, status and bound route. */
+  public record Enqueued(long id, BuildState status, String route) {}
+
+  private static final String ENQUEUE =
+      "SELECT id, status, route FROM oneshot.enqueue($1::text::jsonb, $2::text::jsonb, $3, $4)";
+
+  /**
+   * Enqueues through {@code oneshot.enqueue()}, the same function SQL producers call, so that every
+   * producer gets one validation. Fails with {@link InvalidBuildException} for a refused build.
+   */
+  public Future<Enqueued> enqueue(
+      String tagsJson, String inputJson, int priority, String workspace) {
+    return pool.preparedQuery(ENQUEUE)
+        .execute(Tuple.of(tagsJson, inputJson, priority, workspace))
+        .map(
+            rows -> {
+              Row r = rows.iterator().next();
+              return new Enqueued(
+                  r.getLong("id"), BuildState.ofWire(r.getString("status")), r.getString("route"));
+            })
+        .recover(e -> Future.failedFuture(translate(e)));
+  }
+
+  /**
+   * Turns the validation error of {@code oneshot.enqueue()} into an {@link InvalidBuildException}.
+   */
+  public static Throwable translate(Throwable e) {
+    if (e instanceof PgException pg && "OS400".equals(pg.getSqlState())) {
+      String hint = pg.getHint();
+      return new InvalidBuildException(
+          pg.getColumn(), pg.getErrorMessage(), hint == null || hint.isEmpty() ? null : hint);
+    }
+    return e;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Claim
+
+  /** A build the dispatcher claimed: it is {@code launching} and owes a launch. */
+  public record Claimed(long id, int attempt, String route, String launchName, BuildToken token) {}
+
+  private static final String CLAIM_LOCK = "SELECT pg_advisory_xact_lock($1, $2)";
+
+  /**
+   * Claims, for every route with free slots, its next pending builds by priority then age, within
+   * the global limit, skipping builds whose workspace has an earlier build still unfinished. The
+   * caller holds the claim lock, so the counts it reads include every earlier claim.
+   */
+  private static final String CLAIM =
+      """
+      WITH live AS (
+        SELECT route, count(*)::int AS n FROM oneshot.builds
+        WHERE status IN ('launching', 'running') GROUP BY route
+      ), free AS (
+        SELECT r.name, greatest(r.max_concurrent - coalesce(l.n, 0), 0) AS slots
+        FROM oneshot.routes r LEFT JOIN live l ON l.route = r.name
+      ), candidates AS (
+        SELECT c.id, c.priority
+        FROM free f CROSS JOIN LATERAL (
+          SELECT b.id, b.priority FROM oneshot.builds b
+          WHERE b.status = 'pending' AND b.route = f.name
+            AND (b.workspace IS NULL OR NOT EXISTS (
+              SELECT 1 FROM oneshot.builds w
+              WHERE w.workspace = b.workspace AND w.id < b.id
+                AND w.status IN ('pending', 'launching', 'running')))
+          ORDER BY b.priority DESC, b.id
+          LIMIT f.slots
+          FOR UPDATE OF b SKIP LOCKED
+        ) c
+        WHERE f.slots > 0
+      ), picked AS (
+        SELECT id, row_number() OVER (ORDER BY priority DESC, id)::int AS n
+        FROM candidates
+        ORDER BY priority DESC, id
+        LIMIT least(greatest($1 - (SELECT coalesce(sum(n), 0) FROM live), 0), cardinality($2::bytea[]))
+      )
+      UPDATE oneshot.builds b
+      SET status = 'launching', attempt = b.attempt + 1, claimed_at = clock_timestamp(),
+          launched_at = NULL, started_at = NULL, heartbeat_at = NULL, launch_kind = $3,
+          launch_name = 'oneshot-' || b.id || '-' || (b.attempt + 1), launch_namespace = NULL,
+          token_hash = ($2::bytea[])[p.n], reason = 'claimed by the dispatcher'
+      FROM picked p
+      WHERE b.id = p.id
+      RETURNING b.id, b.attempt, b.route, b.launch_name, p.n
+      """;
+
+  /**
+   * Claims up to {@code tokens.size()} builds, all limits holding, in one transaction that commits
+   * before any launch. Each claimed build gets one of the given tokens (by hash).
+   */
+  public Future<List<Claimed>> claim(int globalLimit, String launchKind, List<BuildToken> tokens) {
+    Buffer[] hashes = tokens.stream().map(t -> Buffer.buffer(t.hash())).toArray(Buffer[]::new);
+    return pool.withTransaction(
+        conn ->
+            conn.preparedQuery(CLAIM_LOCK)
+                .execute(Tuple.of(AdvisoryLocks.CLASS, AdvisoryLocks.CLAIM))
+                .compose(
+                    x ->
+                        conn.preparedQuery(CLAIM)
+                            .execute(Tuple.of(globalLimit, hashes, launchKind))
+                            .map(
+                                rows -> {
+                                  List<Claimed> out = new ArrayList<>(rows.rowCount());
+                                  for (Row r : rows) {
+                                    out.add(
+                                        new Claimed(
+                                            r.getLong("id"),
+                                            r.getInteger("attempt"),
+                                            r.getString("route"),
+                                            r.getString("launch_name"),
+                                            tokens.get(r.getInteger("n") - 1)));
+                                  }
+                                  return out;
+                                })));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Launch bookkeeping
+
+  private static final String MARK_LAUNCHED =
+      """
+      WITH b AS (
+        UPDATE oneshot.builds
+        SET launched_at = clock_timestamp(), launch_kind = $3, launch_name = $4, launch_namespace = $5
+        WHERE id = $1 AND attempt = $2 AND status IN ('launching', 'running') AND launched_at IS NULL
+        RETURNING id, attempt, status
+      )
+      INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason)
+      SELECT id, attempt, status, status, $6 FROM b
+      RETURNING build_id
+      """;
+
+  /** Records that the launcher confirmed the attempt. False: the attempt is no longer current. */
+  public Future<Boolean> markLaunched(
+      long id, int attempt, String kind, String name, String namespace, String detail) {
+    return pool.preparedQuery(MARK_LAUNCHED)
+        .execute(Tuple.of(id, attempt, kind, name, namespace, detail))
+        .map(rows -> rows.rowCount() == 1);
+  }
+
+  private static final String RETOKEN =
+      """
+      UPDATE oneshot.builds SET token_hash = $3
+      WHERE id = $1 AND attempt = $2 AND status = 'launching' AND launched_at IS NULL
+      """;
+
+  /**
+   * Gives a claimed build whose token was lost (the dispatcher stopped between claim and launch) a
+   * new one, before launching it again. False: the attempt is no longer current.
+   */
+  public Future<Boolean> retoken(long id, int attempt, BuildToken token) {
+    return pool.preparedQuery(RETOKEN)
+        .execute(Tuple.of(id, attempt, Buffer.buffer(token.hash())))
+        .map(rows -> rows.rowCount() == 1);
+  }
+
+  private static final String REQUEUE =
+      """
+      WITH m AS (
+        SELECT coalesce((SELECT r.max_attempts FROM oneshot.routes r
+                         JOIN oneshot.builds x ON x.route = r.name WHERE x.id = $1), 0) AS max_attempts
+      )
+      UPDATE oneshot.builds b
+      SET status = CASE WHEN b.attempt < m.max_attempts THEN 'pending' ELSE 'failed' END,
+          finished_at = CASE WHEN b.attempt < m.max_attempts THEN NULL ELSE clock_timestamp() END,
+          error = CASE WHEN b.attempt < m.max_attempts THEN NULL
+                       ELSE format('%s (attempt %s of %s)', $4, b.attempt, m.max_attempts) END,
+          reason = CASE WHEN b.attempt < m.max_attempts
+                        THEN format('requeued after attempt %s of %s: %s', b.attempt, m.max_attempts, $4)
+                        ELSE format('%s (attempt %s of %s)', $4, b.attempt, m.max_attempts) END,
+          token_hash = NULL, launched_at = NULL, started_at = NULL, heartbeat_at = NULL
+      FROM m
+      WHERE b.id = $1 AND b.attempt = $2 AND b.status = $3
+      RETURNING b.status
+      """;
+
+  /**
+   * Puts a build whose attempt failed for infrastructure reasons back in the queue, or fails it if
+   * that was its last attempt. The old attempt's token stops working. Empty: the attempt is no
+   * longer current.
+   */
+  public Future<Optional<BuildState>> requeue(
+      long id, int attempt, BuildState from, String reason) {
+    return pool.preparedQuery(REQUEUE)
+        .execute(Tuple.of(id, attempt, from.wire(), reason))
+        .map(rows -> firstState(rows, "status"));
+  }
+
+  private static final String FINISH =
+      """
+      UPDATE oneshot.builds
+      SET status = $4, finished_at = clock_timestamp(), error = $5, reason = $5
+      WHERE id = $1 AND attempt = $2 AND status = $3
+      """;
+
+  /** Ends a build as failed or canceled from the dispatcher's side. False: lost race. */
+  public Future<Boolean> finish(
+      long id, int attempt, BuildState from, BuildState to, String reason) {
+    return pool.preparedQuery(FINISH)
+        .execute(Tuple.of(id, attempt, from.wire(), to.wire(), reason))
+        .map(rows -> rows.rowCount() == 1);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Cancel
+
+  /** What a cancel did. */
+  public enum CancelResult {
+    /** The build was pending or launching and is canceled now. */
+    CANCELED,
+    /** The build is running; provisionerd will stop it and report. */
+    REQUESTED,
+    /** The build had already finished. */
+    ALREADY_FINISHED,
+    NOT_FOUND
+  }
+
+  private static final String CANCEL =
+      """
+      WITH cur AS (
+        SELECT id, status FROM oneshot.builds WHERE id = $1 FOR UPDATE
+      ), upd AS (
+        UPDATE oneshot.builds b
+        SET status = CASE WHEN cur.status = 'running' THEN b.status ELSE 'canceled' END,
+            finished_at = CASE WHEN cur.status = 'running' THEN b.finished_at ELSE clock_timestamp() END,
+            reason = CASE WHEN cur.status = 'running' THEN b.reason
+                          ELSE format('canceled while %s', cur.status) END,
+            error = CASE WHEN cur.status = 'running' THEN b.error
+                          ELSE format('canceled while %s', cur.status) END,
+            cancel_requested_at = coalesce(b.cancel_requested_at, clock_timestamp())
+        FROM cur
+        WHERE b.id = cur.id AND cur.status IN ('pending', 'launching', 'running')
+        RETURNING b.id
+      )
+      SELECT cur.status, (SELECT count(*) FROM upd) AS updated FROM cur
+      """;
+
+  /**
+   * Cancels a build: at once when it is pending or launching (the dispatcher then removes the
+   * attempt), by request when it runs (provisionerd learns it on its next heartbeat). Notifies
+   * {@code oneshot_cancel} with the build id so the dispatcher acts without waiting for a tick.
+   */
+  public Future<CancelResult> cancel(long id) {
+    return pool.withTransaction(
+        conn ->
+            conn.preparedQuery(CANCEL)
+                .execute(Tuple.of(id))
+                .compose(
+                    rows -> {
+                      if (rows.rowCount() == 0) {
+                        return Future.succeededFuture(CancelResult.NOT_FOUND);
+                      }
+                      Row r = rows.iterator().next();
+                      BuildState was = BuildState.ofWire(r.getString("status"));
+                      if (was.terminal()) {
+                        return Future.succeededFuture(CancelResult.ALREADY_FINISHED);
+                      }
+                      CancelResult result =
+                          was == BuildState.RUNNING
+                              ? CancelResult.REQUESTED
+                              : CancelResult.CANCELED;
+                      if (was == BuildState.PENDING) {
+                        return Future.succeededFuture(result);
+                      }
+                      return conn.preparedQuery("SELECT 1 FROM pg_notify('oneshot_cancel', $1)")
+                          .execute(Tuple.of(Long.toString(id)))
+                          .map(x -> result);
+                    }));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Runner (provisionerd) calls; the token hash identifies build and attempt
+
+  /** What provisionerd gets at acquire. */
+  public record Acquired(
+      long id,
+      int attempt,
+      String route,
+      String workspace,
+      JsonNode input,
+      long timeoutMs,
+      long cancelGraceMs,
+      boolean cancelRequested) {}
+
+  /** Acquire is idempotent for the running attempt, so that a retried call gets the same answer. */
+  private static final String ACQUIRE =
+      """
+      WITH b AS (
+        UPDATE oneshot.builds
+        SET status = 'running', started_at = coalesce(started_at, clock_timestamp()),
+            heartbeat_at = clock_timestamp(),
+            reason = CASE WHEN status = 'launching' THEN 'acquired by provisionerd' ELSE reason END
+        WHERE token_hash = $1 AND status IN ('launching', 'running')
+        RETURNING id, attempt, route, workspace, input::text AS input,
+                  cancel_requested_at IS NOT NULL AS cancel_requested
+      )
+      SELECT b.*, coalesce(r.timeout_ms, 3600000) AS timeout_ms,
+             coalesce(r.cancel_grace_ms, 60000) AS cancel_grace_ms
+      FROM b LEFT JOIN oneshot.routes r ON r.name = b.route
+      """;
+
+  public Future<Optional<Acquired>> acquire(byte[] tokenHash) {
+    return pool.preparedQuery(ACQUIRE)
+        .execute(Tuple.of(Buffer.buffer(tokenHash)))
+        .map(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Optional.empty();
+              }
+              Row r = rows.iterator().next();
+              return Optional.of(
+                  new Acquired(
+                      r.getLong("id"),
+                      r.getInteger("attempt"),
+                      r.getString("route"),
+                      r.getString("workspace"),
+                      Json.tree(r.getString("input")),
+                      r.getLong("timeout_ms"),
+                      r.getLong("cancel_grace_ms"),
+                      r.getBoolean("cancel_requested")));
+            });
+  }
+
+  private static final String HEARTBEAT =
+      """
+      UPDATE oneshot.builds SET heartbeat_at = clock_timestamp()
+      WHERE token_hash = $1 AND status = 'running'
+      RETURNING cancel_requested_at IS NOT NULL AS cancel_requested
+      """;
+
+  /** Empty: the token is not the running attempt's. Otherwise whether cancel was requested. */
+  public Future<Optional<Boolean>> heartbeat(byte[] tokenHash) {
+    return pool.preparedQuery(HEARTBEAT)
+        .execute(Tuple.of(Buffer.buffer(tokenHash)))
+        .map(
+            rows ->
+                rows.rowCount() == 0
+                    ? Optional.empty()
+                    : Optional.of(rows.iterator().next().getBoolean("cancel_requested")));
+  }
+
+  /** A log line as provisionerd sends it. */
+  public record NewLine(Instant ts, String stream, String level, String stage, String text) {}
+
+  /** The answer to a log batch. {@code accepted < sent} once the build's log limit is reached. */
+  public record LogAck(
+      long buildId, int attempt, boolean cancelRequested, int accepted, long bytesBefore) {}
+
+  /**
+   * Appends a batch under the build's row lock, so that sequence numbers follow commit order and a
+   * follower reading "after seq N" never misses a line. Lines past the build's total log limit are
+   * dropped (and counted, so that the cap cannot be dodged by many small batches).
+   */
+  private static final String APPEND_LOGS =
+      """
+      WITH b AS (
+        UPDATE oneshot.builds SET log_seq = log_seq + $2, log_bytes = log_bytes + $3,
+                                  heartbeat_at = clock_timestamp()
+        WHERE token_hash = $1 AND status = 'running'
+        RETURNING id, attempt, log_seq - $2 AS base, log_bytes - $3 AS bytes_before,
+                  cancel_requested_at IS NOT NULL AS cancel_requested
+      ), lines AS (
+        SELECT t.*, sum(octet_length(t.text)) OVER (ORDER BY t.ord) AS cum
+        FROM unnest($4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[])
+             WITH ORDINALITY AS t(ts, stream, level, stage, text, ord)
+      ), ins AS (
+        INSERT INTO oneshot.build_logs (build_id, seq, ts, attempt, stream, level, stage, text)
+        SELECT b.id, b.base + l.ord, l.ts, b.attempt, l.stream, l.level, l.stage, l.text
+        FROM b, lines l
+        WHERE b.bytes_before + l.cum <= $9
+        RETURNING 1
+      )
+      SELECT b.id, b.attempt, b.cancel_requested, b.bytes_before,
+             (SELECT count(*) FROM ins)::int AS accepted
+      FROM b
+      """;
+
+  public Future<Optional<LogAck>> appendLogs(
+      byte[] tokenHash, List<NewLine> lines, long maxLogBytes) {
+    int n = lines.size();
+    OffsetDateTime[] ts = new OffsetDateTime[n];
+    String[] stream = new String[n];
+    String[] level = new String[n];
+    String[] stage = new String[n];
+    String[] text = new String[n];
+    long bytes = 0;
+    for (int i = 0; i < n; i++) {
+      NewLine l = lines.get(i);
+      ts[i] = OffsetDateTime.ofInstant(l.ts(), ZoneOffset.UTC);
+      stream[i] = l.stream();
+      level[i] = l.level();
+      stage[i] = l.stage();
+      text[i] = l.text();
+      bytes += l.text().getBytes(StandardCharsets.UTF_8).length;
+    }
+    Tuple t =
+        Tuple.tuple()
+            .addBuffer(Buffer.buffer(tokenHash))
+            .addLong((long) n)
+            .addLong(bytes)
+            .addArrayOfOffsetDateTime(ts)
+            .addArrayOfString(stream)
+            .addArrayOfString(level)
+            .addArrayOfString(stage)
+            .addArrayOfString(text)
+            .addLong(maxLogBytes);
+    return pool.preparedQuery(APPEND_LOGS)
+        .execute(t)
+        .map(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Optional.empty();
+              }
+              Row r = rows.iterator().next();
+              return Optional.of(
+                  new LogAck(
+                      r.getLong("id"),
+                      r.getInteger("attempt"),
+                      r.getBoolean("cancel_requested"),
+                      r.getInteger("accepted"),
+                      r.getLong("bytes_before")));
+            });
+  }
+
+  private static final String SYSTEM_LOG =
+      """
+      WITH b AS (
+        UPDATE oneshot.builds SET log_seq = log_seq + 1 WHERE id = $1 RETURNING id, log_seq
+      )
+      INSERT INTO oneshot.build_logs (build_id, seq, ts, attempt, stream, level, stage, text)
+      SELECT b.id, b.log_seq, clock_timestamp(), $2, 'system', $3, NULL, $4 FROM b
+      """;
+
+  /** Appends a line from oneshot itself (the dispatcher, the launcher) to a build's log. */
+  public Future<Void> systemLog(long id, int attempt, String level, String text) {
+    return pool.preparedQuery(SYSTEM_LOG).execute(Tuple.of(id, attempt, level, text)).mapEmpty();
+  }
+
+  private static final String COMPLETE =
+      """
+      UPDATE oneshot.builds
+      SET status = $2, finished_at = clock_timestamp(), exit_code = $3, error = $4,
+          outputs = $5::text::jsonb, reason = $6
+      WHERE token_hash = $1 AND status = 'running'
+      RETURNING id, attempt, status
+      """;
+
+  /** What provisionerd reports at the end. */
+  public record Completion(
+      BuildState outcome, Integer exitCode, String error, JsonNode outputs, String reason) {}
+
+  /**
+   * Ends the running attempt's build with provisionerd's outcome. Empty: the token is not the
+   * running attempt's (see {@link #tokenState}).
+   */
+  public Future<Optional<TokenState>> complete(byte[] tokenHash, Completion c) {
+    return pool.preparedQuery(COMPLETE)
+        .execute(
+            Tuple.tuple()
+                .addBuffer(Buffer.buffer(tokenHash))
+                .addString(c.outcome().wire())
+                .addInteger(c.exitCode())
+                .addString(c.error())
+                .addString(c.outputs() == null ? null : Json.write(c.outputs()))
+                .addString(c.reason()))
+        .map(BuildStore::firstTokenState);
+  }
+
+  /** Where a token's build stands, for telling a refused runner call why. */
+  public record TokenState(long id, int attempt, BuildState status) {}
+
+  public Future<Optional<TokenState>> tokenState(byte[] tokenHash) {
+    return pool.preparedQuery(
+            "SELECT id, attempt, status FROM oneshot.builds WHERE token_hash = $1")
+        .execute(Tuple.of(Buffer.buffer(tokenHash)))
+        .map(BuildStore::firstTokenState);
+  }
+
+  private static Optional<TokenState> firstTokenState(RowSet<Row> rows) {
+    if (rows.rowCount() == 0) {
+      return Optional.empty();
+    }
+    Row r = rows.iterator().next();
+    return Optional.of(
+        new TokenState(
+            r.getLong("id"), r.getInteger("attempt"), BuildState.ofWire(r.getString("status"))));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Rescuer
+
+  /** A launching or running build, with ages measured on the database's clock. */
+  public record LiveBuild(
+      long id,
+      BuildState status,
+      int attempt,
+      String route,
+      String provisioner,
+      String launchKind,
+      String launchName,
+      String launchNamespace,
+      boolean launched,
+      boolean cancelRequested,
+      long claimedAgoMs,
+      Long startedAgoMs,
+      Long heartbeatAgoMs,
+      Long cancelRequestedAgoMs) {}
+
+  private static final String LIVE =
+      """
+      SELECT id, status, attempt, route, input->>'provisioner' AS provisioner,
+             launch_kind, launch_name, launch_namespace, launched_at IS NOT NULL AS launched,
+             cancel_requested_at IS NOT NULL AS cancel_requested,
+             (extract(epoch FROM clock_timestamp() - claimed_at) * 1000)::bigint AS claimed_ago,
+             (extract(epoch FROM clock_timestamp() - started_at) * 1000)::bigint AS started_ago,
+             (extract(epoch FROM clock_timestamp() - heartbeat_at) * 1000)::bigint AS heartbeat_ago,
+             (extract(epoch FROM clock_timestamp() - cancel_requested_at) * 1000)::bigint AS cancel_ago
+      FROM oneshot.builds
+      WHERE status IN ('launching', 'running')
+      ORDER BY id
+      """;
+
+  public Future<List<LiveBuild>> live() {
+    return pool.query(LIVE)
+        .execute()
+        .map(
+            rows -> {
+              List<LiveBuild> out = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                out.add(
+                    new LiveBuild(
+                        r.getLong("id"),
+                        BuildState.ofWire(r.getString("status")),
+                        r.getInteger("attempt"),
+                        r.getString("route"),
+                        r.getString("provisioner"),
+                        r.getString("launch_kind"),
+                        r.getString("launch_name"),
+                        r.getString("launch_namespace"),
+                        r.getBoolean("launched"),
+                        r.getBoolean("cancel_requested"),
+                        r.getLong("claimed_ago"),
+                        r.getLong("started_ago"),
+                        r.getLong("heartbeat_ago"),
+                        r.getLong("cancel_ago")));
+              }
+              return out;
+            });
+  }
+
+  /** The current status and attempt of some builds, for finding attempts nobody needs. */
+  public record Current(BuildState status, int attempt) {}
+
+  public Future<Map<Long, Current>> current(List<Long> ids) {
+    return pool.preparedQuery(
+            "SELECT id, status, attempt FROM oneshot.builds WHERE id = ANY ($1::bigint[])")
+        .execute(Tuple.of((Object) ids.toArray(Long[]::new)))
+        .map(
+            rows -> {
+              Map<Long, Current> out = new HashMap<>();
+              for (Row r : rows) {
+                out.put(
+                    r.getLong("id"),
+                    new Current(BuildState.ofWire(r.getString("status")), r.getInteger("attempt")));
+              }
+              return out;
+            });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Reads
+
+  private static final String BUILD_COLUMNS =
+      """
+      id, status, route, tags::text AS tags, workspace, priority, attempt,
+      input->>'provisioner' AS provisioner, reason, created_at, claimed_at, launched_at,
+      started_at, heartbeat_at, cancel_requested_at, finished_at, exit_code, error,
+      outputs::text AS outputs, launch_kind, launch_name, launch_namespace
+      """;
+
+  public Future<Optional<Build>> get(long id) {
+    return pool.preparedQuery("SELECT " + BUILD_COLUMNS + " FROM oneshot.builds WHERE id = $1")
+        .execute(Tuple.of(id))
+        .compose(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Future.succeededFuture(Optional.empty());
+              }
+              Build b = toBuild(rows.iterator().next());
+              return events(id).map(ev -> Optional.of(b.withEvents(ev)));
+            });
+  }
+
+  public Future<List<BuildEvent>> events(long id) {
+    return pool.preparedQuery(
+            """
+            SELECT at, attempt, from_status, to_status, reason FROM oneshot.build_events
+            WHERE build_id = $1 ORDER BY id
+            """)
+        .execute(Tuple.of(id))
+        .map(
+            rows -> {
+              List<BuildEvent> out = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                String from = r.getString("from_status");
+                out.add(
+                    new BuildEvent(
+                        instant(r, "at"),
+                        r.getInteger("attempt"),
+                        from == null ? null : BuildState.ofWire(from),
+                        BuildState.ofWire(r.getString("to_status")),
+                        r.getString("reason")));
+              }
+              return out;
+            });
+  }
+
+  /** Newest first; {@code status} and {@code route} filter when not null. */
+  public Future<List<Build>> list(BuildState status, String route, Long beforeId, int limit) {
+    return pool.preparedQuery(
+            "SELECT "
+                + BUILD_COLUMNS
+                + """
+                FROM oneshot.builds
+                WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR route = $2)
+                  AND ($3::bigint IS NULL OR id < $3)
+                ORDER BY id DESC LIMIT $4
+                """)
+        .execute(Tuple.of(status == null ? null : status.wire(), route, beforeId, limit))
+        .map(
+            rows -> {
+              List<Build> out = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                out.add(toBuild(r));
+              }
+              return out;
+            });
+  }
+
+  /** A page of a build's log after {@code afterSeq}, and whether the build had finished. */
+  public record LogPage(List<LogLine> lines, BuildState status) {}
+
+  private static final String LOGS =
+      """
+      SELECT b.status, l.seq, l.ts, l.attempt, l.stream, l.level, l.stage, l.text
+      FROM oneshot.builds b
+      LEFT JOIN LATERAL (
+        SELECT * FROM oneshot.build_logs l
+        WHERE l.build_id = b.id AND l.seq > $2 ORDER BY l.seq LIMIT $3
+      ) l ON true
+      WHERE b.id = $1
+      """;
+
+  /**
+   * Empty when the build does not exist. The status is read in the same statement as the lines, so
+   * a finished status means no line can follow the page.
+   */
+  public Future<Optional<LogPage>> logs(long id, long afterSeq, int limit) {
+    return pool.preparedQuery(LOGS)
+        .execute(Tuple.of(id, afterSeq, limit))
+        .map(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Optional.empty();
+              }
+              BuildState status = null;
+              List<LogLine> lines = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                status = BuildState.ofWire(r.getString("status"));
+                if (r.getLong("seq") != null) {
+                  lines.add(
+                      new LogLine(
+                          r.getLong("seq"),
+                          instant(r, "ts"),
+                          r.getInteger("attempt"),
+                          r.getString("stream"),
+                          r.getString("level"),
+                          r.getString("stage"),
+                          r.getString("text")));
+                }
+              }
+              return Optional.of(new LogPage(lines, status));
+            });
+  }
+
+  /** A route with its queue: what {@code GET /api/v1/routes} and {@code oneshot routes} show. */
+  public record RouteStatus(
+      String name,
+      Map<String, String> tags,
+      String template,
+      int maxConcurrent,
+      long queued,
+      long running,
+      Long oldestQueuedMs) {}
+
+  private static final String ROUTES =
+      """
+      SELECT r.name, r.tags::text AS tags, r.template, r.max_concurrent,
+             count(b.id) FILTER (WHERE b.status = 'pending') AS queued,
+             count(b.id) FILTER (WHERE b.status IN ('launching', 'running')) AS running,
+             (extract(epoch FROM clock_timestamp()
+                - min(b.created_at) FILTER (WHERE b.status = 'pending')) * 1000)::bigint AS oldest
+      FROM oneshot.routes r
+      LEFT JOIN oneshot.builds b
+        ON b.route = r.name AND b.status IN ('pending', 'launching', 'running')
+      GROUP BY r.name, r.position
+      ORDER BY r.position
+      """;
+
+  public Future<List<RouteStatus>> routes() {
+    return pool.query(ROUTES)
+        .execute()
+        .map(
+            rows -> {
+              List<RouteStatus> out = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                out.add(
+                    new RouteStatus(
+                        r.getString("name"),
+                        stringMap(r.getString("tags")),
+                        r.getString("template"),
+                        r.getInteger("max_concurrent"),
+                        r.getLong("queued"),
+                        r.getLong("running"),
+                        r.getLong("oldest")));
+              }
+              return out;
+            });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private static Optional<BuildState> firstState(RowSet<Row> rows, String column) {
+    return rows.rowCount() == 0
+        ? Optional.empty()
+        : Optional.of(BuildState.ofWire(rows.iterator().next().getString(column)));
+  }
+
+  private static Build toBuild(Row r) {
+    String kind = r.getString("launch_kind");
+    return new Build(
+        r.getLong("id"),
+        BuildState.ofWire(r.getString("status")),
+        r.getString("route"),
+        stringMap(r.getString("tags")),
+        r.getString("workspace"),
+        r.getInteger("priority"),
+        r.getInteger("attempt"),
+        r.getString("provisioner"),
+        r.getString("reason"),
+        instant(r, "created_at"),
+        instant(r, "claimed_at"),
+        instant(r, "launched_at"),
+        instant(r, "started_at"),
+        instant(r, "heartbeat_at"),
+        instant(r, "cancel_requested_at"),
+        instant(r, "finished_at"),
+        r.getInteger("exit_code"),
+        r.getString("error"),
+        Json.tree(r.getString("outputs")),
+        kind == null
+            ? null
+            : new Build.Launch(kind, r.getString("launch_name"), r.getString("launch_namespace")),
+        List.of());
+  }
+
+  private static Instant instant(Row r, String column) {
+    OffsetDateTime t = r.getOffsetDateTime(column);
+    return t == null ? null : t.toInstant();
+  }
+
+  private static Map<String, String> stringMap(String json) {
+    try {
+      return Json.MAPPER.readValue(json, STRING_MAP);
+    } catch (java.io.IOException e) {
+      throw new IllegalStateException("tags column holds invalid JSON: " + json, e);
+    }
+  }
+}

@@ -1,0 +1,157 @@
+package io.oneshot.build;
+
+import io.vertx.core.Context;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import io.vertx.pgclient.PgBuilder;
+import io.vertx.pgclient.PgConnectOptions;
+import io.vertx.sqlclient.Pool;
+import io.vertx.sqlclient.PoolOptions;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/** The connection pool to the queue's database, and the one place that waits on its futures. */
+public final class Database implements AutoCloseable {
+  private static final Duration AWAIT_TIMEOUT = Duration.ofSeconds(60);
+
+  private final Vertx vertx;
+  private final PgConnectOptions options;
+  private final Pool pool;
+
+  private Database(Vertx vertx, PgConnectOptions options, Pool pool) {
+    this.vertx = vertx;
+    this.options = options;
+    this.pool = pool;
+  }
+
+  /**
+   * Opens a pool. Connections give up a statement after {@code statement_timeout} (30 s) so that a
+   * stuck query never holds a dispatcher thread forever.
+   */
+  public static Database open(Vertx vertx, String url, int poolSize, String applicationName) {
+    PgConnectOptions options = withApplicationName(parseUrl(url), applicationName);
+    options.setReconnectAttempts(0);
+    Pool pool =
+        PgBuilder.pool()
+            .with(
+                new PoolOptions()
+                    .setMaxSize(poolSize)
+                    .setMaxWaitQueueSize(10_000)
+                    .setConnectionTimeout(10)
+                    .setConnectionTimeoutUnit(TimeUnit.SECONDS)
+                    .setIdleTimeout(60)
+                    .setIdleTimeoutUnit(TimeUnit.SECONDS)
+                    .setName("oneshot-" + applicationName))
+            .connectingTo(options)
+            .using(vertx)
+            .build();
+    return new Database(vertx, options, pool);
+  }
+
+  /**
+   * Parses {@code postgresql://user:password@host:port/database?options}, also in its {@code
+   * postgres://} and {@code jdbc:postgresql://} spellings.
+   */
+  public static PgConnectOptions parseUrl(String url) {
+    if (url == null || url.isBlank()) {
+      throw new IllegalArgumentException(
+          "database URL is empty; expected postgresql://user:password@host:5432/database");
+    }
+    String u = url.strip();
+    if (u.startsWith("jdbc:")) {
+      u = u.substring("jdbc:".length());
+    }
+    if (!u.startsWith("postgresql://") && !u.startsWith("postgres://")) {
+      throw new IllegalArgumentException(
+          "database URL '"
+              + redact(url)
+              + "' is not a PostgreSQL URL; expected postgresql://user:password@host:5432/database");
+    }
+    try {
+      PgConnectOptions options = PgConnectOptions.fromUri(u);
+      Map<String, String> props = new HashMap<>(options.getProperties());
+      props.putIfAbsent("statement_timeout", "30000");
+      props.putIfAbsent("idle_in_transaction_session_timeout", "60000");
+      options.setProperties(props);
+      return options;
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException(
+          "database URL '" + redact(url) + "' cannot be parsed: " + e.getMessage(), e);
+    }
+  }
+
+  /** The URL with its password replaced, for messages. */
+  public static String redact(String url) {
+    return url == null ? "" : url.replaceAll("(://[^:/@]+:)[^@/]*@", "$1***@");
+  }
+
+  private static PgConnectOptions withApplicationName(PgConnectOptions options, String name) {
+    PgConnectOptions copy = new PgConnectOptions(options);
+    Map<String, String> props = new HashMap<>(copy.getProperties());
+    props.put("application_name", "oneshot-" + name);
+    copy.setProperties(props);
+    return copy;
+  }
+
+  /** Options for a dedicated connection (listener, leadership), named for pg_stat_activity. */
+  public PgConnectOptions connectOptions(String applicationName) {
+    return withApplicationName(options, applicationName);
+  }
+
+  public Pool pool() {
+    return pool;
+  }
+
+  public Vertx vertx() {
+    return vertx;
+  }
+
+  /**
+   * Waits for a database future from a thread that may block (never an event loop). Failures come
+   * back as they are when unchecked, wrapped otherwise.
+   */
+  public static <T> T await(Future<T> future) {
+    return await(future, AWAIT_TIMEOUT);
+  }
+
+  public static <T> T await(Future<T> future, Duration timeout) {
+    if (Context.isOnEventLoopThread()) {
+      throw new IllegalStateException("blocking wait on a Vert.x event loop");
+    }
+    try {
+      return future
+          .toCompletionStage()
+          .toCompletableFuture()
+          .get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while waiting for the database", e);
+    } catch (TimeoutException e) {
+      throw new UncheckedIOException(
+          new IOException("the database did not answer within " + timeout.toSeconds() + " s"));
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      if (cause instanceof RuntimeException re) {
+        throw re;
+      }
+      if (cause instanceof IOException io) {
+        throw new UncheckedIOException(io);
+      }
+      if (cause instanceof Error err) {
+        throw err;
+      }
+      throw new IllegalStateException(cause);
+    }
+  }
+
+  @Override
+  public void close() {
+    await(pool.close());
+  }
+}

@@ -1,0 +1,115 @@
+package io.oneshot.build;
+
+import io.vertx.core.Future;
+import io.vertx.sqlclient.Row;
+import io.vertx.sqlclient.SqlConnection;
+import io.vertx.sqlclient.Tuple;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Applies the numbered migrations in {@code src/main/resources/db/} in order, each in its own
+ * transaction, under an advisory lock so that concurrent starters wait for each other instead of
+ * racing.
+ */
+public final class Migrator {
+  private static final Logger log = LoggerFactory.getLogger(Migrator.class);
+
+  /** Every migration, in order. A test checks this list against the files in {@code db/}. */
+  public static final List<String> MIGRATIONS = List.of("001_queue.sql");
+
+  /** What a run did: the schema version before and after, and the migrations it applied. */
+  public record Result(int from, int to, List<String> applied) {}
+
+  private Migrator() {}
+
+  public static Result migrate(Database db) {
+    SqlConnection conn = Database.await(db.pool().getConnection());
+    try {
+      Database.await(
+          conn.preparedQuery("SELECT pg_advisory_lock($1, $2)")
+              .execute(Tuple.of(AdvisoryLocks.CLASS, AdvisoryLocks.MIGRATE)));
+      try {
+        return applyPending(conn);
+      } finally {
+        Database.await(
+            conn.preparedQuery("SELECT pg_advisory_unlock($1, $2)")
+                .execute(Tuple.of(AdvisoryLocks.CLASS, AdvisoryLocks.MIGRATE)));
+      }
+    } finally {
+      Database.await(conn.close());
+    }
+  }
+
+  private static Result applyPending(SqlConnection conn) {
+    Database.await(
+        conn.query(
+                """
+                CREATE SCHEMA IF NOT EXISTS oneshot;
+                CREATE TABLE IF NOT EXISTS oneshot.schema_migrations (
+                  version    int PRIMARY KEY,
+                  name       text NOT NULL,
+                  applied_at timestamptz NOT NULL DEFAULT now()
+                )""")
+            .execute());
+    Set<Integer> applied = new HashSet<>();
+    for (Row row :
+        Database.await(conn.query("SELECT version FROM oneshot.schema_migrations").execute())) {
+      applied.add(row.getInteger(0));
+    }
+    int known = MIGRATIONS.size();
+    int newest = applied.stream().mapToInt(Integer::intValue).max().orElse(0);
+    if (newest > known) {
+      throw new IllegalStateException(
+          "the database schema is at version "
+              + newest
+              + " but this oneshot knows versions up to "
+              + known
+              + "; run a newer oneshot against this database");
+    }
+    List<String> done = new ArrayList<>();
+    for (int i = 0; i < known; i++) {
+      int version = i + 1;
+      if (applied.contains(version)) {
+        continue;
+      }
+      String name = MIGRATIONS.get(i);
+      String sql = read(name);
+      Database.await(
+          conn.begin()
+              .compose(
+                  tx ->
+                      conn.query(sql)
+                          .execute()
+                          .compose(
+                              r ->
+                                  conn.preparedQuery(
+                                          "INSERT INTO oneshot.schema_migrations (version, name) VALUES ($1, $2)")
+                                      .execute(Tuple.of(version, name)))
+                          .compose(r -> tx.commit())
+                          .recover(e -> tx.rollback().compose(v -> Future.failedFuture(e)))));
+      log.info("Applied migration {} ({}).", version, name);
+      done.add(name);
+    }
+    return new Result(newest, known, done);
+  }
+
+  private static String read(String name) {
+    try (InputStream in = Migrator.class.getResourceAsStream("/db/" + name)) {
+      if (in == null) {
+        throw new IllegalStateException("migration db/" + name + " is missing from the jar");
+      }
+      return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+}

@@ -1,0 +1,276 @@
+package io.oneshot.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Json;
+import java.io.PrintWriter;
+import java.net.URLEncoder;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+@Command(
+    name = "builds",
+    mixinStandardHelpOptions = true,
+    description = "Lists, shows, follows and cancels builds.",
+    subcommands = {
+      BuildsCommand.ListBuilds.class,
+      BuildsCommand.Show.class,
+      BuildsCommand.Logs.class,
+      BuildsCommand.Cancel.class
+    },
+    footer = {
+      "",
+      "Examples:",
+      "  oneshot builds list --status running",
+      "  oneshot builds show 42",
+      "  oneshot builds logs 42 -f",
+      "  oneshot builds cancel 42 --wait"
+    })
+final class BuildsCommand implements Callable<Integer> {
+  @Spec picocli.CommandLine.Model.CommandSpec spec;
+
+  @Override
+  public Integer call() {
+    spec.commandLine().usage(spec.commandLine().getErr());
+    return Main.USAGE;
+  }
+
+  @Command(
+      name = "list",
+      mixinStandardHelpOptions = true,
+      description = "Lists builds, newest first.")
+  static final class ListBuilds implements Callable<Integer> {
+    @Spec picocli.CommandLine.Model.CommandSpec spec;
+    @Mixin ClientOptions client;
+
+    @Option(
+        names = "--status",
+        paramLabel = "STATUS",
+        description =
+            "Only builds in STATUS: pending, launching, running, succeeded, failed, canceled.")
+    String status;
+
+    @Option(names = "--route", paramLabel = "ROUTE", description = "Only builds of ROUTE.")
+    String route;
+
+    @Option(
+        names = "--limit",
+        paramLabel = "N",
+        defaultValue = "50",
+        description = "At most N builds, 1 to 1000 (default: ${DEFAULT-VALUE}).")
+    int limit;
+
+    @Override
+    public Integer call() {
+      StringBuilder q = new StringBuilder("/api/v1/builds?limit=" + limit);
+      if (status != null) {
+        q.append("&status=").append(URLEncoder.encode(status, StandardCharsets.UTF_8));
+      }
+      if (route != null) {
+        q.append("&route=").append(URLEncoder.encode(route, StandardCharsets.UTF_8));
+      }
+      JsonNode list = client.client().get(q.toString());
+      PrintWriter out = spec.commandLine().getOut();
+      if (client.json()) {
+        out.println(Json.write(list));
+        return Main.OK;
+      }
+      List<List<String>> rows = new ArrayList<>();
+      Instant now = Instant.now();
+      for (JsonNode b : list.path("builds")) {
+        rows.add(
+            List.of(
+                b.path("id").asText(),
+                Waiting.label(b.path("status").asText()),
+                b.path("route").asText(),
+                b.path("attempt").asText(),
+                Text.duration(Duration.between(Text.time(b.path("createdAt")), now)),
+                Text.between(b.path("startedAt"), b.path("finishedAt")),
+                Text.orDash(b.path("reason"))));
+      }
+      if (rows.isEmpty()) {
+        out.println("no builds");
+      } else {
+        out.print(
+            Text.table(List.of("ID", "STATUS", "ROUTE", "ATTEMPT", "AGE", "RAN", "REASON"), rows));
+      }
+      return Main.OK;
+    }
+  }
+
+  @Command(
+      name = "show",
+      mixinStandardHelpOptions = true,
+      description = "Shows a build and its timeline: what happened, when, and why it waits.")
+  static final class Show implements Callable<Integer> {
+    @Spec picocli.CommandLine.Model.CommandSpec spec;
+    @Mixin ClientOptions client;
+
+    @Parameters(paramLabel = "ID", description = "The build's id.")
+    long id;
+
+    @Override
+    public Integer call() {
+      JsonNode b = client.client().get("/api/v1/builds/" + id);
+      PrintWriter out = spec.commandLine().getOut();
+      if (client.json()) {
+        out.println(Json.write(b));
+        return Main.OK;
+      }
+      out.println(
+          "build "
+              + b.path("id").asText()
+              + "  "
+              + Waiting.label(b.path("status").asText())
+              + "  route "
+              + b.path("route").asText()
+              + "  attempt "
+              + b.path("attempt").asText());
+      List<List<String>> fields = new ArrayList<>();
+      fields.add(List.of("  provisioner", Text.orDash(b.path("provisioner"))));
+      fields.add(List.of("  tags", Text.tags(b.path("tags"))));
+      fields.add(List.of("  workspace", Text.orDash(b.path("workspace"))));
+      fields.add(List.of("  priority", b.path("priority").asText()));
+      fields.add(List.of("  created", Text.orDash(b.path("createdAt"))));
+      fields.add(List.of("  waited", Text.between(b.path("createdAt"), b.path("startedAt"))));
+      fields.add(List.of("  ran", Text.between(b.path("startedAt"), b.path("finishedAt"))));
+      fields.add(List.of("  reason", Text.orDash(b.path("reason"))));
+      if (b.hasNonNull("exitCode")) {
+        fields.add(List.of("  exit code", b.path("exitCode").asText()));
+      }
+      if (b.hasNonNull("error")) {
+        fields.add(List.of("  error", b.path("error").asText()));
+      }
+      JsonNode launch = b.path("launch");
+      if (launch.isObject()) {
+        String where = launch.path("kind").asText() + " " + launch.path("name").asText();
+        if (launch.hasNonNull("namespace")) {
+          where += " (namespace " + launch.path("namespace").asText() + ")";
+        }
+        fields.add(List.of("  launch", where));
+      }
+      if (b.hasNonNull("outputs") && !b.path("outputs").isEmpty()) {
+        fields.add(List.of("  outputs", Json.write(b.path("outputs"))));
+      }
+      out.print(Text.columns(fields));
+      out.println("timeline");
+      List<List<String>> rows = new ArrayList<>();
+      Instant first = null;
+      Instant prev = null;
+      for (JsonNode e : b.path("events")) {
+        Instant at = Text.time(e.path("at"));
+        if (first == null) {
+          first = at;
+        }
+        String from = e.path("from").isNull() ? null : e.path("from").asText();
+        String to = e.path("to").asText();
+        String what =
+            from == null
+                ? "enqueued"
+                : from.equals(to)
+                    ? Waiting.label(to)
+                    : Waiting.label(from) + " → " + Waiting.label(to);
+        rows.add(
+            List.of(
+                "  +" + Text.duration(Duration.between(first, at)),
+                prev == null ? "" : "(" + Text.duration(Duration.between(prev, at)) + ")",
+                "#" + e.path("attempt").asText(),
+                what,
+                Text.orDash(e.path("reason"))));
+        prev = at;
+      }
+      out.print(Text.table(List.of("  AT", "STEP", "TRY", "WHAT", "WHY"), rows));
+      return Main.OK;
+    }
+  }
+
+  @Command(
+      name = "logs",
+      mixinStandardHelpOptions = true,
+      description = "Prints a build's log; with -f, follows it until the build ends.")
+  static final class Logs implements Callable<Integer> {
+    @Spec picocli.CommandLine.Model.CommandSpec spec;
+    @Mixin ClientOptions client;
+
+    @Parameters(paramLabel = "ID", description = "The build's id.")
+    long id;
+
+    @Option(
+        names = {"-f", "--follow"},
+        description = "Keep streaming until the build ends.")
+    boolean follow;
+
+    @Option(
+        names = "--after",
+        paramLabel = "SEQ",
+        defaultValue = "0",
+        description = "Only lines after sequence number SEQ.")
+    long after;
+
+    @Override
+    public Integer call() {
+      ApiClient api = client.client();
+      PrintWriter out = spec.commandLine().getOut();
+      if (follow) {
+        JsonNode b = Waiting.follow(api, id, out, client.json());
+        return Waiting.exitCode(b) == Main.OK ? Main.OK : Waiting.exitCode(b);
+      }
+      api.stream(
+          "/api/v1/builds/" + id + "/logs?after=" + after,
+          l -> out.println(client.json() ? l : Text.logLine(Json.tree(l))));
+      out.flush();
+      return Main.OK;
+    }
+  }
+
+  @Command(
+      name = "cancel",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Cancels a build. A queued or launching build is canceled at once; a running one is"
+            + " interrupted by provisionerd (terraform gets SIGINT, scripts SIGTERM), killed after"
+            + " the route's cancel grace, and ends canceled."
+      })
+  static final class Cancel implements Callable<Integer> {
+    @Spec picocli.CommandLine.Model.CommandSpec spec;
+    @Mixin ClientOptions client;
+
+    @Parameters(paramLabel = "ID", description = "The build's id.")
+    long id;
+
+    @Option(names = "--wait", description = "Wait until the build has ended.")
+    boolean wait;
+
+    @Override
+    public Integer call() {
+      ApiClient api = client.client();
+      JsonNode r = api.post("/api/v1/builds/" + id + "/cancel", "{}");
+      PrintWriter out = spec.commandLine().getOut();
+      PrintWriter err = spec.commandLine().getErr();
+      if (!wait) {
+        if (client.json()) {
+          out.println(Json.write(r));
+        } else if (r.path("cancelRequested").asBoolean(false)) {
+          out.println("build " + id + ": cancel requested; provisionerd is stopping it");
+        } else {
+          out.println("build " + id + " canceled");
+        }
+        return Main.OK;
+      }
+      JsonNode b = Waiting.await(api, id, err);
+      if (client.json()) {
+        out.println(Json.write(b));
+      }
+      Waiting.summary(b, err);
+      return Waiting.exitCode(b);
+    }
+  }
+}

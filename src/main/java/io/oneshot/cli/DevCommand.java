@@ -1,0 +1,249 @@
+package io.oneshot.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Json;
+import io.oneshot.config.ConfigException;
+import io.oneshot.config.ConfigLoader;
+import io.oneshot.config.OneshotConfig;
+import io.oneshot.server.EmbeddedDatabase;
+import io.oneshot.server.OneshotServer;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.PrintWriter;
+import java.io.UncheckedIOException;
+import java.net.BindException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
+import java.util.Base64;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+@Command(
+    name = "dev",
+    mixinStandardHelpOptions = true,
+    sortOptions = false,
+    description = {
+      "Runs oneshot on this machine: an embedded PostgreSQL (unless --database-url is given),"
+          + " the dispatcher with the local launcher (each build attempt is its own process), and"
+          + " the API on 127.0.0.1. Prints the API URL and admin token and writes them to"
+          + " <data-dir>/dev.env. Ctrl-C stops it; queued builds are kept for the next start.",
+      ""
+    },
+    footer = {
+      "",
+      "Examples:",
+      "  oneshot dev",
+      "  oneshot dev --port 9090 --data-dir /tmp/oneshot-dev",
+      "  oneshot dev --database-url postgresql://postgres@127.0.0.1:5432/oneshot",
+      "",
+      "The routes come from the bundled dispatcher/oneshot.yaml unless --config names another."
+    })
+final class DevCommand implements Callable<Integer> {
+  static final String BUNDLED_CONFIG = "/dispatcher/oneshot.yaml";
+
+  @Spec picocli.CommandLine.Model.CommandSpec spec;
+
+  @Option(
+      names = "--port",
+      paramLabel = "PORT",
+      defaultValue = "8080",
+      description = "The API port on 127.0.0.1 (default: ${DEFAULT-VALUE}; 0 picks a free one).")
+  int port;
+
+  @Option(
+      names = "--data-dir",
+      paramLabel = "DIR",
+      defaultValue = "${env:ONESHOT_DATA_DIR:-${sys:user.home}/.local/share/oneshot/dev}",
+      description =
+          "Where the database, the admin token, dev.env and the attempts' directories live"
+              + " (env ONESHOT_DATA_DIR; default: ${DEFAULT-VALUE}).")
+  Path dataDir;
+
+  @Option(
+      names = "--database-url",
+      paramLabel = "URL",
+      defaultValue = "${env:ONESHOT_DATABASE_URL}",
+      description = "Use this PostgreSQL instead of the embedded one (env ONESHOT_DATABASE_URL).")
+  String databaseUrl;
+
+  @Option(
+      names = "--config",
+      paramLabel = "FILE",
+      description = "Routes and limits from FILE instead of the bundled dispatcher/oneshot.yaml.")
+  Path config;
+
+  @Option(names = "--demo", description = "Once up, submit a demo build and print its log.")
+  boolean demo;
+
+  @Override
+  public Integer call() throws Exception {
+    if (port < 0 || port > 65535) {
+      throw new CliException(Main.USAGE, "--port: must be from 0 to 65535");
+    }
+    PrintWriter out = spec.commandLine().getOut();
+    Path dir = dataDir.toAbsolutePath();
+    Files.createDirectories(dir);
+    OneshotConfig base = loadConfig();
+    EmbeddedDatabase embedded = null;
+    String url = databaseUrl;
+    if (url == null) {
+      out.println("Starting the embedded PostgreSQL in " + dir.resolve("postgres") + " …");
+      out.flush();
+      embedded = EmbeddedDatabase.start(dir);
+      url = embedded.url();
+    }
+    String token = adminToken(dir);
+    OneshotConfig cfg =
+        new OneshotConfig(
+            new OneshotConfig.Database(url, base.database().poolSize()),
+            new OneshotConfig.Api("127.0.0.1", port, null, token),
+            base.dispatch(),
+            base.limits(),
+            new OneshotConfig.Launcher(
+                "local",
+                new OneshotConfig.Local(
+                    dir.resolve("runs"),
+                    base.launcher().local().javaOptions(),
+                    base.launcher().local().command(),
+                    base.launcher().local().passEnv())),
+            base.routes());
+    OneshotServer server;
+    try {
+      server = OneshotServer.start(cfg);
+    } catch (RuntimeException e) {
+      if (embedded != null) {
+        embedded.close();
+      }
+      if (causedBy(e, BindException.class)) {
+        throw new CliException(
+            Main.USAGE, "port " + port + " on 127.0.0.1 is in use; pass --port with another one");
+      }
+      throw e;
+    }
+    String apiUrl = "http://127.0.0.1:" + server.port();
+    Path env = writeEnv(dir, apiUrl, token);
+    EmbeddedDatabase pg = embedded;
+    out.println();
+    out.println("oneshot dev is running.");
+    out.println("  API:    " + apiUrl);
+    out.println("  token:  " + token);
+    out.println(
+        "  data:   " + dir + (pg == null ? "" : " (PostgreSQL on 127.0.0.1:" + pg.port() + ")"));
+    out.println("  routes: " + routeSummary(cfg));
+    out.println();
+    out.println("In another shell:");
+    out.println("  source " + env);
+    out.println("  scripts/oneshot submit --script 'echo hello from oneshot' --follow");
+    out.println("  scripts/oneshot builds list");
+    out.println();
+    out.println("Ctrl-C stops oneshot dev; queued builds are kept and run at the next start.");
+    out.flush();
+    if (demo) {
+      runDemo(apiUrl, token, out);
+    }
+    Lifecycle.runUntilSignal(
+        () -> {
+          server.close();
+          if (pg != null) {
+            pg.close();
+          }
+        });
+    return Main.OK;
+  }
+
+  private OneshotConfig loadConfig() {
+    if (config != null) {
+      return ConfigLoader.load(config, Map.of());
+    }
+    try (InputStream in = DevCommand.class.getResourceAsStream(BUNDLED_CONFIG)) {
+      if (in == null) {
+        throw new ConfigException("the bundled configuration " + BUNDLED_CONFIG + " is missing");
+      }
+      return ConfigLoader.parse(
+          new String(in.readAllBytes(), StandardCharsets.UTF_8),
+          "dispatcher/oneshot.yaml",
+          Map.of());
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  private static String routeSummary(OneshotConfig cfg) {
+    StringBuilder b = new StringBuilder();
+    for (OneshotConfig.Route r : cfg.routes()) {
+      if (!b.isEmpty()) {
+        b.append(", ");
+      }
+      b.append(r.name()).append(' ').append(Text.tags(Json.MAPPER.valueToTree(r.tags())));
+      b.append(" (").append(r.maxConcurrent()).append(')');
+    }
+    return b.toString();
+  }
+
+  /** The admin token, made once and kept in {@code <data-dir>/admin-token} (mode 0600). */
+  static String adminToken(Path dir) throws IOException {
+    Path file = dir.resolve("admin-token");
+    if (Files.exists(file)) {
+      String t = Files.readString(file, StandardCharsets.UTF_8).strip();
+      if (t.length() >= 16) {
+        return t;
+      }
+    }
+    byte[] b = new byte[24];
+    new SecureRandom().nextBytes(b);
+    String token = "osa_" + Base64.getUrlEncoder().withoutPadding().encodeToString(b);
+    writePrivate(file, token + "\n");
+    return token;
+  }
+
+  /** {@code <data-dir>/dev.env}: {@code source} it to point the CLI at this server. */
+  static Path writeEnv(Path dir, String url, String token) throws IOException {
+    Path file = dir.resolve("dev.env");
+    writePrivate(
+        file,
+        "ONESHOT_URL=" + url + "\nONESHOT_TOKEN=" + token + "\nexport ONESHOT_URL ONESHOT_TOKEN\n");
+    return file;
+  }
+
+  private static void writePrivate(Path file, String content) throws IOException {
+    Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
+    Files.deleteIfExists(tmp);
+    Files.createFile(
+        tmp, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+    Files.writeString(tmp, content, StandardCharsets.UTF_8);
+    Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+  }
+
+  private void runDemo(String apiUrl, String token, PrintWriter out) {
+    ApiClient api = new ApiClient(apiUrl, token);
+    String body =
+        """
+        {"tags": {}, "input": {"provisioner": "script", "command": ["sh", "-c",
+          "echo \\"hello from build $ONESHOT_BUILD_ID, attempt $ONESHOT_ATTEMPT\\"; echo \\"running in $PWD\\"; uname -sm; echo done"]}}
+        """;
+    JsonNode created = api.post("/api/v1/builds", body);
+    long id = created.path("id").asLong();
+    out.println(
+        "Demo: build " + id + " queued on route " + created.path("route").asText() + "; its log:");
+    JsonNode b = Waiting.follow(api, id, out, false);
+    Waiting.summary(b, out);
+    out.println("(see it again: scripts/oneshot builds show " + id + ")");
+    out.flush();
+  }
+
+  private static boolean causedBy(Throwable e, Class<? extends Throwable> type) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (type.isInstance(t)) {
+        return true;
+      }
+    }
+    return false;
+  }
+}

@@ -1,0 +1,102 @@
+package io.oneshot.cli;
+
+import java.io.PrintWriter;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/** The {@code oneshot} command. Subcommands are thin: they parse, call, print. */
+@Command(
+    name = "oneshot",
+    mixinStandardHelpOptions = true,
+    versionProvider = Main.Version.class,
+    subcommands = {
+      DevCommand.class,
+      DispatcherCommand.class,
+      ProvisionerdCommand.class,
+      MigrateCommand.class,
+      SubmitCommand.class,
+      BuildsCommand.class,
+      RoutesCommand.class,
+      CommandLine.HelpCommand.class
+    },
+    description = {
+      "Runs every infrastructure build (a terraform apply, a script) in its own short-lived"
+          + " process or Kubernetes Job, dispatched from a PostgreSQL queue.",
+      ""
+    },
+    footer = {
+      "",
+      "Try it:",
+      "  oneshot dev                                   # a local server with its own PostgreSQL",
+      "  source ~/.local/share/oneshot/dev/dev.env     # in another shell: URL and token",
+      "  oneshot submit --script 'echo hello' --follow",
+      "  oneshot builds list",
+      "",
+      "Exit codes: 0 success, 1 build failed, 2 usage error, 3 build canceled,"
+          + " 4 cannot reach the server."
+    })
+public final class Main implements Runnable {
+  public static final int OK = 0;
+  public static final int BUILD_FAILED = 1;
+  public static final int USAGE = 2;
+  public static final int CANCELED = 3;
+  public static final int UNREACHABLE = 4;
+
+  @CommandLine.Spec CommandLine.Model.CommandSpec spec;
+
+  public static void main(String[] args) {
+    System.exit(execute(args));
+  }
+
+  public static int execute(String... args) {
+    if (Runtime.version().feature() >= 24) {
+      // Netty's direct memory access through sun.misc.Unsafe warns on JDK 24+; go without it.
+      System.setProperty("io.netty.noUnsafe", "true");
+    }
+    PrintWriter out = new PrintWriter(System.out, true);
+    PrintWriter err = new PrintWriter(System.err, true);
+    int code = commandLine(out, err).execute(args);
+    out.flush();
+    err.flush();
+    return code;
+  }
+
+  /** A command line writing to the given streams (tests capture them). */
+  public static CommandLine commandLine(PrintWriter out, PrintWriter err) {
+    System.setProperty(
+        "vertx.logger-delegate-factory-class-name",
+        "io.vertx.core.logging.SLF4JLogDelegateFactory");
+    CommandLine cl = new CommandLine(new Main());
+    cl.setOut(out);
+    cl.setErr(err);
+    cl.setExecutionExceptionHandler(
+        (e, cmd, parsed) -> {
+          if (e instanceof CliException c) {
+            cmd.getErr().println("error: " + c.getMessage());
+            return c.exitCode;
+          }
+          if (e instanceof io.oneshot.config.ConfigException
+              || e instanceof IllegalArgumentException) {
+            cmd.getErr().println("error: " + e.getMessage());
+            return USAGE;
+          }
+          cmd.getErr().println("error: " + e);
+          e.printStackTrace(cmd.getErr());
+          return UNREACHABLE;
+        });
+    return cl;
+  }
+
+  @Override
+  public void run() {
+    spec.commandLine().usage(spec.commandLine().getOut());
+  }
+
+  static final class Version implements CommandLine.IVersionProvider {
+    @Override
+    public String[] getVersion() {
+      String v = Main.class.getPackage().getImplementationVersion();
+      return new String[] {"oneshot " + (v == null ? "(development build)" : v)};
+    }
+  }
+}

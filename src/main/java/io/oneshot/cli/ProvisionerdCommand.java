@@ -1,0 +1,91 @@
+package io.oneshot.cli;
+
+import io.oneshot.provisionerd.Provisionerd;
+import java.io.IOException;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+@Command(
+    name = "provisionerd",
+    mixinStandardHelpOptions = true,
+    description = {
+      "Runs one build and exits: acquires the build its token is good for, runs it, streams its"
+          + " log (also to stdout), reports the outcome. Started by the launcher in each"
+          + " attempt's pod or process; not usually run by hand.",
+      ""
+    },
+    footer = {
+      "",
+      "Exit codes: 0 the outcome was reported; 1 it could not be; 2 bad setup;"
+          + " 3 the API refused the token."
+    })
+final class ProvisionerdCommand implements Callable<Integer> {
+  @Option(
+      names = "--api-url",
+      paramLabel = "URL",
+      defaultValue = "${env:ONESHOT_API_URL}",
+      description = "The dispatcher's API (env ONESHOT_API_URL).")
+  String apiUrl;
+
+  @Option(
+      names = "--token-file",
+      paramLabel = "FILE",
+      defaultValue = "${env:ONESHOT_TOKEN_FILE}",
+      description =
+          "A file holding the build token (env ONESHOT_TOKEN_FILE; or the token itself in"
+              + " ONESHOT_TOKEN). The file is deleted once read, when it can be.")
+  Path tokenFile;
+
+  @Option(
+      names = "--work-dir",
+      paramLabel = "DIR",
+      defaultValue = "${env:ONESHOT_WORK_DIR:-.}",
+      description = "Where the build runs (env ONESHOT_WORK_DIR; default: the current directory).")
+  Path workDir;
+
+  @Option(
+      names = "--retry-for",
+      paramLabel = "DURATION",
+      defaultValue = "${env:ONESHOT_RETRY_FOR:-2m}",
+      description = "How long API calls are retried before giving up (default: ${DEFAULT-VALUE}).")
+  String retryFor;
+
+  @Override
+  public Integer call() {
+    if (apiUrl == null || apiUrl.isBlank()) {
+      throw new CliException(Main.USAGE, "no API URL: set ONESHOT_API_URL or pass --api-url");
+    }
+    String token = System.getenv("ONESHOT_TOKEN");
+    if (tokenFile != null) {
+      try {
+        token = Files.readString(tokenFile, StandardCharsets.UTF_8).strip();
+      } catch (IOException e) {
+        throw new CliException(
+            Main.USAGE, "cannot read the token file " + tokenFile + ": " + e.getMessage());
+      }
+      try {
+        Files.deleteIfExists(tokenFile);
+      } catch (IOException e) {
+        // a read-only mount (a Kubernetes Secret): the file stays, readable by this user only
+      }
+    }
+    if (token == null || token.isBlank()) {
+      throw new CliException(Main.USAGE, "no build token: set ONESHOT_TOKEN_FILE or ONESHOT_TOKEN");
+    }
+    Duration retry;
+    try {
+      retry = io.oneshot.config.Units.parseDuration(retryFor);
+    } catch (IllegalArgumentException e) {
+      throw new CliException(Main.USAGE, "--retry-for: " + e.getMessage());
+    }
+    return Provisionerd.run(
+        new Provisionerd.Options(URI.create(apiUrl), token, workDir.toAbsolutePath(), retry),
+        System.out);
+  }
+}

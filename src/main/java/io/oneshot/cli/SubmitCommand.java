@@ -1,0 +1,268 @@
+package io.oneshot.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.oneshot.api.Json;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.Callable;
+import java.util.stream.Stream;
+import picocli.CommandLine.ArgGroup;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+@Command(
+    name = "submit",
+    mixinStandardHelpOptions = true,
+    sortOptions = false,
+    description = {
+      "Enqueues a build. Its tags choose the route (the first route whose tags contain all of"
+          + " them); the build waits there for a free slot.",
+      ""
+    },
+    footer = {
+      "",
+      "Examples:",
+      "  oneshot submit --script 'make deploy' --tag org=default --wait",
+      "  oneshot submit --terraform ./envs/dev --var region=eu-west-1 --workspace dev --follow",
+      "  oneshot submit --terraform ./envs/dev --destroy --workspace dev --wait",
+      "  oneshot submit --input build.json -o json",
+      "",
+      "Exit codes with --wait or --follow: 0 succeeded, 1 failed, 3 canceled;"
+          + " otherwise 0 once the build is queued. 2 for bad input, 4 when the server is"
+          + " unreachable."
+    })
+final class SubmitCommand implements Callable<Integer> {
+  private static final long MAX_TERRAFORM_FILE = 4L << 20;
+
+  @Spec picocli.CommandLine.Model.CommandSpec spec;
+
+  @Mixin ClientOptions client;
+
+  static final class What {
+    @Option(
+        names = "--script",
+        paramLabel = "CMD",
+        description = "Run CMD with sh -c (provisioner script).")
+    String script;
+
+    @Option(
+        names = "--terraform",
+        paramLabel = "DIR",
+        description =
+            "Run terraform on the module in DIR: its .tf, .tf.json, .tfvars and"
+                + " .terraform.lock.hcl files, subdirectories included (provisioner terraform).")
+    Path terraform;
+
+    @Option(
+        names = "--input",
+        paramLabel = "FILE",
+        description = "Use the build input in FILE (JSON; - for stdin) as it is.")
+    String input;
+  }
+
+  @ArgGroup(exclusive = true, multiplicity = "1")
+  What what;
+
+  @Option(
+      names = "--tag",
+      paramLabel = "KEY=VALUE",
+      description = "A routing tag; repeat for more.")
+  Map<String, String> tags = new LinkedHashMap<>();
+
+  @Option(
+      names = "--env",
+      paramLabel = "NAME=VALUE",
+      description = "An environment variable for the script; repeat for more.")
+  Map<String, String> env = new LinkedHashMap<>();
+
+  @Option(
+      names = "--var",
+      paramLabel = "NAME=VALUE",
+      description = "A terraform variable; repeat for more.")
+  Map<String, String> vars = new LinkedHashMap<>();
+
+  @Option(names = "--destroy", description = "terraform destroy instead of apply.")
+  boolean destroy;
+
+  @Option(
+      names = "--workspace",
+      paramLabel = "KEY",
+      description =
+          "Builds with the same workspace share terraform state and run one at a time, in order.")
+  String workspace;
+
+  @Option(
+      names = "--priority",
+      paramLabel = "N",
+      defaultValue = "0",
+      description = "Higher runs first within a route, -1000 to 1000 (default: ${DEFAULT-VALUE}).")
+  int priority;
+
+  @Option(
+      names = "--wait",
+      description = "Wait for the outcome, showing progress: queued, launching, running, done.")
+  boolean wait;
+
+  @Option(
+      names = {"-f", "--follow"},
+      description = "Stream the build's log until it ends.")
+  boolean follow;
+
+  @Override
+  public Integer call() {
+    ObjectNode input = buildInput();
+    if (what.script == null
+        && what.terraform == null
+        && (!env.isEmpty() || !vars.isEmpty() || destroy)) {
+      throw new CliException(
+          Main.USAGE, "--env, --var and --destroy go with --script or --terraform, not --input");
+    }
+    if (what.script != null && (!vars.isEmpty() || destroy)) {
+      throw new CliException(Main.USAGE, "--var and --destroy are for --terraform builds");
+    }
+    if (what.terraform != null && !env.isEmpty()) {
+      throw new CliException(Main.USAGE, "--env is for --script builds; terraform takes --var");
+    }
+    ObjectNode body = Json.MAPPER.createObjectNode();
+    body.set("tags", Json.MAPPER.valueToTree(tags));
+    body.set("input", input);
+    body.put("priority", priority);
+    if (workspace != null) {
+      body.put("workspace", workspace);
+    }
+    ApiClient api = client.client();
+    JsonNode created = api.post("/api/v1/builds", Json.write(body));
+    long id = created.path("id").asLong();
+    PrintWriter out = spec.commandLine().getOut();
+    PrintWriter err = spec.commandLine().getErr();
+    if (!wait && !follow) {
+      if (client.json()) {
+        out.println(Json.write(created));
+      } else {
+        out.println("build " + id + " queued on route " + created.path("route").asText());
+      }
+      return Main.OK;
+    }
+    err.println("build " + id + " queued on route " + created.path("route").asText());
+    JsonNode last =
+        follow ? Waiting.follow(api, id, out, client.json()) : Waiting.await(api, id, err);
+    if (client.json() && !follow) {
+      out.println(Json.write(last));
+    }
+    Waiting.summary(last, err);
+    return Waiting.exitCode(last);
+  }
+
+  private ObjectNode buildInput() {
+    ObjectNode input = Json.MAPPER.createObjectNode();
+    if (what.script != null) {
+      input.put("provisioner", "script");
+      input.putArray("command").add("sh").add("-c").add(what.script);
+      if (!env.isEmpty()) {
+        input.set("env", Json.MAPPER.valueToTree(env));
+      }
+    } else if (what.terraform != null) {
+      input.put("provisioner", "terraform");
+      input.set("files", Json.MAPPER.valueToTree(terraformFiles(what.terraform)));
+      if (!vars.isEmpty()) {
+        input.set("variables", Json.MAPPER.valueToTree(vars));
+      }
+      input.put("transition", destroy ? "destroy" : "apply");
+    } else {
+      String text;
+      try {
+        text =
+            what.input.equals("-")
+                ? new String(System.in.readAllBytes(), StandardCharsets.UTF_8)
+                : Files.readString(Path.of(what.input));
+      } catch (NoSuchFileException e) {
+        throw new CliException(Main.USAGE, "--input: no such file: " + what.input);
+      } catch (IOException e) {
+        throw new CliException(
+            Main.USAGE, "--input: cannot read " + what.input + ": " + e.getMessage());
+      }
+      JsonNode n;
+      try {
+        n = Json.MAPPER.readTree(text);
+      } catch (IOException e) {
+        throw new CliException(
+            Main.USAGE, "--input: " + what.input + " is not valid JSON: " + e.getMessage());
+      }
+      if (!(n instanceof ObjectNode o)) {
+        throw new CliException(Main.USAGE, "--input: " + what.input + " must hold a JSON object");
+      }
+      return o;
+    }
+    return input;
+  }
+
+  /** The module's files by relative path; state, caches and hidden directories are left out. */
+  static Map<String, String> terraformFiles(Path dir) {
+    if (!Files.isDirectory(dir)) {
+      throw new CliException(Main.USAGE, "--terraform: " + dir + " is not a directory");
+    }
+    Map<String, String> files = new TreeMap<>();
+    List<Path> paths = new ArrayList<>();
+    try (Stream<Path> walk = Files.walk(dir, 16)) {
+      walk.filter(Files::isRegularFile).forEach(paths::add);
+    } catch (IOException e) {
+      throw new CliException(Main.USAGE, "--terraform: cannot read " + dir + ": " + e.getMessage());
+    }
+    for (Path p : paths) {
+      Path rel = dir.relativize(p);
+      String name = rel.toString().replace('\\', '/');
+      if (skip(rel) || !wanted(name)) {
+        continue;
+      }
+      try {
+        if (Files.size(p) > MAX_TERRAFORM_FILE) {
+          throw new CliException(Main.USAGE, "--terraform: " + name + " is larger than 4 MiB");
+        }
+        byte[] bytes = Files.readAllBytes(p);
+        files.put(
+            name,
+            StandardCharsets.UTF_8.newDecoder().decode(java.nio.ByteBuffer.wrap(bytes)).toString());
+      } catch (CharacterCodingException e) {
+        throw new CliException(Main.USAGE, "--terraform: " + name + " is not UTF-8 text");
+      } catch (IOException e) {
+        throw new CliException(
+            Main.USAGE, "--terraform: cannot read " + name + ": " + e.getMessage());
+      }
+    }
+    if (files.keySet().stream().noneMatch(n -> n.endsWith(".tf") || n.endsWith(".tf.json"))) {
+      throw new CliException(Main.USAGE, "--terraform: " + dir + " holds no .tf or .tf.json file");
+    }
+    return files;
+  }
+
+  private static boolean skip(Path rel) {
+    for (Path part : rel) {
+      String s = part.toString();
+      if (s.startsWith(".") && !s.equals(".terraform.lock.hcl")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static boolean wanted(String name) {
+    return name.endsWith(".tf")
+        || name.endsWith(".tf.json")
+        || name.endsWith(".tfvars")
+        || name.endsWith(".tfvars.json")
+        || name.endsWith(".terraform.lock.hcl");
+  }
+}

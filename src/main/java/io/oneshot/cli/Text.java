@@ -1,0 +1,93 @@
+package io.oneshot.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/** Plain-text rendering for the CLI: tables, durations, tags, log lines. */
+final class Text {
+  private Text() {}
+
+  /** {@code 850ms}, {@code 3.2s}, {@code 4m05s}, {@code 2h13m}. */
+  static String duration(Duration d) {
+    long ms = Math.max(0, d.toMillis());
+    if (ms < 1000) {
+      return ms + "ms";
+    }
+    if (ms < 60_000) {
+      return String.format("%.1fs", ms / 1000.0);
+    }
+    long s = ms / 1000;
+    if (s < 3600) {
+      return String.format("%dm%02ds", s / 60, s % 60);
+    }
+    return String.format("%dh%02dm", s / 3600, (s % 3600) / 60);
+  }
+
+  static Instant time(JsonNode n) {
+    return n == null || n.isNull() || n.isMissingNode() ? null : Instant.parse(n.asText());
+  }
+
+  static String between(JsonNode from, JsonNode to) {
+    Instant a = time(from);
+    if (a == null) {
+      return "-";
+    }
+    Instant b = time(to);
+    return duration(Duration.between(a, b == null ? Instant.now() : b));
+  }
+
+  static String tags(JsonNode tags) {
+    if (tags == null || !tags.isObject() || tags.isEmpty()) {
+      return "-";
+    }
+    List<String> parts = new ArrayList<>();
+    for (Map.Entry<String, JsonNode> e : tags.properties()) {
+      parts.add(e.getKey() + "=" + e.getValue().asText());
+    }
+    return String.join(",", parts);
+  }
+
+  static String orDash(JsonNode n) {
+    return n == null || n.isNull() || n.isMissingNode() || n.asText().isEmpty() ? "-" : n.asText();
+  }
+
+  /** A log line as text: build output as it was, oneshot's own lines marked. */
+  static String logLine(JsonNode line) {
+    String text = line.path("text").asText();
+    return "system".equals(line.path("stream").asText()) ? "[oneshot] " + text : text;
+  }
+
+  /** Columns padded to their widest cell; the last column is not padded. */
+  static String table(List<String> header, List<List<String>> rows) {
+    List<List<String>> all = new ArrayList<>();
+    all.add(header);
+    all.addAll(rows);
+    return columns(all);
+  }
+
+  /** Rows padded into columns, without a header. */
+  static String columns(List<List<String>> all) {
+    int[] w = new int[all.stream().mapToInt(List::size).max().orElse(0)];
+    for (List<String> r : all) {
+      for (int i = 0; i < r.size(); i++) {
+        w[i] = Math.max(w[i], r.get(i).length());
+      }
+    }
+    StringBuilder b = new StringBuilder();
+    for (List<String> r : all) {
+      for (int i = 0; i < r.size(); i++) {
+        String cell = r.get(i);
+        b.append(cell);
+        if (i < r.size() - 1) {
+          b.append(" ".repeat(w[i] - cell.length() + 2));
+        }
+      }
+      b.append('\n');
+    }
+    return b.toString();
+  }
+}

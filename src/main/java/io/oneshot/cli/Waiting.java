@@ -1,0 +1,102 @@
+package io.oneshot.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Json;
+import java.io.PrintWriter;
+import java.time.Duration;
+
+/** Waiting for a build to end: a live progress line, or the log as it comes. */
+final class Waiting {
+  private static final long POLL_MS = 250;
+
+  private Waiting() {}
+
+  /**
+   * Polls the build until it ends, showing {@code queued → launching → running → outcome} with the
+   * elapsed time: in place on a terminal, one line per change otherwise.
+   */
+  static JsonNode await(ApiClient api, long id, PrintWriter err) {
+    boolean tty = System.console() != null;
+    long start = System.nanoTime();
+    String shown = null;
+    while (true) {
+      JsonNode b = api.get("/api/v1/builds/" + id);
+      String status = b.path("status").asText();
+      String elapsed = Text.duration(Duration.ofNanos(System.nanoTime() - start));
+      String line = "build " + id + "  " + label(status) + "  " + elapsed;
+      if (status.equals("pending") || status.equals("launching")) {
+        line += "  (" + Text.orDash(b.path("reason")) + ")";
+      }
+      boolean done = terminal(status);
+      if (tty) {
+        err.print("\r\033[K" + line);
+        if (done) {
+          err.println();
+        }
+        err.flush();
+      } else if (!status.equals(shown)) {
+        err.println(line);
+      }
+      shown = status;
+      if (done) {
+        return b;
+      }
+      try {
+        Thread.sleep(POLL_MS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new CliException(Main.UNREACHABLE, "interrupted");
+      }
+    }
+  }
+
+  /** Streams the log until the build ends, then returns the build. */
+  static JsonNode follow(ApiClient api, long id, PrintWriter out, boolean json) {
+    long[] after = {0};
+    while (true) {
+      api.stream(
+          "/api/v1/builds/" + id + "/logs?follow=true&after=" + after[0],
+          l -> {
+            JsonNode line = Json.tree(l);
+            after[0] = line.path("seq").asLong(after[0]);
+            out.println(json ? l : Text.logLine(line));
+            out.flush();
+          });
+      JsonNode b = api.get("/api/v1/builds/" + id);
+      if (terminal(b.path("status").asText())) {
+        return b;
+      }
+      // The server ended the stream early (it restarted): pick up after the last line.
+    }
+  }
+
+  static String label(String status) {
+    return status.equals("pending") ? "queued" : status;
+  }
+
+  static boolean terminal(String status) {
+    return status.equals("succeeded") || status.equals("failed") || status.equals("canceled");
+  }
+
+  static void summary(JsonNode b, PrintWriter err) {
+    String status = b.path("status").asText();
+    String took = Text.between(b.path("createdAt"), b.path("finishedAt"));
+    StringBuilder line = new StringBuilder("build " + b.path("id").asText() + " " + status);
+    line.append(status.equals("succeeded") ? " in " : " after ").append(took);
+    if (!b.path("exitCode").isNull() && !b.path("exitCode").isMissingNode()) {
+      line.append(" (exit code ").append(b.path("exitCode").asInt()).append(')');
+    }
+    if (!status.equals("succeeded") && b.hasNonNull("error")) {
+      line.append(": ").append(b.path("error").asText());
+    }
+    err.println(line);
+  }
+
+  static int exitCode(JsonNode b) {
+    return switch (b.path("status").asText()) {
+      case "succeeded" -> Main.OK;
+      case "canceled" -> Main.CANCELED;
+      default -> Main.BUILD_FAILED;
+    };
+  }
+}

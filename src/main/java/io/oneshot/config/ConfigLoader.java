@@ -1,0 +1,473 @@
+package io.oneshot.config;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.MissingNode;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import io.oneshot.config.OneshotConfig.Api;
+import io.oneshot.config.OneshotConfig.Database;
+import io.oneshot.config.OneshotConfig.Dispatch;
+import io.oneshot.config.OneshotConfig.Launcher;
+import io.oneshot.config.OneshotConfig.Limits;
+import io.oneshot.config.OneshotConfig.Local;
+import io.oneshot.config.OneshotConfig.Route;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.regex.Pattern;
+
+/**
+ * Reads {@code oneshot.yaml} into a {@link OneshotConfig}, checking every field once. Errors name
+ * the field by its path and say the rule: {@code routes[1].maxConcurrent: must be an integer >= 0,
+ * got "six"}. Unknown fields are errors too, so a misspelt key never silently means its default.
+ */
+public final class ConfigLoader {
+  public static final String ENV_DATABASE_URL = "ONESHOT_DATABASE_URL";
+  public static final String ENV_ADMIN_TOKEN = "ONESHOT_ADMIN_TOKEN";
+
+  static final Pattern ROUTE_NAME = Pattern.compile("^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$");
+  static final Pattern TAG_KEY =
+      Pattern.compile("^[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$");
+  static final Pattern TAG_VALUE =
+      Pattern.compile("^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$");
+
+  private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
+
+  private ConfigLoader() {}
+
+  public static OneshotConfig load(Path file, Map<String, String> env) {
+    String text;
+    try {
+      text = Files.readString(file, StandardCharsets.UTF_8);
+    } catch (NoSuchFileException e) {
+      throw new ConfigException(file + ": no such file");
+    } catch (IOException e) {
+      throw new ConfigException(file + ": cannot be read: " + e.getMessage(), e);
+    }
+    return parse(text, file.toString(), env);
+  }
+
+  public static OneshotConfig parse(String yaml, String source, Map<String, String> env) {
+    JsonNode root;
+    try {
+      root = YAML.readTree(yaml);
+    } catch (JsonProcessingException e) {
+      throw new ConfigException(
+          source + ": not valid YAML: " + e.getOriginalMessage() + locationOf(e), e);
+    }
+    if (root == null || root.isMissingNode() || root.isNull()) {
+      root = YAML.createObjectNode();
+    }
+    try {
+      return read(new Node(root, ""), env);
+    } catch (ConfigException e) {
+      throw new ConfigException(source + ": " + e.getMessage(), e);
+    }
+  }
+
+  private static String locationOf(JsonProcessingException e) {
+    return e.getLocation() == null
+        ? ""
+        : " (line "
+            + e.getLocation().getLineNr()
+            + ", column "
+            + e.getLocation().getColumnNr()
+            + ")";
+  }
+
+  private static OneshotConfig read(Node root, Map<String, String> env) {
+    root.requireObject();
+    root.allowOnly("database", "api", "dispatch", "limits", "launcher", "routes");
+
+    Node db = root.object("database");
+    db.allowOnly("url", "poolSize");
+    String url = env.getOrDefault(ENV_DATABASE_URL, db.string("url", null));
+    Database database = new Database(url, db.integer("poolSize", 10, 1, 200));
+
+    Node apiNode = root.object("api");
+    apiNode.allowOnly("listen", "publicUrl", "adminToken", "adminTokenFile");
+    String listen = apiNode.string("listen", "0.0.0.0:8080");
+    int colon = listen.lastIndexOf(':');
+    if (colon <= 0) {
+      throw apiNode.child("listen").invalid("must be host:port, like 0.0.0.0:8080", listen);
+    }
+    String host = listen.substring(0, colon);
+    int port;
+    try {
+      port = Integer.parseInt(listen.substring(colon + 1));
+    } catch (NumberFormatException e) {
+      throw apiNode.child("listen").invalid("must be host:port, like 0.0.0.0:8080", listen);
+    }
+    if (port < 0 || port > 65535) {
+      throw apiNode.child("listen").invalid("port must be from 0 to 65535", listen);
+    }
+    String publicUrl = apiNode.string("publicUrl", null);
+    if (publicUrl != null && !publicUrl.matches("^https?://[^\\s/]+(/.*)?$")) {
+      throw apiNode
+          .child("publicUrl")
+          .invalid("must be an http:// or https:// URL that provisionerd can reach", publicUrl);
+    }
+    String token = apiNode.string("adminToken", null);
+    String tokenFile = apiNode.string("adminTokenFile", null);
+    if (token != null && tokenFile != null) {
+      throw apiNode.child("adminTokenFile").invalid("give adminToken or adminTokenFile, not both");
+    }
+    if (tokenFile != null) {
+      try {
+        token = Files.readString(Path.of(tokenFile)).strip();
+      } catch (IOException e) {
+        throw apiNode.child("adminTokenFile").invalid("cannot be read: " + e.getMessage());
+      }
+    }
+    token = env.getOrDefault(ENV_ADMIN_TOKEN, token);
+    if (token != null && token.length() < 16) {
+      throw apiNode.child("adminToken").invalid("must be at least 16 characters");
+    }
+    Api api = new Api(host, port, publicUrl, token);
+
+    Node d = root.object("dispatch");
+    d.allowOnly(
+        "maxConcurrent",
+        "claimBatch",
+        "pollInterval",
+        "rescueInterval",
+        "listenerHealthInterval",
+        "heartbeatInterval");
+    Dispatch dispatch =
+        new Dispatch(
+            d.integer("maxConcurrent", 100, 1, 100_000),
+            d.integer("claimBatch", 100, 1, 10_000),
+            d.duration("pollInterval", "2s", Duration.ofMillis(10)),
+            d.duration("rescueInterval", "5s", Duration.ofMillis(10)),
+            d.duration("listenerHealthInterval", "10s", Duration.ofMillis(100)),
+            d.duration("heartbeatInterval", "1s", Duration.ofMillis(100)));
+
+    Node l = root.object("limits");
+    l.allowOnly("maxInputBytes", "maxTags", "maxLogLineBytes", "maxLogBytes", "maxRequestBytes");
+    Limits limits =
+        new Limits(
+            (int) l.size("maxInputBytes", "1MiB", 1024, 64L << 20),
+            l.integer("maxTags", 32, 1, 1000),
+            (int) l.size("maxLogLineBytes", "16KiB", 256, 1L << 20),
+            l.size("maxLogBytes", "64MiB", 1024, 1L << 40),
+            (int) l.size("maxRequestBytes", "4MiB", 4096, 256L << 20));
+    if (limits.maxRequestBytes() < limits.maxInputBytes() + 64 * 1024) {
+      throw l.child("maxRequestBytes")
+          .invalid("must exceed maxInputBytes by at least 64KiB, so that a full input fits");
+    }
+
+    Node ln = root.object("launcher");
+    ln.allowOnly("kind", "local");
+    String kind = ln.string("kind", "local");
+    if (!kind.equals("local") && !kind.equals("kubernetes")) {
+      throw ln.child("kind").invalid("must be local or kubernetes", kind);
+    }
+    Node lo = ln.object("local");
+    lo.allowOnly("runDir", "javaOptions", "command", "passEnv");
+    String runDir = lo.string("runDir", null);
+    Local local =
+        new Local(
+            runDir == null ? null : Path.of(runDir),
+            lo.strings("javaOptions", List.of()),
+            lo.strings("command", List.of()),
+            lo.strings("passEnv", List.of()));
+    Launcher launcher = new Launcher(kind, local);
+
+    List<Route> routes = readRoutes(root);
+    return new OneshotConfig(database, api, dispatch, limits, launcher, routes);
+  }
+
+  private static List<Route> readRoutes(Node root) {
+    Node list = root.child("routes");
+    if (list.node.isMissingNode() || list.node.isNull()) {
+      throw list.invalid("at least one route is required");
+    }
+    if (!list.node.isArray() || list.node.isEmpty()) {
+      throw list.invalid("must be a non-empty list of routes");
+    }
+    List<Route> routes = new ArrayList<>();
+    for (int i = 0; i < list.node.size(); i++) {
+      Node r = list.index(i);
+      r.requireObject();
+      r.allowOnly(
+          "name",
+          "tags",
+          "template",
+          "maxConcurrent",
+          "timeout",
+          "launchTimeout",
+          "hangTimeout",
+          "cancelGrace",
+          "maxAttempts",
+          "retryAfterAcquire");
+      String name = r.string("name", null);
+      if (name == null) {
+        throw r.child("name").invalid("is required");
+      }
+      if (!ROUTE_NAME.matcher(name).matches()) {
+        throw r.child("name")
+            .invalid(
+                "must be 1 to 32 lowercase letters, digits or '-', starting and ending with a"
+                    + " letter or digit",
+                name);
+      }
+      for (int j = 0; j < routes.size(); j++) {
+        if (routes.get(j).name().equals(name)) {
+          throw r.child("name").invalid("duplicate route '" + name + "' (also routes[" + j + "])");
+        }
+      }
+      Map<String, String> tags = r.tags("tags");
+      for (int j = 0; j < routes.size(); j++) {
+        Route earlier = routes.get(j);
+        if (earlier.tags().entrySet().containsAll(tags.entrySet())) {
+          throw r.child("tags")
+              .invalid(
+                  "route '"
+                      + name
+                      + "' can never match: every build it could take goes to routes["
+                      + j
+                      + "] '"
+                      + earlier.name()
+                      + "' first, whose tags contain all of this route's tags; give it a tag"
+                      + " the earlier route lacks, or move it up");
+        }
+      }
+      routes.add(
+          new Route(
+              name,
+              tags,
+              r.string("template", null),
+              r.integer("maxConcurrent", 10, 0, 100_000),
+              r.duration("timeout", "1h", Duration.ofSeconds(1)),
+              r.duration("launchTimeout", "5m", Duration.ofSeconds(1)),
+              r.duration("hangTimeout", "2m", Duration.ofSeconds(1)),
+              r.duration("cancelGrace", "60s", Duration.ZERO),
+              r.integer("maxAttempts", 3, 1, 100),
+              r.bool("retryAfterAcquire", false)));
+    }
+    return List.copyOf(routes);
+  }
+
+  /** A YAML node and its path from the root, for messages. */
+  private record Node(JsonNode node, String path) {
+    Node child(String name) {
+      JsonNode n = node.isObject() ? node.path(name) : MissingNode.getInstance();
+      return new Node(n, path.isEmpty() ? name : path + "." + name);
+    }
+
+    Node index(int i) {
+      return new Node(node.get(i), path + "[" + i + "]");
+    }
+
+    ConfigException invalid(String rule) {
+      return new ConfigException((path.isEmpty() ? "(top level)" : path) + ": " + rule);
+    }
+
+    ConfigException invalid(String rule, Object got) {
+      return invalid(rule + ", got " + quote(got));
+    }
+
+    private static String quote(Object v) {
+      return v instanceof JsonNode j ? j.toString() : "\"" + v + "\"";
+    }
+
+    boolean absent() {
+      return node == null || node.isMissingNode() || node.isNull();
+    }
+
+    void requireObject() {
+      if (!node.isObject()) {
+        throw invalid("must be a mapping of keys to values", node);
+      }
+    }
+
+    Node object(String name) {
+      Node c = child(name);
+      if (c.absent()) {
+        return new Node(YAML.createObjectNode(), c.path);
+      }
+      c.requireObject();
+      return c;
+    }
+
+    void allowOnly(String... known) {
+      Set<String> allowed = Set.of(known);
+      for (Iterator<String> it = node.fieldNames(); it.hasNext(); ) {
+        String name = it.next();
+        if (!allowed.contains(name)) {
+          String hint = closest(name, known);
+          throw child(name)
+              .invalid(
+                  "unknown field"
+                      + (hint == null ? "" : " (did you mean " + hint + "?)")
+                      + "; known fields: "
+                      + String.join(", ", known));
+        }
+      }
+    }
+
+    String string(String name, String fallback) {
+      Node c = child(name);
+      if (c.absent()) {
+        return fallback;
+      }
+      if (!c.node.isTextual() && !c.node.isNumber() && !c.node.isBoolean()) {
+        throw c.invalid("must be a string", c.node);
+      }
+      return c.node.asText();
+    }
+
+    int integer(String name, int fallback, int min, int max) {
+      Node c = child(name);
+      if (c.absent()) {
+        return fallback;
+      }
+      if (!c.node.canConvertToInt() || !c.node.isIntegralNumber()) {
+        throw c.invalid("must be an integer from " + min + " to " + max, c.node);
+      }
+      int v = c.node.intValue();
+      if (v < min || v > max) {
+        throw c.invalid("must be an integer from " + min + " to " + max, c.node);
+      }
+      return v;
+    }
+
+    boolean bool(String name, boolean fallback) {
+      Node c = child(name);
+      if (c.absent()) {
+        return fallback;
+      }
+      if (!c.node.isBoolean()) {
+        throw c.invalid("must be true or false", c.node);
+      }
+      return c.node.booleanValue();
+    }
+
+    Duration duration(String name, String fallback, Duration min) {
+      Node c = child(name);
+      String text = c.absent() ? fallback : c.node.asText();
+      if (!c.absent() && !c.node.isTextual()) {
+        throw c.invalid("must be a duration like 250ms, 2s, 5m or 1h", c.node);
+      }
+      Duration d;
+      try {
+        d = Units.parseDuration(text);
+      } catch (IllegalArgumentException e) {
+        throw c.invalid(e.getMessage());
+      }
+      if (d.compareTo(min) < 0) {
+        throw c.invalid("must be at least " + Units.format(min), text);
+      }
+      return d;
+    }
+
+    long size(String name, String fallback, long min, long max) {
+      Node c = child(name);
+      String text = c.absent() ? fallback : c.node.asText();
+      long v;
+      try {
+        v = Units.parseSize(text);
+      } catch (IllegalArgumentException e) {
+        throw c.invalid(e.getMessage());
+      }
+      if (v < min || v > max) {
+        throw c.invalid(
+            "must be from " + Units.formatSize(min) + " to " + Units.formatSize(max), text);
+      }
+      return v;
+    }
+
+    List<String> strings(String name, List<String> fallback) {
+      Node c = child(name);
+      if (c.absent()) {
+        return fallback;
+      }
+      if (!c.node.isArray()) {
+        throw c.invalid("must be a list of strings", c.node);
+      }
+      List<String> out = new ArrayList<>();
+      for (int i = 0; i < c.node.size(); i++) {
+        JsonNode e = c.node.get(i);
+        if (!e.isTextual()) {
+          throw c.index(i).invalid("must be a string", e);
+        }
+        out.add(e.asText());
+      }
+      return List.copyOf(out);
+    }
+
+    Map<String, String> tags(String name) {
+      Node c = child(name);
+      if (c.absent()) {
+        return Map.of();
+      }
+      if (!c.node.isObject()) {
+        throw c.invalid("must be a mapping of tag keys to string values", c.node);
+      }
+      Map<String, String> out = new LinkedHashMap<>();
+      for (Map.Entry<String, JsonNode> e : c.node.properties()) {
+        Node v = c.child(e.getKey());
+        if (!TAG_KEY.matcher(e.getKey()).matches()) {
+          throw v.invalid(
+              "is not a valid tag key: 1 to 63 letters, digits, '.', '_', '-' or '/', starting"
+                  + " and ending with a letter or digit");
+        }
+        if (!e.getValue().isValueNode() || e.getValue().isNull()) {
+          throw v.invalid("must be a string", e.getValue());
+        }
+        String value = e.getValue().asText();
+        if (!TAG_VALUE.matcher(value).matches()) {
+          throw v.invalid(
+              "is not a valid tag value: up to 63 letters, digits, '.', '_' or '-', starting and"
+                  + " ending with a letter or digit",
+              value);
+        }
+        out.put(e.getKey(), value);
+      }
+      return Map.copyOf(out);
+    }
+  }
+
+  /** The known name nearest to a misspelt one, if it is near enough to be a likely typo. */
+  static String closest(String name, String... known) {
+    String best = null;
+    int bestDistance = Integer.MAX_VALUE;
+    for (String k : known) {
+      int d = distance(name.toLowerCase(), k.toLowerCase());
+      if (d < bestDistance) {
+        bestDistance = d;
+        best = k;
+      }
+    }
+    return bestDistance <= Math.max(2, name.length() / 4) ? best : null;
+  }
+
+  private static int distance(String a, String b) {
+    int[] prev = new int[b.length() + 1];
+    int[] cur = new int[b.length() + 1];
+    for (int j = 0; j <= b.length(); j++) {
+      prev[j] = j;
+    }
+    for (int i = 1; i <= a.length(); i++) {
+      cur[0] = i;
+      for (int j = 1; j <= b.length(); j++) {
+        int cost = a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1;
+        cur[j] = Math.min(Math.min(cur[j - 1] + 1, prev[j] + 1), prev[j - 1] + cost);
+      }
+      int[] t = prev;
+      prev = cur;
+      cur = t;
+    }
+    return prev[b.length()];
+  }
+}

@@ -1,0 +1,81 @@
+package io.oneshot.config;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * The dispatcher's whole configuration, loaded and validated once at start by {@link ConfigLoader}.
+ * Nothing else reads the YAML.
+ */
+public record OneshotConfig(
+    Database database,
+    Api api,
+    Dispatch dispatch,
+    Limits limits,
+    Launcher launcher,
+    List<Route> routes) {
+
+  /** Where the queue lives. {@code url} may come from {@code ONESHOT_DATABASE_URL}. */
+  public record Database(String url, int poolSize) {}
+
+  /**
+   * The HTTP API. {@code publicUrl} is what provisionerd uses to reach it; {@code adminToken} comes
+   * from the config, {@code adminTokenFile} or {@code ONESHOT_ADMIN_TOKEN}.
+   */
+  public record Api(String host, int port, String publicUrl, String adminToken) {}
+
+  /** The claim loop and the rescuer. */
+  public record Dispatch(
+      int maxConcurrent,
+      int claimBatch,
+      Duration pollInterval,
+      Duration rescueInterval,
+      Duration listenerHealthInterval,
+      Duration heartbeatInterval) {}
+
+  /** Size caps, enforced by the API and mirrored into the database for SQL producers. */
+  public record Limits(
+      int maxInputBytes, int maxTags, int maxLogLineBytes, long maxLogBytes, int maxRequestBytes) {}
+
+  /** How attempts are started: {@code local} (one OS process each) or {@code kubernetes}. */
+  public record Launcher(String kind, Local local) {}
+
+  /**
+   * The local launcher. {@code runDir} holds one directory per attempt; {@code command} replaces
+   * the provisionerd command line (empty: this JVM's java and class path); {@code passEnv} names
+   * environment variables handed through to provisionerd.
+   */
+  public record Local(
+      Path runDir, List<String> javaOptions, List<String> command, List<String> passEnv) {}
+
+  /**
+   * A route: builds whose tags are all contained in {@code tags} go here (first route in file order
+   * wins), run from {@code template}, at most {@code maxConcurrent} at a time.
+   *
+   * @param timeout how long one attempt may run once acquired
+   * @param launchTimeout how long an attempt may take from claim to acquire
+   * @param hangTimeout how old a running build's last heartbeat may get
+   * @param cancelGrace how long a canceled provisioner gets between interrupt and kill
+   * @param maxAttempts attempts per build, counting the first
+   * @param retryAfterAcquire requeue script builds that fail for infrastructure reasons after
+   *     provisionerd acquired them (never terraform: it could apply twice)
+   */
+  public record Route(
+      String name,
+      Map<String, String> tags,
+      String template,
+      int maxConcurrent,
+      Duration timeout,
+      Duration launchTimeout,
+      Duration hangTimeout,
+      Duration cancelGrace,
+      int maxAttempts,
+      boolean retryAfterAcquire) {}
+
+  public Optional<Route> route(String name) {
+    return routes.stream().filter(r -> r.name().equals(name)).findFirst();
+  }
+}

@@ -1,0 +1,369 @@
+package io.oneshot.dispatch;
+
+import io.oneshot.build.BuildState;
+import io.oneshot.build.BuildStore;
+import io.oneshot.build.BuildStore.Claimed;
+import io.oneshot.build.BuildToken;
+import io.oneshot.build.Database;
+import io.oneshot.config.OneshotConfig;
+import io.oneshot.launch.Attempt;
+import io.oneshot.launch.LaunchOutcome;
+import io.oneshot.launch.Launcher;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The claim loop. It sleeps until woken (NOTIFY, a reconnect of the listener, a freed slot) or
+ * until the jittered poll tick, then runs one {@link #cycle()}: claim what the limits allow, in one
+ * committed statement, then launch each claimed build on its own virtual thread. Only the leader
+ * claims.
+ */
+public final class Dispatcher implements AutoCloseable {
+  private static final Logger log = LoggerFactory.getLogger(Dispatcher.class);
+  private static final Duration MAX_RETRY_DELAY = Duration.ofSeconds(30);
+
+  private final BuildStore store;
+  private final Launcher launcher;
+  private final OneshotConfig config;
+  private final String apiUrl;
+  private final BooleanSupplier leader;
+  private final Wakeup wakeup = new Wakeup();
+  private final Set<Long> inFlight = ConcurrentHashMap.newKeySet();
+  private final ExecutorService launches = Executors.newVirtualThreadPerTaskExecutor();
+  private final ScheduledExecutorService retries;
+  private final Deque<BuildToken> spareTokens = new ArrayDeque<>();
+  private final AtomicLong cycles = new AtomicLong();
+  private volatile boolean running;
+  private Thread thread;
+
+  public Dispatcher(
+      BuildStore store,
+      Launcher launcher,
+      OneshotConfig config,
+      String apiUrl,
+      BooleanSupplier leader) {
+    this.store = store;
+    this.launcher = launcher;
+    this.config = config;
+    this.apiUrl = apiUrl;
+    this.leader = leader;
+    this.retries =
+        Executors.newSingleThreadScheduledExecutor(
+            Thread.ofPlatform().name("oneshot-launch-retry").daemon().factory());
+  }
+
+  public synchronized void start() {
+    if (running) {
+      return;
+    }
+    running = true;
+    thread = Thread.ofPlatform().name("oneshot-dispatch").daemon().start(this::loop);
+    wake();
+  }
+
+  /** Asks for one more cycle; wakes that arrive during a cycle fold into one. */
+  public void wake() {
+    wakeup.wake();
+  }
+
+  /** Cycles run so far (for tests and diagnostics). */
+  public long cycles() {
+    return cycles.get();
+  }
+
+  /** Whether a launch of this build is under way here; the rescuer leaves such builds alone. */
+  public boolean launching(long buildId) {
+    return inFlight.contains(buildId);
+  }
+
+  private void loop() {
+    long poll = config.dispatch().pollInterval().toMillis();
+    while (running) {
+      try {
+        wakeup.await(jitter(poll));
+        if (!running) {
+          break;
+        }
+        cycle();
+      } catch (InterruptedException e) {
+        break;
+      } catch (RuntimeException e) {
+        log.warn("Dispatch cycle failed: {}. Will keep running.", describe(e));
+        try {
+          Thread.sleep(Math.min(poll, 1000));
+        } catch (InterruptedException ie) {
+          break;
+        }
+      }
+    }
+  }
+
+  private static long jitter(long ms) {
+    return Math.max(1, (long) (ms * (0.8 + 0.4 * ThreadLocalRandom.current().nextDouble())));
+  }
+
+  /**
+   * One cycle: claims up to the free capacity of every route (within the global limit and the
+   * workspace rule), commits, then hands each claimed build to a launch. Returns how many it
+   * claimed. Public so that tests can drive the loop one step at a time.
+   */
+  public int cycle() {
+    if (!leader.getAsBoolean()) {
+      return 0;
+    }
+    int batch = Math.min(config.dispatch().claimBatch(), config.dispatch().maxConcurrent());
+    List<BuildToken> tokens = takeTokens(batch);
+    List<Claimed> claimed;
+    try {
+      claimed =
+          Database.await(store.claim(config.dispatch().maxConcurrent(), launcher.kind(), tokens));
+    } finally {
+      cycles.incrementAndGet();
+    }
+    returnUnused(tokens, claimed);
+    for (Claimed c : claimed) {
+      inFlight.add(c.id());
+      Optional<OneshotConfig.Route> route = config.route(c.route());
+      if (route.isEmpty()) {
+        launches.execute(() -> unknownRoute(c));
+        continue;
+      }
+      Attempt a = new Attempt(c.id(), c.attempt(), c.launchName(), route.get(), c.token(), apiUrl);
+      launches.execute(() -> launch(a, 0));
+    }
+    if (claimed.size() == batch) {
+      wake();
+    }
+    return claimed.size();
+  }
+
+  /**
+   * Launches a claimed build again with a fresh token, after the dispatcher that claimed it stopped
+   * before its launch was recorded and the launcher has no such attempt.
+   */
+  public void relaunch(long buildId, int attempt, String routeName, String launchName) {
+    Optional<OneshotConfig.Route> route = config.route(routeName);
+    if (route.isEmpty() || !inFlight.add(buildId)) {
+      return;
+    }
+    launches.execute(
+        () -> {
+          BuildToken token = BuildToken.generate();
+          try {
+            if (!Database.await(store.retoken(buildId, attempt, token))) {
+              inFlight.remove(buildId);
+              return;
+            }
+          } catch (RuntimeException e) {
+            inFlight.remove(buildId);
+            log.warn("Build {}: cannot renew its token to launch again: {}.", buildId, describe(e));
+            return;
+          }
+          log.info(
+              "Build {}: launching attempt {} again; its launch was never recorded.",
+              buildId,
+              launchName);
+          launch(new Attempt(buildId, attempt, launchName, route.get(), token, apiUrl), 0);
+        });
+  }
+
+  private void launch(Attempt a, int tries) {
+    long started = System.nanoTime();
+    LaunchOutcome outcome;
+    try {
+      outcome = launcher.launch(a);
+    } catch (RuntimeException e) {
+      outcome = new LaunchOutcome.RetryLater(backoff(tries), describe(e));
+    }
+    boolean done = true;
+    try {
+      switch (outcome) {
+        case LaunchOutcome.Launched l ->
+            record(a, l.namespace(), "launched " + l.detail(), started);
+        case LaunchOutcome.AlreadyLaunched l ->
+            record(a, l.namespace(), "already launched: " + l.detail(), started);
+        case LaunchOutcome.Rejected r -> {
+          log.warn("Build {}: launch of {} rejected: {}.", a.buildId(), a.name(), r.reason());
+          Database.await(
+              store.finish(
+                  a.buildId(),
+                  a.attempt(),
+                  BuildState.LAUNCHING,
+                  BuildState.FAILED,
+                  "launch rejected: " + r.reason()));
+        }
+        case LaunchOutcome.RetryLater r -> {
+          done = false;
+          retryLater(a, tries, r);
+        }
+      }
+    } catch (RuntimeException e) {
+      log.warn(
+          "Build {}: cannot record the launch of {}: {}. The rescuer will look at it again.",
+          a.buildId(),
+          a.name(),
+          describe(e));
+    } finally {
+      if (done) {
+        inFlight.remove(a.buildId());
+      }
+    }
+  }
+
+  private void record(Attempt a, String namespace, String detail, long startedNanos) {
+    boolean current =
+        Database.await(
+            store.markLaunched(
+                a.buildId(), a.attempt(), launcher.kind(), a.name(), namespace, detail));
+    long ms = (System.nanoTime() - startedNanos) / 1_000_000;
+    if (current) {
+      log.info(
+          "Build {}: {} on route {} ({}, {} ms).",
+          a.buildId(),
+          detail,
+          a.route().name(),
+          a.name(),
+          ms);
+    } else {
+      log.info(
+          "Build {}: {} but attempt {} is no longer current; the rescuer will remove it.",
+          a.buildId(),
+          detail,
+          a.attempt());
+    }
+  }
+
+  private void retryLater(Attempt a, int tries, LaunchOutcome.RetryLater r) {
+    Duration delay = r.delay() == null ? backoff(tries) : r.delay();
+    log.warn(
+        "Build {}: launch of {} will be retried in {} ms: {}.",
+        a.buildId(),
+        a.name(),
+        delay.toMillis(),
+        r.reason());
+    if (tries == 0) {
+      store
+          .systemLog(
+              a.buildId(),
+              a.attempt(),
+              "warn",
+              "launch of " + a.name() + " failed and will be retried: " + r.reason())
+          .onFailure(
+              e -> log.debug("Build {}: cannot write log line: {}", a.buildId(), e.toString()));
+    }
+    retries.schedule(
+        () ->
+            launches.execute(
+                () -> {
+                  if (!stillLaunching(a)) {
+                    inFlight.remove(a.buildId());
+                    return;
+                  }
+                  launch(a, tries + 1);
+                }),
+        delay.toMillis(),
+        TimeUnit.MILLISECONDS);
+  }
+
+  private boolean stillLaunching(Attempt a) {
+    try {
+      var cur = Database.await(store.current(List.of(a.buildId()))).get(a.buildId());
+      return running
+          && cur != null
+          && cur.status() == BuildState.LAUNCHING
+          && cur.attempt() == a.attempt();
+    } catch (RuntimeException e) {
+      return running;
+    }
+  }
+
+  private void unknownRoute(Claimed c) {
+    try {
+      Database.await(
+          store.finish(
+              c.id(),
+              c.attempt(),
+              BuildState.LAUNCHING,
+              BuildState.FAILED,
+              "route " + c.route() + " is not in this dispatcher's configuration"));
+    } catch (RuntimeException e) {
+      log.warn("Build {}: cannot fail it for its unknown route: {}.", c.id(), describe(e));
+    } finally {
+      inFlight.remove(c.id());
+    }
+  }
+
+  private static Duration backoff(int tries) {
+    long ms = Math.min(MAX_RETRY_DELAY.toMillis(), 500L << Math.min(tries, 10));
+    return Duration.ofMillis(ms);
+  }
+
+  private synchronized List<BuildToken> takeTokens(int n) {
+    List<BuildToken> out = new ArrayList<>(n);
+    while (out.size() < n && !spareTokens.isEmpty()) {
+      out.add(spareTokens.pop());
+    }
+    while (out.size() < n) {
+      out.add(BuildToken.generate());
+    }
+    return out;
+  }
+
+  /** Tokens no claim used were never stored anywhere; they serve the next cycle. */
+  private synchronized void returnUnused(List<BuildToken> tokens, List<Claimed> claimed) {
+    Set<BuildToken> used = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+    claimed.forEach(c -> used.add(c.token()));
+    for (BuildToken t : tokens) {
+      if (!used.contains(t)) {
+        spareTokens.push(t);
+      }
+    }
+  }
+
+  static String describe(Throwable e) {
+    String msg = e.getMessage();
+    return msg == null ? e.getClass().getSimpleName() : msg;
+  }
+
+  @Override
+  public void close() {
+    Thread t;
+    synchronized (this) {
+      running = false;
+      t = thread;
+    }
+    wake();
+    if (t != null) {
+      try {
+        t.join(10_000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+    retries.shutdownNow();
+    launches.shutdown();
+    try {
+      if (!launches.awaitTermination(30, TimeUnit.SECONDS)) {
+        log.warn(
+            "Launches still running after 30 s; leaving them to the rescuer of the next start.");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}

@@ -1,0 +1,168 @@
+package io.oneshot.dispatch;
+
+import io.oneshot.build.AdvisoryLocks;
+import io.vertx.core.Context;
+import io.vertx.core.Vertx;
+import io.vertx.pgclient.PgConnectOptions;
+import io.vertx.pgclient.PgConnection;
+import io.vertx.sqlclient.Tuple;
+import java.time.Duration;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Decides which dispatcher replica claims: the one whose dedicated connection holds the session
+ * advisory lock {@link AdvisoryLocks#LEADER}. The others try again every {@code interval}. The
+ * leader checks its connection at the same interval and steps down at once when the check fails or
+ * the connection closes (PostgreSQL releases the lock with the session).
+ */
+public final class Leadership implements AutoCloseable {
+  private static final Logger log = LoggerFactory.getLogger(Leadership.class);
+
+  private final Vertx vertx;
+  private final Context context;
+  private final PgConnectOptions options;
+  private final long intervalMs;
+  private final Consumer<Boolean> onChange;
+  private volatile boolean leader;
+  private volatile boolean open;
+  private PgConnection conn;
+  private long timer = -1;
+
+  public Leadership(
+      Vertx vertx, PgConnectOptions options, Duration interval, Consumer<Boolean> onChange) {
+    this.vertx = vertx;
+    this.context = vertx.getOrCreateContext();
+    this.options = options;
+    this.intervalMs = interval.toMillis();
+    this.onChange = onChange;
+  }
+
+  public void start() {
+    open = true;
+    context.runOnContext(v -> connect());
+  }
+
+  public boolean isLeader() {
+    return leader;
+  }
+
+  private void connect() {
+    if (!open) {
+      return;
+    }
+    PgConnection.connect(vertx, options)
+        .onSuccess(
+            c -> {
+              if (!open) {
+                c.close();
+                return;
+              }
+              conn = c;
+              c.closeHandler(v -> lost(c, "its database connection closed"));
+              tryLock(c);
+            })
+        .onFailure(
+            e -> {
+              log.debug("Leadership: cannot connect: {}", e.getMessage());
+              later(this::connect);
+            });
+  }
+
+  private void tryLock(PgConnection c) {
+    if (conn != c || !open) {
+      return;
+    }
+    c.preparedQuery("SELECT pg_try_advisory_lock($1, $2) AS locked")
+        .execute(Tuple.of(AdvisoryLocks.CLASS, AdvisoryLocks.LEADER))
+        .onSuccess(
+            rows -> {
+              if (rows.iterator().next().getBoolean("locked")) {
+                promote();
+                later(() -> check(c));
+              } else {
+                later(() -> tryLock(c));
+              }
+            })
+        .onFailure(e -> lost(c, "the lock query failed: " + e.getMessage()));
+  }
+
+  private void check(PgConnection c) {
+    if (conn != c || !open) {
+      return;
+    }
+    long deadline =
+        vertx.setTimer(
+            Math.max(50, intervalMs),
+            t -> lost(c, "its database connection did not answer within " + intervalMs + " ms"));
+    c.query("SELECT 1")
+        .execute()
+        .onComplete(
+            r -> {
+              vertx.cancelTimer(deadline);
+              if (r.succeeded()) {
+                later(() -> check(c));
+              } else {
+                lost(c, "its connection check failed: " + r.cause().getMessage());
+              }
+            });
+  }
+
+  private void promote() {
+    if (!leader) {
+      leader = true;
+      log.info("This dispatcher leads: it claims and launches builds.");
+      notify(true);
+    }
+  }
+
+  private void lost(PgConnection c, String why) {
+    if (conn != c) {
+      return;
+    }
+    conn = null;
+    c.close();
+    if (leader) {
+      leader = false;
+      log.warn("This dispatcher stopped leading: {}.", why);
+      notify(false);
+    }
+    if (open) {
+      later(this::connect);
+    }
+  }
+
+  private void notify(boolean leading) {
+    try {
+      onChange.accept(leading);
+    } catch (RuntimeException e) {
+      log.warn("Leadership listener failed: {}.", e.toString());
+    }
+  }
+
+  private void later(Runnable r) {
+    timer = vertx.setTimer(intervalMs, t -> r.run());
+  }
+
+  @Override
+  public void close() {
+    open = false;
+    boolean was = leader;
+    leader = false;
+    if (was) {
+      notify(false);
+    }
+    context.runOnContext(
+        v -> {
+          if (timer >= 0) {
+            vertx.cancelTimer(timer);
+          }
+          PgConnection c = conn;
+          conn = null;
+          if (c != null) {
+            c.close();
+          }
+        });
+  }
+}

@@ -1,0 +1,354 @@
+package io.oneshot.dispatch;
+
+import io.oneshot.build.BuildState;
+import io.oneshot.build.BuildStore;
+import io.oneshot.build.BuildStore.Current;
+import io.oneshot.build.BuildStore.LiveBuild;
+import io.oneshot.build.Database;
+import io.oneshot.config.OneshotConfig;
+import io.oneshot.config.Units;
+import io.oneshot.launch.AttemptRef;
+import io.oneshot.launch.AttemptState;
+import io.oneshot.launch.Launcher;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.function.BooleanSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Compares what the queue says is launching or running with what the launcher and the heartbeats
+ * say, and settles every difference:
+ *
+ * <ul>
+ *   <li>an attempt that ended or vanished before provisionerd acquired its build is an
+ *       infrastructure failure: requeued while attempts remain, else failed;
+ *   <li>an attempt that did not acquire within the route's {@code launchTimeout} is killed and
+ *       treated the same way;
+ *   <li>an attempt that ended after acquiring without reporting fails the build (script builds of
+ *       routes with {@code retryAfterAcquire} are requeued instead);
+ *   <li>a heartbeat older than {@code hangTimeout} fails the build as hung; a cancel or timeout
+ *       that provisionerd did not carry out in time is carried out here;
+ *   <li>a claimed build whose launch was never recorded (the dispatcher stopped in between) is
+ *       adopted if its attempt runs, launched again if it does not;
+ *   <li>an attempt that no live build needs is killed.
+ * </ul>
+ *
+ * The old attempt is always killed before its build moves on, and every move is a compare-and-set
+ * on (build, attempt, status): never two live attempts for one build.
+ */
+public final class Rescuer implements AutoCloseable {
+  private static final Logger log = LoggerFactory.getLogger(Rescuer.class);
+
+  /** Extra time the dispatcher allows provisionerd to enforce a timeout or cancel itself. */
+  static final Duration SLACK = Duration.ofSeconds(15);
+
+  private static final OneshotConfig.Route UNKNOWN_ROUTE =
+      new OneshotConfig.Route(
+          "(unknown)",
+          Map.of(),
+          null,
+          0,
+          Duration.ofHours(1),
+          Duration.ofMinutes(5),
+          Duration.ofMinutes(2),
+          Duration.ofSeconds(60),
+          1,
+          false);
+
+  private final BuildStore store;
+  private final Launcher launcher;
+  private final OneshotConfig config;
+  private final Dispatcher dispatcher;
+  private final BooleanSupplier leader;
+  private final Wakeup wakeup = new Wakeup();
+  private volatile boolean running;
+  private Thread thread;
+
+  public Rescuer(
+      BuildStore store,
+      Launcher launcher,
+      OneshotConfig config,
+      Dispatcher dispatcher,
+      BooleanSupplier leader) {
+    this.store = store;
+    this.launcher = launcher;
+    this.config = config;
+    this.dispatcher = dispatcher;
+    this.leader = leader;
+  }
+
+  public synchronized void start() {
+    if (running) {
+      return;
+    }
+    running = true;
+    thread = Thread.ofPlatform().name("oneshot-rescue").daemon().start(this::loop);
+  }
+
+  /** Asks for a tick now (an attempt ended, a build was canceled). */
+  public void wake() {
+    wakeup.wake();
+  }
+
+  private void loop() {
+    while (running) {
+      try {
+        wakeup.await(config.dispatch().rescueInterval().toMillis());
+        if (running) {
+          tick();
+        }
+      } catch (InterruptedException e) {
+        break;
+      } catch (RuntimeException e) {
+        log.warn("Rescue tick failed: {}. Will keep running.", Dispatcher.describe(e));
+      }
+    }
+  }
+
+  /** One pass over every live build and every attempt the launcher knows. */
+  public void tick() {
+    if (!leader.getAsBoolean()) {
+      return;
+    }
+    List<LiveBuild> live = Database.await(store.live());
+    Set<String> needed = new HashSet<>();
+    for (LiveBuild b : live) {
+      needed.add(key(b.id(), b.attempt()));
+      if (dispatcher.launching(b.id())) {
+        continue;
+      }
+      try {
+        settle(b);
+      } catch (RuntimeException e) {
+        log.warn(
+            "Build {}: cannot settle attempt {}: {}. Will try again.",
+            b.id(),
+            b.attempt(),
+            Dispatcher.describe(e));
+      }
+    }
+    removeOrphans(needed);
+  }
+
+  private void settle(LiveBuild b) {
+    OneshotConfig.Route route = config.route(b.route()).orElse(UNKNOWN_ROUTE);
+    AttemptRef ref = new AttemptRef(b.id(), b.attempt(), b.launchName(), b.launchNamespace());
+    if (b.status() == BuildState.LAUNCHING) {
+      settleLaunching(b, route, ref);
+    } else {
+      settleRunning(b, route, ref);
+    }
+  }
+
+  private void settleLaunching(LiveBuild b, OneshotConfig.Route route, AttemptRef ref) {
+    AttemptState state = launcher.inspect(ref);
+    if (!b.launched()) {
+      switch (state) {
+        case AttemptState.Running r -> {
+          Database.await(
+              store.markLaunched(
+                  b.id(),
+                  b.attempt(),
+                  launcher.kind(),
+                  ref.name(),
+                  ref.namespace(),
+                  "adopted after a dispatcher restart: " + r.detail()));
+          log.info("Build {}: adopted attempt {} ({}).", b.id(), ref, r.detail());
+        }
+        case AttemptState.Missing m ->
+            dispatcher.relaunch(b.id(), b.attempt(), b.route(), b.launchName());
+        case AttemptState.Exited e ->
+            requeue(
+                b,
+                ref,
+                "attempt "
+                    + ref.name()
+                    + " ended before provisionerd acquired the build: "
+                    + e.detail());
+      }
+      return;
+    }
+    switch (state) {
+      case AttemptState.Running r -> {
+        if (b.claimedAgoMs() > route.launchTimeout().toMillis()) {
+          requeue(
+              b,
+              ref,
+              "provisionerd did not acquire the build within "
+                  + Units.format(route.launchTimeout())
+                  + " ("
+                  + r.detail()
+                  + ")");
+        }
+      }
+      case AttemptState.Exited e ->
+          requeue(
+              b,
+              ref,
+              "attempt "
+                  + ref.name()
+                  + " ended before provisionerd acquired the build: "
+                  + e.detail());
+      case AttemptState.Missing m ->
+          requeue(
+              b,
+              ref,
+              "attempt "
+                  + ref.name()
+                  + " vanished before provisionerd acquired the build: "
+                  + m.detail());
+    }
+  }
+
+  private void settleRunning(LiveBuild b, OneshotConfig.Route route, AttemptRef ref) {
+    AttemptState state = launcher.inspect(ref);
+    Optional<String> ended =
+        switch (state) {
+          case AttemptState.Running r -> Optional.empty();
+          case AttemptState.Exited e -> Optional.of(e.detail());
+          case AttemptState.Missing m -> Optional.of(m.detail());
+        };
+    if (ended.isPresent()) {
+      String why = "provisionerd ended without reporting an outcome: " + ended.get();
+      if (route.retryAfterAcquire() && "script".equals(b.provisioner())) {
+        requeue(b, ref, why);
+      } else {
+        end(b, ref, BuildState.FAILED, why);
+      }
+      return;
+    }
+    long hang = route.hangTimeout().toMillis();
+    if (b.heartbeatAgoMs() != null && b.heartbeatAgoMs() > hang) {
+      end(
+          b,
+          ref,
+          BuildState.FAILED,
+          "provisionerd stopped reporting: no heartbeat for "
+              + Units.format(Duration.ofMillis(b.heartbeatAgoMs() / 1000 * 1000))
+              + " (the limit is "
+              + Units.format(route.hangTimeout())
+              + "); its attempt was killed");
+      return;
+    }
+    long cancelLimit = route.cancelGrace().plus(SLACK).toMillis();
+    if (b.cancelRequested()
+        && b.cancelRequestedAgoMs() != null
+        && b.cancelRequestedAgoMs() > cancelLimit) {
+      end(
+          b,
+          ref,
+          BuildState.CANCELED,
+          "canceled; provisionerd did not stop within the cancel grace of "
+              + Units.format(route.cancelGrace())
+              + ", so its attempt was killed");
+      return;
+    }
+    long timeoutLimit = route.timeout().plus(route.cancelGrace()).plus(SLACK).toMillis();
+    if (b.startedAgoMs() != null && b.startedAgoMs() > timeoutLimit) {
+      end(
+          b,
+          ref,
+          BuildState.FAILED,
+          "timed out after "
+              + Units.format(route.timeout())
+              + " (enforced by the dispatcher; provisionerd did not stop by itself)");
+    }
+  }
+
+  /** Kills the attempt, then requeues the build (or fails it, on its last attempt). */
+  private void requeue(LiveBuild b, AttemptRef ref, String why) {
+    launcher.kill(ref, Duration.ZERO, why);
+    Optional<BuildState> now = Database.await(store.requeue(b.id(), b.attempt(), b.status(), why));
+    if (now.isEmpty()) {
+      return;
+    }
+    String line =
+        now.get() == BuildState.PENDING
+            ? why + "; requeued for attempt " + (b.attempt() + 1)
+            : why + "; no attempts left, the build failed";
+    log.warn("Build {}: {}.", b.id(), line);
+    systemLog(b, now.get() == BuildState.PENDING ? "warn" : "error", line);
+  }
+
+  /** Kills the attempt, then ends the build in {@code to}. */
+  private void end(LiveBuild b, AttemptRef ref, BuildState to, String why) {
+    launcher.kill(ref, Duration.ZERO, why);
+    if (Database.await(store.finish(b.id(), b.attempt(), b.status(), to, why))) {
+      log.warn("Build {}: {}: {}.", b.id(), to.wire(), why);
+      systemLog(b, "error", why);
+    }
+  }
+
+  private void systemLog(LiveBuild b, String level, String text) {
+    try {
+      Database.await(store.systemLog(b.id(), b.attempt(), level, text));
+    } catch (RuntimeException e) {
+      log.debug("Build {}: cannot write log line: {}", b.id(), e.toString());
+    }
+  }
+
+  /** Kills attempts that no live build needs: canceled, finished, or superseded ones. */
+  private void removeOrphans(Set<String> needed) {
+    List<AttemptRef> candidates = new ArrayList<>();
+    for (AttemptRef ref : launcher.attempts()) {
+      if (!needed.contains(key(ref.buildId(), ref.attempt()))
+          && !dispatcher.launching(ref.buildId())) {
+        candidates.add(ref);
+      }
+    }
+    if (candidates.isEmpty()) {
+      return;
+    }
+    Map<Long, Current> now =
+        Database.await(store.current(candidates.stream().map(AttemptRef::buildId).toList()));
+    for (AttemptRef ref : candidates) {
+      Current cur = now.get(ref.buildId());
+      if (cur != null && cur.status().live() && cur.attempt() == ref.attempt()) {
+        continue; // claimed after this tick read the live builds
+      }
+      if (launcher.inspect(ref) instanceof AttemptState.Running) {
+        String why =
+            cur == null
+                ? "build " + ref.buildId() + " no longer exists"
+                : "build "
+                    + ref.buildId()
+                    + " is "
+                    + cur.status().wire()
+                    + " (attempt "
+                    + cur.attempt()
+                    + ")";
+        log.info("Removing attempt {}: {}.", ref, why);
+        launcher.kill(ref, Duration.ZERO, why);
+      } else {
+        launcher.kill(ref, Duration.ZERO, "cleanup");
+      }
+    }
+  }
+
+  private static String key(long id, int attempt) {
+    return id + "/" + attempt;
+  }
+
+  @Override
+  public void close() {
+    Thread t;
+    synchronized (this) {
+      running = false;
+      t = thread;
+    }
+    wake();
+    if (t != null) {
+      try {
+        t.join(10_000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+}

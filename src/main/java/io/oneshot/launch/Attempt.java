@@ -1,0 +1,26 @@
+package io.oneshot.launch;
+
+import io.oneshot.build.BuildToken;
+import io.oneshot.config.OneshotConfig;
+
+/**
+ * One attempt to launch: which build, which try, under which deterministic name, on which route,
+ * with which runner token, reporting to which API URL.
+ */
+public record Attempt(
+    long buildId,
+    int attempt,
+    String name,
+    OneshotConfig.Route route,
+    BuildToken token,
+    String apiUrl) {
+
+  public AttemptRef ref() {
+    return new AttemptRef(buildId, attempt, name, null);
+  }
+
+  /** The deterministic name of an attempt: {@code oneshot-<build>-<attempt>}. */
+  public static String nameOf(long buildId, int attempt) {
+    return "oneshot-" + buildId + "-" + attempt;
+  }
+}

@@ -1,0 +1,47 @@
+package io.oneshot.launch;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.function.Consumer;
+
+/**
+ * Starts, inspects and stops attempts: the seam between the dispatcher and where builds run. Every
+ * method may block (process starts, API calls); the dispatcher calls them from its own threads,
+ * never from an event loop.
+ *
+ * <p>Implementations: {@code local} (one OS process per attempt) and {@code kubernetes} (one Job
+ * per attempt). Both name an attempt deterministically ({@link Attempt#name()}), which makes {@link
+ * #launch} idempotent: launching a name that exists answers {@link LaunchOutcome.AlreadyLaunched}.
+ */
+public interface Launcher extends AutoCloseable {
+
+  /** {@code local} or {@code kubernetes}; recorded on the build as {@code launch.kind}. */
+  String kind();
+
+  /** Starts the attempt, or finds it already started. Never throws for an expected failure. */
+  LaunchOutcome launch(Attempt attempt);
+
+  /** What became of an attempt. */
+  AttemptState inspect(AttemptRef ref);
+
+  /**
+   * Orders the attempt to stop: an interrupt now, a kill after {@code grace} (at once when zero),
+   * then its resources removed. Returns without waiting for the attempt to end. Idempotent; a
+   * missing attempt is not an error. Throws when the order could not be given (the rescuer tries
+   * again on its next tick).
+   */
+  void kill(AttemptRef ref, Duration grace, String reason);
+
+  /** Every attempt this launcher can see, finished or not, for finding ones no build needs. */
+  List<AttemptRef> attempts();
+
+  /**
+   * Registers who to tell when an attempt may have ended, so that the rescuer looks at once instead
+   * of at its next tick. Called before the first launch.
+   */
+  void onAttemptChanged(Consumer<AttemptRef> listener);
+
+  /** Releases the launcher's own resources. Running attempts are left running. */
+  @Override
+  void close();
+}

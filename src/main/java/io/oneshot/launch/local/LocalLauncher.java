@@ -1,0 +1,418 @@
+package io.oneshot.launch.local;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.oneshot.api.Json;
+import io.oneshot.launch.Attempt;
+import io.oneshot.launch.AttemptRef;
+import io.oneshot.launch.AttemptState;
+import io.oneshot.launch.LaunchOutcome;
+import io.oneshot.launch.Launcher;
+import java.io.File;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+import java.util.stream.Stream;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Runs each attempt as its own {@code oneshot provisionerd} process, in a fresh directory under
+ * {@code runDir/<attempt name>/} that holds the token file (mode 0600, read and deleted by
+ * provisionerd), the work directory, provisionerd's own diagnostics ({@code provisionerd.log}) and
+ * {@code attempt.json} (pid and start time, so that a restarted dispatcher can find the process
+ * again). The process gets a reduced environment and, where {@code setsid} exists, its own process
+ * group, so that a kill also takes whatever the build started.
+ */
+public final class LocalLauncher implements Launcher {
+  private static final Logger log = LoggerFactory.getLogger(LocalLauncher.class);
+
+  /** JVM flags that make a one-shot provisionerd start fast and stay small. */
+  public static final List<String> DEFAULT_JAVA_OPTIONS =
+      List.of(
+          "-XX:+UseSerialGC",
+          "-XX:TieredStopAtLevel=1",
+          "-XX:-UsePerfData",
+          "-Xshare:auto",
+          "-Xms16m",
+          "-Xmx256m",
+          "-Xss512k");
+
+  private static final String ATTEMPT_FILE = "attempt.json";
+  private static final String TOKEN_FILE = "token";
+  private static final String LOG_FILE = "provisionerd.log";
+
+  private final Path runDir;
+  private final List<String> command;
+  private final Map<String, String> baseEnv;
+  private final String setsid;
+  private final ConcurrentMap<String, Proc> procs = new ConcurrentHashMap<>();
+  private final ScheduledExecutorService timers;
+  private volatile Consumer<AttemptRef> listener = ref -> {};
+
+  /** A process this launcher started or found again; {@code process} is null for the latter. */
+  private record Proc(AttemptRef ref, ProcessHandle handle, Process process, Path dir) {}
+
+  /**
+   * @param runDir where attempt directories go; created if missing
+   * @param command the provisionerd command line (see {@link #defaultCommand})
+   * @param baseEnv the environment every attempt gets, before oneshot's own variables
+   */
+  public LocalLauncher(Path runDir, List<String> command, Map<String, String> baseEnv) {
+    this.runDir = runDir.toAbsolutePath();
+    this.command = List.copyOf(command);
+    this.baseEnv = Map.copyOf(baseEnv);
+    this.setsid = findSetsid();
+    this.timers =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "oneshot-local-launcher");
+              t.setDaemon(true);
+              return t;
+            });
+    try {
+      Files.createDirectories(this.runDir);
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot create the run directory " + this.runDir, e);
+    }
+  }
+
+  /**
+   * {@code java <options> -cp <this JVM's class path> io.oneshot.cli.Main provisionerd}, with every
+   * class path entry made absolute (attempts run in their own directories).
+   */
+  public static List<String> defaultCommand(List<String> javaOptions) {
+    Path javaBin = Path.of(System.getProperty("java.home"), "bin", "java");
+    List<String> cp = new ArrayList<>();
+    for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
+      if (!entry.isEmpty()) {
+        cp.add(Path.of(entry).toAbsolutePath().toString());
+      }
+    }
+    List<String> cmd = new ArrayList<>();
+    cmd.add(javaBin.toString());
+    cmd.addAll(javaOptions.isEmpty() ? DEFAULT_JAVA_OPTIONS : javaOptions);
+    cmd.add("-cp");
+    cmd.add(String.join(File.pathSeparator, cp));
+    cmd.add("io.oneshot.cli.Main");
+    cmd.add("provisionerd");
+    return cmd;
+  }
+
+  /** The environment an attempt starts from: PATH, locale and the names in {@code passEnv}. */
+  public static Map<String, String> baseEnvironment(List<String> passEnv) {
+    Map<String, String> env = new LinkedHashMap<>();
+    Map<String, String> mine = System.getenv();
+    env.put("PATH", mine.getOrDefault("PATH", "/usr/local/bin:/usr/bin:/bin"));
+    env.put("LANG", mine.getOrDefault("LANG", "C.UTF-8"));
+    for (String name : passEnv) {
+      if (mine.containsKey(name)) {
+        env.put(name, mine.get(name));
+      }
+    }
+    return env;
+  }
+
+  private static String findSetsid() {
+    for (String p : List.of("/usr/bin/setsid", "/bin/setsid")) {
+      if (Files.isExecutable(Path.of(p))) {
+        return p;
+      }
+    }
+    return null;
+  }
+
+  @Override
+  public String kind() {
+    return "local";
+  }
+
+  @Override
+  public void onAttemptChanged(Consumer<AttemptRef> listener) {
+    this.listener = listener;
+  }
+
+  @Override
+  public LaunchOutcome launch(Attempt a) {
+    String name = a.name();
+    Proc known = procs.get(name);
+    if (known != null) {
+      return new LaunchOutcome.AlreadyLaunched(null, "process " + known.handle().pid());
+    }
+    Path dir = runDir.resolve(name);
+    if (Files.exists(dir.resolve(ATTEMPT_FILE))) {
+      Optional<Proc> found = find(a.ref(), dir);
+      return new LaunchOutcome.AlreadyLaunched(
+          null, found.map(p -> "process " + p.handle().pid()).orElse("process already ended"));
+    }
+    try {
+      createPrivateDirectory(dir);
+      Path work = Files.createDirectories(dir.resolve("work"));
+      Path tmp = Files.createDirectories(dir.resolve("tmp"));
+      Path tokenFile = dir.resolve(TOKEN_FILE);
+      Files.deleteIfExists(tokenFile);
+      Files.createFile(
+          tokenFile,
+          PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+      Files.writeString(tokenFile, a.token().value(), StandardCharsets.UTF_8);
+
+      List<String> cmd = new ArrayList<>();
+      if (setsid != null) {
+        cmd.add(setsid);
+      }
+      cmd.addAll(command);
+      ProcessBuilder pb = new ProcessBuilder(cmd).directory(work.toFile());
+      Map<String, String> env = pb.environment();
+      env.clear();
+      env.putAll(baseEnv);
+      env.put("HOME", work.toString());
+      env.put("TMPDIR", tmp.toString());
+      env.put("ONESHOT_API_URL", a.apiUrl());
+      env.put("ONESHOT_TOKEN_FILE", tokenFile.toString());
+      env.put("ONESHOT_WORK_DIR", work.toString());
+      env.put("ONESHOT_BUILD_ID", Long.toString(a.buildId()));
+      env.put("ONESHOT_ATTEMPT", Integer.toString(a.attempt()));
+      pb.redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
+      pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
+      pb.redirectError(dir.resolve(LOG_FILE).toFile());
+      Process process = pb.start();
+      ProcessHandle handle = process.toHandle();
+      writeAttemptFile(dir, a, handle);
+      Proc proc = new Proc(a.ref(), handle, process, dir);
+      procs.put(name, proc);
+      process.onExit().thenRun(() -> ended(proc));
+      log.debug("Build {}: started attempt {} as process {}.", a.buildId(), name, handle.pid());
+      return new LaunchOutcome.Launched(null, "process " + handle.pid());
+    } catch (IOException e) {
+      deleteQuietly(dir);
+      String msg = "cannot start provisionerd (" + command.get(0) + "): " + e.getMessage();
+      if (e.getMessage() != null && e.getMessage().contains("error=2,")) {
+        return new LaunchOutcome.Rejected(msg);
+      }
+      return new LaunchOutcome.RetryLater(Duration.ofSeconds(2), msg);
+    }
+  }
+
+  private void ended(Proc proc) {
+    int code = proc.process().exitValue();
+    log.debug("Build {}: attempt {} exited with code {}.", proc.ref().buildId(), proc.ref(), code);
+    if (code == 0) {
+      // provisionerd exits 0 only after its outcome was acknowledged: nothing left to look at.
+      procs.remove(proc.ref().name(), proc);
+      deleteQuietly(proc.dir());
+    }
+    listener.accept(proc.ref());
+  }
+
+  @Override
+  public AttemptState inspect(AttemptRef ref) {
+    Proc proc = procs.get(ref.name());
+    if (proc == null) {
+      Path dir = runDir.resolve(ref.name());
+      if (!Files.exists(dir.resolve(ATTEMPT_FILE))) {
+        return new AttemptState.Missing("no process for attempt " + ref.name());
+      }
+      Optional<Proc> found = find(ref, dir);
+      if (found.isEmpty()) {
+        return new AttemptState.Missing(
+            "process of attempt " + ref.name() + " ended while the dispatcher was away");
+      }
+      proc = found.get();
+    }
+    if (proc.handle().isAlive()) {
+      return new AttemptState.Running("process " + proc.handle().pid());
+    }
+    if (proc.process() == null) {
+      return new AttemptState.Missing("process " + proc.handle().pid() + " ended");
+    }
+    int code = proc.process().exitValue();
+    String tail = tail(proc.dir().resolve(LOG_FILE), 5);
+    return new AttemptState.Exited(
+        code,
+        "process "
+            + proc.handle().pid()
+            + " exited with code "
+            + code
+            + (tail.isEmpty() ? "" : ": " + tail));
+  }
+
+  /** Finds the process of an attempt started by an earlier dispatcher, by pid and start time. */
+  private Optional<Proc> find(AttemptRef ref, Path dir) {
+    try {
+      JsonNode info = Json.MAPPER.readTree(dir.resolve(ATTEMPT_FILE).toFile());
+      long pid = info.path("pid").asLong();
+      String start = info.path("start").asText(null);
+      Optional<ProcessHandle> handle =
+          ProcessHandle.of(pid)
+              .filter(ProcessHandle::isAlive)
+              .filter(
+                  h ->
+                      start == null
+                          || h.info()
+                              .startInstant()
+                              .map(Instant::toString)
+                              .orElse("")
+                              .equals(start));
+      if (handle.isEmpty()) {
+        return Optional.empty();
+      }
+      Proc proc = new Proc(ref, handle.get(), null, dir);
+      Proc prior = procs.putIfAbsent(ref.name(), proc);
+      if (prior == null) {
+        handle.get().onExit().thenRun(() -> listener.accept(ref));
+        return Optional.of(proc);
+      }
+      return Optional.of(prior);
+    } catch (IOException e) {
+      log.warn("Attempt {}: cannot read {}: {}.", ref, dir.resolve(ATTEMPT_FILE), e.getMessage());
+      return Optional.empty();
+    }
+  }
+
+  @Override
+  public void kill(AttemptRef ref, Duration grace, String reason) {
+    Path dir = runDir.resolve(ref.name());
+    Proc proc = procs.get(ref.name());
+    if (proc == null && Files.exists(dir.resolve(ATTEMPT_FILE))) {
+      proc = find(ref, dir).orElse(null);
+    }
+    if (proc == null) {
+      deleteQuietly(dir);
+      return;
+    }
+    Proc p = proc;
+    log.info(
+        "Build {}: stopping attempt {} (process {}): {}.",
+        ref.buildId(),
+        ref,
+        p.handle().pid(),
+        reason);
+    if (grace.isZero() || !p.handle().isAlive()) {
+      killNow(p);
+      return;
+    }
+    p.handle().destroy();
+    timers.schedule(() -> killNow(p), grace.toMillis(), TimeUnit.MILLISECONDS);
+  }
+
+  /**
+   * SIGKILL to the attempt's process group (so the build's own processes go too), then clean up.
+   */
+  private void killNow(Proc p) {
+    long pid = p.handle().pid();
+    List<ProcessHandle> descendants = p.handle().descendants().toList();
+    if (setsid != null) {
+      try {
+        new ProcessBuilder("kill", "-KILL", "--", "-" + pid)
+            .redirectErrorStream(true)
+            .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+            .start()
+            .waitFor(5, TimeUnit.SECONDS);
+      } catch (IOException e) {
+        log.warn("Attempt {}: cannot signal process group {}: {}.", p.ref(), pid, e.getMessage());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+    p.handle().destroyForcibly();
+    descendants.forEach(ProcessHandle::destroyForcibly);
+    procs.remove(p.ref().name(), p);
+    deleteQuietly(p.dir());
+  }
+
+  @Override
+  public List<AttemptRef> attempts() {
+    List<AttemptRef> out = new ArrayList<>();
+    try (DirectoryStream<Path> dirs = Files.newDirectoryStream(runDir)) {
+      for (Path d : dirs) {
+        AttemptRef.parse(d.getFileName().toString(), null).ifPresent(out::add);
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot list " + runDir, e);
+    }
+    return out;
+  }
+
+  /** The pid of a running attempt's provisionerd, for tests and diagnostics. */
+  public Optional<Long> pid(String attemptName) {
+    return Optional.ofNullable(procs.get(attemptName)).map(p -> p.handle().pid());
+  }
+
+  @Override
+  public void close() {
+    timers.shutdown();
+  }
+
+  private static void createPrivateDirectory(Path dir) throws IOException {
+    try {
+      Files.createDirectory(
+          dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+    } catch (FileAlreadyExistsException e) {
+      // A launch that failed half-way: its leftovers are replaced below.
+    }
+  }
+
+  private static void writeAttemptFile(Path dir, Attempt a, ProcessHandle handle)
+      throws IOException {
+    ObjectNode info = Json.MAPPER.createObjectNode();
+    info.put("pid", handle.pid());
+    info.put("start", handle.info().startInstant().map(Instant::toString).orElse(null));
+    info.put("build", a.buildId());
+    info.put("attempt", a.attempt());
+    Path tmp = dir.resolve(ATTEMPT_FILE + ".tmp");
+    Files.writeString(
+        tmp, Json.write(info), StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING);
+    Files.move(tmp, dir.resolve(ATTEMPT_FILE), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+  }
+
+  private static String tail(Path file, int lines) {
+    try {
+      List<String> all = Files.readAllLines(file, StandardCharsets.UTF_8);
+      return String.join(" | ", all.subList(Math.max(0, all.size() - lines), all.size())).strip();
+    } catch (NoSuchFileException e) {
+      return "";
+    } catch (IOException e) {
+      return "(cannot read " + file + ": " + e.getMessage() + ")";
+    }
+  }
+
+  private static void deleteQuietly(Path dir) {
+    if (!Files.exists(dir)) {
+      return;
+    }
+    try (Stream<Path> walk = Files.walk(dir)) {
+      walk.sorted(Comparator.reverseOrder())
+          .forEach(
+              p -> {
+                try {
+                  Files.deleteIfExists(p);
+                } catch (IOException e) {
+                  log.debug("Cannot delete {}: {}.", p, e.getMessage());
+                }
+              });
+    } catch (IOException e) {
+      log.warn("Cannot delete {}: {}.", dir, e.getMessage());
+    }
+  }
+}

@@ -1,0 +1,17 @@
+package io.oneshot.provisionerd;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.build.BuildState;
+
+/**
+ * Runs one build inside provisionerd: {@code script} or {@code terraform}. A provisioner starts its
+ * processes through {@link RunContext#run}, which carries out cancel, timeout and SIGTERM, and
+ * writes its output through the context's log methods.
+ */
+interface Provisioner {
+
+  Result run(RunContext ctx) throws InterruptedException;
+
+  /** The build's outcome as provisionerd reports it at {@code complete}. */
+  record Result(BuildState outcome, Integer exitCode, String error, JsonNode outputs) {}
+}

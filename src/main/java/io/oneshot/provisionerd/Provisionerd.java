@@ -1,0 +1,217 @@
+package io.oneshot.provisionerd;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.oneshot.api.Json;
+import io.oneshot.build.BuildState;
+import io.oneshot.config.Units;
+import java.io.PrintStream;
+import java.net.URI;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The one-shot runner: acquire the build its token is good for, run it, stream its log, heartbeat,
+ * report the outcome, exit. It never sees database credentials; everything goes through the runner
+ * API with the build token.
+ *
+ * <p>Exit codes: 0 the outcome was reported (whatever it was) or the build had already ended
+ * elsewhere; 1 the outcome could not be reported; 2 bad setup (no token, no API URL); 3 the API
+ * refused the token at acquire.
+ */
+public final class Provisionerd {
+  private static final Logger log = LoggerFactory.getLogger(Provisionerd.class);
+
+  /** Where the build runs and how to reach the API. */
+  public record Options(URI apiUrl, String token, Path workDir, Duration retryBudget) {}
+
+  private Provisionerd() {}
+
+  public static int run(Options o, PrintStream out) {
+    RunnerClient client = new RunnerClient(o.apiUrl(), o.token(), o.retryBudget());
+    JsonNode acquired;
+    try {
+      acquired = client.acquire();
+    } catch (RunnerClient.Refused e) {
+      log.error("The API refused this attempt ({}): {}.", e.status, e.getMessage());
+      return 3;
+    } catch (RunnerClient.Unreachable e) {
+      log.error("Cannot acquire the build: {}.", e.getMessage());
+      return 1;
+    } catch (InterruptedException e) {
+      return 1;
+    }
+    long buildId = acquired.path("buildId").asLong();
+    int attempt = acquired.path("attempt").asInt();
+    Duration timeout = Duration.ofMillis(acquired.path("timeoutMs").asLong(3_600_000));
+    Duration grace = Duration.ofMillis(acquired.path("cancelGraceMs").asLong(60_000));
+    long heartbeatMs = acquired.path("heartbeatIntervalMs").asLong(1000);
+    int maxLine = acquired.path("maxLogLineBytes").asInt(16 * 1024);
+
+    CompletableFuture<StopReason> stop = new CompletableFuture<>();
+    CountDownLatch finished = new CountDownLatch(1);
+    Thread hook =
+        new Thread(
+            () -> {
+              stop.complete(StopReason.TERMINATED);
+              try {
+                finished.await(grace.toMillis() + 30_000, TimeUnit.MILLISECONDS);
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+              }
+            },
+            "provisionerd-sigterm");
+    Runtime.getRuntime().addShutdownHook(hook);
+
+    LogShipper shipper =
+        new LogShipper(
+            client,
+            out,
+            reply -> {
+              if (reply != null && reply.path("cancelRequested").asBoolean(false)) {
+                stop.complete(StopReason.CANCELED);
+              }
+            },
+            refused -> onRefused(stop, refused));
+    ScheduledExecutorService timers =
+        Executors.newSingleThreadScheduledExecutor(
+            Thread.ofPlatform().name("provisionerd-heartbeat").daemon().factory());
+    timers.scheduleWithFixedDelay(
+        () -> heartbeat(client, stop), heartbeatMs, heartbeatMs, TimeUnit.MILLISECONDS);
+    timers.schedule(
+        () -> stop.complete(StopReason.TIMED_OUT), timeout.toMillis(), TimeUnit.MILLISECONDS);
+    if (acquired.path("cancelRequested").asBoolean(false)) {
+      stop.complete(StopReason.CANCELED);
+    }
+
+    Map<String, String> env = new HashMap<>(System.getenv());
+    env.remove("ONESHOT_TOKEN");
+    env.remove("ONESHOT_TOKEN_FILE");
+    RunContext ctx =
+        new RunContext(
+            acquired.path("input"), o.workDir(), env, maxLine, timeout, grace, shipper, stop);
+    ctx.system(
+        "info",
+        "provisionerd acquired build "
+            + buildId
+            + " (attempt "
+            + attempt
+            + ", route "
+            + acquired.path("route").asText()
+            + ", timeout "
+            + Units.format(timeout)
+            + ")");
+
+    Provisioner.Result result;
+    try {
+      result = runProvisioner(ctx, stop);
+    } catch (InterruptedException e) {
+      result =
+          new Provisioner.Result(BuildState.FAILED, null, "provisionerd was interrupted", null);
+    } catch (RuntimeException e) {
+      log.error("Build {}: the provisioner failed.", buildId, e);
+      result = new Provisioner.Result(BuildState.FAILED, null, "provisioner error: " + e, null);
+    }
+    timers.shutdownNow();
+    shipper.close();
+
+    int code;
+    if (stop.getNow(null) == StopReason.LOST) {
+      log.warn("Build {}: the build ended elsewhere; nothing to report.", buildId);
+      code = 0;
+    } else {
+      code = report(client, buildId, result);
+    }
+    finished.countDown();
+    try {
+      Runtime.getRuntime().removeShutdownHook(hook);
+    } catch (IllegalStateException e) {
+      // already shutting down: the hook has seen `finished`
+    }
+    return code;
+  }
+
+  private static Provisioner.Result runProvisioner(
+      RunContext ctx, CompletableFuture<StopReason> stop) throws InterruptedException {
+    if (stop.isDone()) {
+      return ctx.stopped(stop.getNow(null), null);
+    }
+    String kind = ctx.input().path("provisioner").asText();
+    Provisioner p =
+        switch (kind) {
+          case "script" -> new ScriptProvisioner();
+          default -> null;
+        };
+    if (p == null) {
+      String error = "provisioner '" + kind + "' is not available in this provisionerd";
+      ctx.system("error", error);
+      return new Provisioner.Result(BuildState.FAILED, null, error, null);
+    }
+    return p.run(ctx);
+  }
+
+  private static void heartbeat(RunnerClient client, CompletableFuture<StopReason> stop) {
+    try {
+      JsonNode reply = client.heartbeat();
+      if (reply.path("cancelRequested").asBoolean(false)) {
+        stop.complete(StopReason.CANCELED);
+      }
+    } catch (RunnerClient.Refused e) {
+      onRefused(stop, e);
+    } catch (RunnerClient.Unreachable e) {
+      log.warn("Heartbeat failed: {}.", e.getMessage());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private static void onRefused(CompletableFuture<StopReason> stop, RunnerClient.Refused e) {
+    if (e.status == 410 || e.status == 401) {
+      log.warn("The API says this attempt is over ({}); stopping.", e.getMessage());
+      stop.complete(StopReason.LOST);
+    } else {
+      log.warn("The API refused a call ({}): {}.", e.status, e.getMessage());
+    }
+  }
+
+  private static int report(RunnerClient client, long buildId, Provisioner.Result r) {
+    ObjectNode body = Json.MAPPER.createObjectNode();
+    body.put("outcome", r.outcome().wire());
+    if (r.exitCode() != null) {
+      body.put("exitCode", r.exitCode());
+    }
+    if (r.error() != null) {
+      body.put("error", r.error());
+    }
+    if (r.outputs() != null) {
+      body.set("outputs", r.outputs());
+    }
+    try {
+      JsonNode reply = client.complete(Json.write(body));
+      log.info(
+          "Build {}: reported {}; the build is {}.",
+          buildId,
+          r.outcome().wire(),
+          reply.path("status").asText());
+      return 0;
+    } catch (RunnerClient.Refused e) {
+      log.error(
+          "Build {}: the API refused the outcome ({}): {}.", buildId, e.status, e.getMessage());
+      return 1;
+    } catch (RunnerClient.Unreachable e) {
+      log.error("Build {}: cannot report the outcome: {}.", buildId, e.getMessage());
+      return 1;
+    } catch (InterruptedException e) {
+      return 1;
+    }
+  }
+}

@@ -1,0 +1,221 @@
+package io.oneshot.provisionerd;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.build.BuildState;
+import io.oneshot.build.LogLine;
+import io.oneshot.config.Units;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * What a provisioner gets: the build's input, a work directory, the environment for its processes,
+ * the log, and {@link #run}, which runs a process to its end or stops it when the build is
+ * canceled, times out or provisionerd is terminated.
+ */
+final class RunContext {
+  /** How a process is asked to stop before it is killed. */
+  enum Interrupt {
+    /** SIGTERM to the process and everything it started (scripts). */
+    TERM,
+    /** SIGINT to the process alone, which passes it on (terraform). */
+    INT
+  }
+
+  /** How a process ended; {@code stoppedBy} is null when it ended by itself. */
+  record Exit(int code, StopReason stoppedBy) {}
+
+  private final JsonNode input;
+  private final Path workDir;
+  private final Map<String, String> env;
+  private final int maxLineBytes;
+  private final Duration timeout;
+  private final Duration cancelGrace;
+  private final LogShipper log;
+  private final CompletableFuture<StopReason> stop;
+
+  RunContext(
+      JsonNode input,
+      Path workDir,
+      Map<String, String> env,
+      int maxLineBytes,
+      Duration timeout,
+      Duration cancelGrace,
+      LogShipper log,
+      CompletableFuture<StopReason> stop) {
+    this.input = input;
+    this.workDir = workDir;
+    this.env = Map.copyOf(env);
+    this.maxLineBytes = maxLineBytes;
+    this.timeout = timeout;
+    this.cancelGrace = cancelGrace;
+    this.log = log;
+    this.stop = stop;
+  }
+
+  JsonNode input() {
+    return input;
+  }
+
+  Path workDir() {
+    return workDir;
+  }
+
+  /** The environment provisionerd's processes start from (without oneshot's token variables). */
+  Map<String, String> env() {
+    return env;
+  }
+
+  /** The result of a build stopped before it ended by itself; the error says why. */
+  Provisioner.Result stopped(StopReason why, Integer exitCode) {
+    String error =
+        switch (why) {
+          case CANCELED -> "canceled";
+          case TIMED_OUT -> "timed out after " + Units.format(timeout);
+          case TERMINATED -> "canceled: provisionerd received SIGTERM";
+          case LOST -> "the build ended elsewhere";
+        };
+    system(why == StopReason.CANCELED ? "warn" : "error", error);
+    return new Provisioner.Result(
+        why.outcome == null ? BuildState.FAILED : why.outcome, exitCode, error, null);
+  }
+
+  void system(String level, String text) {
+    log.add(LogLine.SYSTEM, level, null, text);
+  }
+
+  void line(String stream, String level, String stage, String text) {
+    log.add(stream, level, stage, text);
+  }
+
+  /**
+   * Starts the process, sends its stdout and stderr to the log line by line, and waits for it to
+   * end, or for a stop: then it interrupts the process, waits up to the cancel grace, and kills it
+   * and everything it started.
+   */
+  Exit run(ProcessBuilder pb, Interrupt interrupt, String stage)
+      throws IOException, InterruptedException {
+    pb.redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
+    Process p = pb.start();
+    Thread out = pump(p.getInputStream(), LogLine.STDOUT, stage);
+    Thread err = pump(p.getErrorStream(), LogLine.STDERR, stage);
+    StopReason stoppedBy = null;
+    try {
+      CompletableFuture.anyOf(p.onExit(), stop).get();
+    } catch (ExecutionException e) {
+      throw new IllegalStateException(e.getCause());
+    }
+    if (p.isAlive() && stop.isDone()) {
+      stoppedBy = stop.getNow(null);
+      stopProcess(p, interrupt, stoppedBy);
+    }
+    int code = p.waitFor();
+    out.join(5_000);
+    err.join(5_000);
+    return new Exit(code, stoppedBy);
+  }
+
+  private void stopProcess(Process p, Interrupt interrupt, StopReason why)
+      throws InterruptedException {
+    Duration grace = why == StopReason.LOST ? Duration.ZERO : cancelGrace;
+    String signal = interrupt == Interrupt.INT ? "SIGINT" : "SIGTERM";
+    system(
+        "warn",
+        switch (why) {
+              case CANCELED -> "cancel requested";
+              case TIMED_OUT -> "the build's time is up";
+              case TERMINATED -> "provisionerd received SIGTERM";
+              case LOST -> "the build ended elsewhere";
+            }
+            + "; sending "
+            + signal
+            + " to process "
+            + p.pid()
+            + (grace.isZero()
+                ? ""
+                : " and waiting up to " + Units.format(grace) + " before killing it"));
+    List<ProcessHandle> tree = p.descendants().toList();
+    if (interrupt == Interrupt.INT) {
+      signal(p.pid(), "-INT");
+    } else {
+      p.destroy();
+      tree.forEach(ProcessHandle::destroy);
+    }
+    try {
+      p.onExit().get(grace.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (TimeoutException | ExecutionException e) {
+      system("warn", "process " + p.pid() + " did not stop within the grace period; killing it");
+    }
+    List<ProcessHandle> left = p.descendants().toList();
+    p.destroyForcibly();
+    tree.forEach(ProcessHandle::destroyForcibly);
+    left.forEach(ProcessHandle::destroyForcibly);
+  }
+
+  private static void signal(long pid, String sig) {
+    try {
+      new ProcessBuilder("kill", sig, Long.toString(pid))
+          .redirectErrorStream(true)
+          .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+          .start()
+          .waitFor(5, TimeUnit.SECONDS);
+    } catch (IOException e) {
+      // the kill after the grace period still comes
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Reads a stream into log lines, splitting over-long lines at the line limit. */
+  private Thread pump(InputStream in, String stream, String stage) {
+    return Thread.ofPlatform()
+        .name("provisionerd-" + stream)
+        .daemon()
+        .start(
+            () -> {
+              ByteArrayOutputStream line = new ByteArrayOutputStream(256);
+              byte[] buf = new byte[8192];
+              try (in) {
+                int n;
+                while ((n = in.read(buf)) > 0) {
+                  for (int i = 0; i < n; i++) {
+                    byte b = buf[i];
+                    if (b == '\n') {
+                      emit(line, stream, stage);
+                    } else {
+                      line.write(b);
+                      if (line.size() >= maxLineBytes) {
+                        emit(line, stream, stage);
+                      }
+                    }
+                  }
+                }
+              } catch (IOException e) {
+                // the process closed its end
+              }
+              if (line.size() > 0) {
+                emit(line, stream, stage);
+              }
+            });
+  }
+
+  private void emit(ByteArrayOutputStream line, String stream, String stage) {
+    byte[] bytes = line.toByteArray();
+    int len = bytes.length;
+    if (len > 0 && bytes[len - 1] == '\r') {
+      len--;
+    }
+    line.reset();
+    String text = new String(bytes, 0, len, StandardCharsets.UTF_8);
+    log.add(stream, null, stage, text);
+  }
+}

@@ -1,0 +1,21 @@
+package io.oneshot.provisionerd;
+
+import io.oneshot.build.BuildState;
+
+/** Why provisionerd stops a provisioner before it finished by itself. */
+enum StopReason {
+  /** Someone canceled the build; it ends {@code canceled}. */
+  CANCELED(BuildState.CANCELED),
+  /** The route's timeout passed; the build ends {@code failed}. */
+  TIMED_OUT(BuildState.FAILED),
+  /** provisionerd got SIGTERM (the pod or process is being removed); the build ends canceled. */
+  TERMINATED(BuildState.CANCELED),
+  /** The build ended elsewhere (failed as hung, canceled while launching): stop, report nothing. */
+  LOST(null);
+
+  final BuildState outcome;
+
+  StopReason(BuildState outcome) {
+    this.outcome = outcome;
+  }
+}

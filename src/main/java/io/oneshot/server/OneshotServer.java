@@ -1,0 +1,290 @@
+package io.oneshot.server;
+
+import io.oneshot.api.ApiServer;
+import io.oneshot.api.LogFollowers;
+import io.oneshot.build.BuildStore;
+import io.oneshot.build.Database;
+import io.oneshot.build.Migrator;
+import io.oneshot.config.ConfigException;
+import io.oneshot.config.OneshotConfig;
+import io.oneshot.dispatch.Dispatcher;
+import io.oneshot.dispatch.Leadership;
+import io.oneshot.dispatch.Listener;
+import io.oneshot.dispatch.Rescuer;
+import io.oneshot.launch.Launcher;
+import io.oneshot.launch.local.LocalLauncher;
+import io.vertx.core.Vertx;
+import io.vertx.core.VertxOptions;
+import java.io.UncheckedIOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One dispatcher replica, wired: database pool and migrations, the routes mirror, the HTTP API, the
+ * listener, leadership, the claim loop, the rescuer and the launcher. {@link #start} returns once
+ * the API listens; {@link #close} stops it in reverse order and leaves running attempts alone.
+ */
+public final class OneshotServer implements AutoCloseable {
+  private static final Logger log = LoggerFactory.getLogger(OneshotServer.class);
+  private static final Duration STARTUP_DATABASE_WAIT = Duration.ofMinutes(2);
+
+  private final Vertx vertx;
+  private final Database db;
+  private final BuildStore store;
+  private final Launcher launcher;
+  private final ApiServer api;
+  private final String apiUrl;
+  private final Dispatcher dispatcher;
+  private final Rescuer rescuer;
+  private final Listener listener;
+  private final Leadership leadership;
+
+  private OneshotServer(
+      Vertx vertx,
+      Database db,
+      BuildStore store,
+      Launcher launcher,
+      ApiServer api,
+      String apiUrl,
+      Dispatcher dispatcher,
+      Rescuer rescuer,
+      Listener listener,
+      Leadership leadership) {
+    this.vertx = vertx;
+    this.db = db;
+    this.store = store;
+    this.launcher = launcher;
+    this.api = api;
+    this.apiUrl = apiUrl;
+    this.dispatcher = dispatcher;
+    this.rescuer = rescuer;
+    this.listener = listener;
+    this.leadership = leadership;
+  }
+
+  /** Starts with the launcher the configuration names. */
+  public static OneshotServer start(OneshotConfig config) {
+    return start(config, launcherFor(config));
+  }
+
+  /** Starts with the given launcher (tests pass their own). */
+  public static OneshotServer start(OneshotConfig config, Launcher launcher) {
+    if (config.database().url() == null) {
+      throw new ConfigException(
+          "database.url: required; set it in the configuration or in ONESHOT_DATABASE_URL");
+    }
+    if (config.api().adminToken() == null) {
+      throw new ConfigException(
+          "api.adminToken: required; set ONESHOT_ADMIN_TOKEN, api.adminTokenFile or api.adminToken");
+    }
+    Vertx vertx = Vertx.vertx(new VertxOptions().setPreferNativeTransport(false));
+    Database db = null;
+    try {
+      db =
+          Database.open(vertx, config.database().url(), config.database().poolSize(), "dispatcher");
+      migrateWhenReachable(db, config.database().url());
+      BuildStore store = new BuildStore(db.pool());
+      int orphaned = Database.await(store.mirror(config.routes(), config.limits()));
+      if (orphaned > 0) {
+        log.warn("Failed {} queued builds whose route is no longer configured.", orphaned);
+      }
+      LogFollowers followers = new LogFollowers();
+      Holder holder = new Holder();
+      ApiServer api = new ApiServer(vertx, store, config, followers, holder::status);
+      int port = Database.await(api.start());
+      String apiUrl =
+          config.api().publicUrl() != null
+              ? config.api().publicUrl()
+              : "http://" + loopbackOr(config.api().host()) + ":" + port;
+      Leadership leadership =
+          new Leadership(
+              vertx,
+              db.connectOptions("leader"),
+              Duration.ofSeconds(1),
+              leading -> {
+                if (leading) {
+                  holder.wakeAll();
+                }
+              });
+      Dispatcher dispatcher = new Dispatcher(store, launcher, config, apiUrl, leadership::isLeader);
+      Rescuer rescuer = new Rescuer(store, launcher, config, dispatcher, leadership::isLeader);
+      launcher.onAttemptChanged(ref -> rescuer.wake());
+      Listener listener =
+          new Listener(
+              vertx,
+              db.connectOptions("listener"),
+              Map.of(
+                  "oneshot_builds", p -> dispatcher.wake(),
+                  "oneshot_cancel", p -> rescuer.wake(),
+                  "oneshot_logs", followers::notified),
+              () -> {
+                dispatcher.wake();
+                followers.wakeAll();
+              },
+              config.dispatch().listenerHealthInterval());
+      holder.set(dispatcher, rescuer, listener, leadership);
+      listener.start();
+      leadership.start();
+      dispatcher.start();
+      rescuer.start();
+      log.info(
+          "oneshot is up: API on port {}, provisionerd reports to {}, launcher {}, {} routes.",
+          port,
+          apiUrl,
+          launcher.kind(),
+          config.routes().size());
+      return new OneshotServer(
+          vertx, db, store, launcher, api, apiUrl, dispatcher, rescuer, listener, leadership);
+    } catch (RuntimeException e) {
+      if (db != null) {
+        try {
+          db.close();
+        } catch (RuntimeException ignored) {
+          // the first failure is the one worth reporting
+        }
+      }
+      Database.await(vertx.close());
+      throw e;
+    }
+  }
+
+  /** The launcher a configuration names. */
+  public static Launcher launcherFor(OneshotConfig config) {
+    OneshotConfig.Local local = config.launcher().local();
+    return switch (config.launcher().kind()) {
+      case "local" ->
+          new LocalLauncher(
+              local.runDir() != null
+                  ? local.runDir()
+                  : Path.of(System.getProperty("java.io.tmpdir"), "oneshot-runs"),
+              local.command().isEmpty()
+                  ? LocalLauncher.defaultCommand(local.javaOptions())
+                  : local.command(),
+              LocalLauncher.baseEnvironment(local.passEnv()));
+      default ->
+          throw new ConfigException(
+              "launcher.kind: '"
+                  + config.launcher().kind()
+                  + "' is not available in this version; use local");
+    };
+  }
+
+  private static void migrateWhenReachable(Database db, String url) {
+    long deadline = System.nanoTime() + STARTUP_DATABASE_WAIT.toNanos();
+    long backoff = 250;
+    while (true) {
+      try {
+        Migrator.Result r = Migrator.migrate(db);
+        if (!r.applied().isEmpty()) {
+          log.info("Database schema migrated from version {} to {}.", r.from(), r.to());
+        }
+        return;
+      } catch (UncheckedIOException | io.vertx.core.VertxException e) {
+        if (System.nanoTime() > deadline) {
+          throw new IllegalStateException(
+              "cannot reach the database at " + Database.redact(url) + ": " + e.getMessage(), e);
+        }
+        log.warn(
+            "Waiting for the database at {}: {}. Retrying in {} ms.",
+            Database.redact(url),
+            e.getMessage(),
+            backoff);
+        try {
+          Thread.sleep(backoff);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          throw new IllegalStateException("interrupted while waiting for the database", ie);
+        }
+        backoff = Math.min(5000, backoff * 2);
+      }
+    }
+  }
+
+  private static String loopbackOr(String host) {
+    return host.equals("0.0.0.0") || host.equals("::") || host.isEmpty() ? "127.0.0.1" : host;
+  }
+
+  /** Late-bound parts for callbacks created before them (readiness, leadership). */
+  private static final class Holder {
+    private volatile Dispatcher dispatcher;
+    private volatile Rescuer rescuer;
+    private volatile Listener listener;
+    private volatile Leadership leadership;
+
+    void set(Dispatcher d, Rescuer r, Listener l, Leadership le) {
+      dispatcher = d;
+      rescuer = r;
+      listener = l;
+      leadership = le;
+    }
+
+    void wakeAll() {
+      if (dispatcher != null) {
+        dispatcher.wake();
+        rescuer.wake();
+      }
+    }
+
+    Map<String, Object> status() {
+      Map<String, Object> s = new LinkedHashMap<>();
+      s.put("leader", leadership != null && leadership.isLeader());
+      s.put("listener", listener != null && listener.listening() ? "listening" : "reconnecting");
+      return s;
+    }
+  }
+
+  public BuildStore store() {
+    return store;
+  }
+
+  public Dispatcher dispatcher() {
+    return dispatcher;
+  }
+
+  public Rescuer rescuer() {
+    return rescuer;
+  }
+
+  public Listener listener() {
+    return listener;
+  }
+
+  public Launcher launcher() {
+    return launcher;
+  }
+
+  public boolean leader() {
+    return leadership.isLeader();
+  }
+
+  /** The API's base URL as provisionerd reaches it. */
+  public String apiUrl() {
+    return apiUrl;
+  }
+
+  public int port() {
+    return api.port();
+  }
+
+  public Vertx vertx() {
+    return vertx;
+  }
+
+  /** Stops claiming, stops serving, and releases everything; attempts keep running. */
+  @Override
+  public void close() {
+    leadership.close();
+    dispatcher.close();
+    rescuer.close();
+    api.close();
+    listener.close();
+    launcher.close();
+    db.close();
+    Database.await(vertx.close());
+    log.info("oneshot stopped.");
+  }
+}

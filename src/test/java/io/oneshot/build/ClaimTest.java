@@ -1,0 +1,301 @@
+package io.oneshot.build;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.StoreFixture;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** The claim statement: exactly once, in order, and never past a limit. */
+class ClaimTest {
+  private static final String SCRIPT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
+
+  private StoreFixture f;
+
+  @AfterEach
+  void tearDown() {
+    if (f != null) {
+      f.close();
+    }
+  }
+
+  private static List<BuildToken> tokens(int n) {
+    return IntStream.range(0, n).mapToObj(i -> BuildToken.generate()).toList();
+  }
+
+  private List<Long> claim(BuildStore store, int global, int batch) {
+    return Database.await(store.claim(global, "test", tokens(batch))).stream()
+        .map(BuildStore.Claimed::id)
+        .sorted()
+        .toList();
+  }
+
+  private long enqueue(String tags, int priority, String workspace) {
+    return Database.await(f.store.enqueue(tags, SCRIPT, priority, workspace)).id();
+  }
+
+  private void finish(long id) {
+    Sql.exec(
+        "UPDATE oneshot.builds SET status = 'failed', finished_at = now(), reason = 'test'"
+            + " WHERE id = ?",
+        id);
+  }
+
+  @Test
+  void claimsByPriorityThenAge() {
+    f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 2}\n");
+    long p0a = enqueue("{}", 0, null);
+    long p5a = enqueue("{}", 5, null);
+    enqueue("{}", 0, null);
+    long p5b = enqueue("{}", 5, null);
+    long p1 = enqueue("{}", 1, null);
+    assertThat(claim(f.store, 100, 10)).containsExactly(p5a, p5b);
+    assertThat(claim(f.store, 100, 10)).isEmpty();
+    finish(p5a);
+    finish(p5b);
+    assertThat(claim(f.store, 100, 10)).containsExactly(p0a, p1);
+  }
+
+  @Test
+  void aClaimRecordsAttemptLaunchNameAndTokenHash() {
+    f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 2}\n");
+    long id = enqueue("{}", 0, null);
+    List<BuildToken> t = tokens(3);
+    List<BuildStore.Claimed> c = Database.await(f.store.claim(10, "test", t));
+    assertThat(c).hasSize(1);
+    assertThat(c.get(0).attempt()).isEqualTo(1);
+    assertThat(c.get(0).launchName()).isEqualTo("oneshot-" + id + "-1");
+    Map<String, Object> row =
+        Sql.rows("SELECT status, attempt, launch_name, token_hash FROM oneshot.builds").get(0);
+    assertThat(row.get("status")).isEqualTo("launching");
+    assertThat((byte[]) row.get("token_hash")).isEqualTo(c.get(0).token().hash());
+  }
+
+  @Test
+  void theGlobalLimitCapsAllRoutes() {
+    f =
+        new StoreFixture(
+            "routes:\n  - {name: a, tags: {t: a}, maxConcurrent: 5}\n"
+                + "  - {name: b, tags: {t: b}, maxConcurrent: 5}\n");
+    for (int i = 0; i < 4; i++) {
+      enqueue("{\"t\": \"a\"}", 0, null);
+      enqueue("{\"t\": \"b\"}", 0, null);
+    }
+    assertThat(claim(f.store, 3, 10)).hasSize(3);
+    assertThat(claim(f.store, 3, 10)).isEmpty();
+    assertThat(claim(f.store, 5, 10)).hasSize(2);
+  }
+
+  @Test
+  void aWorkspaceRunsItsBuildsOneAtATimeInEnqueueOrder() {
+    f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 10}\n");
+    long w1 = enqueue("{}", 0, "ws");
+    long w2 = enqueue("{}", 9, "ws");
+    long other = enqueue("{}", 0, "other");
+    long w3 = enqueue("{}", 0, "ws");
+    long free = enqueue("{}", 0, null);
+    assertThat(claim(f.store, 100, 10)).containsExactly(w1, other, free);
+    assertThat(claim(f.store, 100, 10)).isEmpty();
+    finish(w1);
+    assertThat(claim(f.store, 100, 10)).containsExactly(w2);
+    finish(w2);
+    assertThat(claim(f.store, 100, 10)).containsExactly(w3);
+  }
+
+  @Test
+  void twoClaimersRacingClaimEachBuildOnce() throws Exception {
+    String routes = "routes:\n  - {name: a, maxConcurrent: 100000}\n";
+    f = new StoreFixture(routes);
+    StoreFixture other = new StoreFixture(routes, false);
+    Sql.exec("SELECT oneshot.enqueue('{}', ?::jsonb) FROM generate_series(1, 600)", SCRIPT);
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      List<Future<List<Long>>> results = new ArrayList<>();
+      for (BuildStore s : List.of(f.store, other.store)) {
+        results.add(
+            pool.submit(
+                () -> {
+                  List<Long> mine = new ArrayList<>();
+                  while (true) {
+                    List<Long> got = claim(s, 100000, 7);
+                    if (got.isEmpty()) {
+                      return mine;
+                    }
+                    mine.addAll(got);
+                  }
+                }));
+      }
+      List<Long> a = results.get(0).get(60, TimeUnit.SECONDS);
+      List<Long> b = results.get(1).get(60, TimeUnit.SECONDS);
+      assertThat(a).isNotEmpty();
+      assertThat(b).isNotEmpty();
+      List<Long> all = new ArrayList<>(a);
+      all.addAll(b);
+      assertThat(all).hasSize(600).doesNotHaveDuplicates();
+      assertThat(
+              Sql.count(
+                  "SELECT count(*) FROM oneshot.build_events"
+                      + " WHERE from_status = 'pending' AND to_status = 'launching'"))
+          .isEqualTo(600);
+      assertThat(
+              Sql.count(
+                  "SELECT count(*) FROM oneshot.builds WHERE status = 'launching' AND attempt = 1"))
+          .isEqualTo(600);
+    } finally {
+      pool.shutdownNow();
+      other.close();
+    }
+  }
+
+  /**
+   * Many concurrent claim cycles, with builds finishing and being requeued meanwhile, never take a
+   * route, the whole system or a workspace past its limit. Checked from the event table.
+   */
+  @Test
+  void concurrentCyclesNeverExceedAnyLimit() throws Exception {
+    String routes =
+        """
+        routes:
+          - {name: a, tags: {t: a}, maxConcurrent: 3}
+          - {name: b, tags: {t: b}, maxConcurrent: 2}
+          - {name: c, tags: {t: c}, maxConcurrent: 4}
+        """;
+    f = new StoreFixture(routes);
+    int global = 6;
+    int n = 240;
+    for (int i = 0; i < n; i++) {
+      String t = "abc".substring(i % 3, i % 3 + 1);
+      String ws = i % 4 == 0 ? "ws" + (i % 5) : null;
+      enqueue("{\"t\": \"" + t + "\"}", ThreadLocalRandom.current().nextInt(3), ws);
+    }
+    List<StoreFixture> claimers = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      claimers.add(new StoreFixture(routes, false));
+    }
+    BlockingQueue<BuildStore.Claimed> claimed = new LinkedBlockingQueue<>();
+    AtomicBoolean done = new AtomicBoolean();
+    Map<Long, Integer> requeued = new ConcurrentHashMap<>();
+    ExecutorService pool = Executors.newFixedThreadPool(9);
+    try {
+      List<Future<?>> tasks = new ArrayList<>();
+      for (StoreFixture c : claimers) {
+        for (int k = 0; k < 2; k++) {
+          tasks.add(
+              pool.submit(
+                  () -> {
+                    while (!done.get()) {
+                      claimed.addAll(Database.await(c.store.claim(global, "test", tokens(5))));
+                    }
+                    return null;
+                  }));
+        }
+      }
+      for (int k = 0; k < 3; k++) {
+        tasks.add(
+            pool.submit(
+                () -> {
+                  while (!done.get()) {
+                    BuildStore.Claimed c = claimed.poll(100, TimeUnit.MILLISECONDS);
+                    if (c == null) {
+                      continue;
+                    }
+                    if (ThreadLocalRandom.current().nextInt(10) == 0
+                        && requeued.putIfAbsent(c.id(), 1) == null) {
+                      Database.await(
+                          f.store.requeue(c.id(), c.attempt(), BuildState.LAUNCHING, "test"));
+                    } else {
+                      Database.await(
+                          f.store.finish(
+                              c.id(),
+                              c.attempt(),
+                              BuildState.LAUNCHING,
+                              BuildState.FAILED,
+                              "done"));
+                    }
+                  }
+                  return null;
+                }));
+      }
+      await()
+          .atMost(2, TimeUnit.MINUTES)
+          .until(
+              () ->
+                  Sql.count("SELECT count(*) FROM oneshot.builds WHERE finished_at IS NULL") == 0);
+      done.set(true);
+      for (Future<?> t : tasks) {
+        t.get(30, TimeUnit.SECONDS);
+      }
+    } finally {
+      done.set(true);
+      pool.shutdownNow();
+      claimers.forEach(StoreFixture::close);
+    }
+
+    assertThat(requeued).isNotEmpty();
+    Map<String, Integer> max = maxConcurrency();
+    assertThat(max.get("global")).isLessThanOrEqualTo(global);
+    assertThat(max.getOrDefault("route:a", 0)).isLessThanOrEqualTo(3);
+    assertThat(max.getOrDefault("route:b", 0)).isLessThanOrEqualTo(2);
+    assertThat(max.getOrDefault("route:c", 0)).isLessThanOrEqualTo(4);
+    max.forEach(
+        (k, v) -> {
+          if (k.startsWith("ws:")) {
+            assertThat(v).as(k).isLessThanOrEqualTo(1);
+          }
+        });
+    assertThat(max.get("global"))
+        .as("the limits were reached, so they were tested")
+        .isEqualTo(global);
+  }
+
+  /** Replays the event table: the most builds live at once, globally, per route, per workspace. */
+  static Map<String, Integer> maxConcurrency() {
+    List<Map<String, Object>> events =
+        Sql.rows(
+            """
+            SELECT e.build_id, e.from_status, e.to_status, b.route, b.workspace
+            FROM oneshot.build_events e JOIN oneshot.builds b ON b.id = e.build_id
+            WHERE e.from_status IS DISTINCT FROM e.to_status
+            ORDER BY e.at, e.id
+            """);
+    Map<String, Integer> live = new HashMap<>();
+    Map<String, Integer> max = new HashMap<>();
+    for (Map<String, Object> e : events) {
+      boolean wasLive = isLive((String) e.get("from_status"));
+      boolean nowLive = isLive((String) e.get("to_status"));
+      int delta = nowLive == wasLive ? 0 : nowLive ? 1 : -1;
+      if (delta == 0) {
+        continue;
+      }
+      List<String> keys = new ArrayList<>(List.of("global", "route:" + e.get("route")));
+      if (e.get("workspace") != null) {
+        keys.add("ws:" + e.get("workspace"));
+      }
+      for (String k : keys) {
+        int v = live.merge(k, delta, Integer::sum);
+        max.merge(k, v, Math::max);
+      }
+    }
+    return max;
+  }
+
+  private static boolean isLive(String status) {
+    return "launching".equals(status) || "running".equals(status);
+  }
+}

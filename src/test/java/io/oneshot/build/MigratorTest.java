@@ -1,0 +1,100 @@
+package io.oneshot.build;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.oneshot.testing.TestDatabase;
+import io.vertx.core.Vertx;
+import io.vertx.sqlclient.Row;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+class MigratorTest {
+  private Vertx vertx;
+
+  @BeforeEach
+  void start() {
+    vertx = Vertx.vertx();
+  }
+
+  @AfterEach
+  void stop() {
+    Database.await(vertx.close());
+  }
+
+  @Test
+  void everyMigrationFileIsListedInOrder() throws Exception {
+    List<String> files;
+    try (Stream<Path> s = Files.list(Path.of("src/main/resources/db"))) {
+      files =
+          s.map(p -> p.getFileName().toString()).filter(n -> n.endsWith(".sql")).sorted().toList();
+    }
+    assertThat(Migrator.MIGRATIONS).isEqualTo(files);
+    for (int i = 0; i < files.size(); i++) {
+      assertThat(files.get(i)).startsWith(String.format("%03d_", i + 1));
+    }
+  }
+
+  @Test
+  void concurrentStartersMigrateOnceWithoutRacing() throws Exception {
+    String url = TestDatabase.fresh();
+    ExecutorService pool = Executors.newFixedThreadPool(4);
+    List<Database> dbs = new ArrayList<>();
+    List<Future<Migrator.Result>> results = new ArrayList<>();
+    try {
+      for (int i = 0; i < 4; i++) {
+        Database db = Database.open(vertx, url, 1, "migrate-" + i);
+        dbs.add(db);
+        results.add(pool.submit((Callable<Migrator.Result>) () -> Migrator.migrate(db)));
+      }
+      int appliedTotal = 0;
+      for (Future<Migrator.Result> r : results) {
+        Migrator.Result res = r.get();
+        assertThat(res.to()).isEqualTo(Migrator.MIGRATIONS.size());
+        appliedTotal += res.applied().size();
+      }
+      assertThat(appliedTotal).isEqualTo(Migrator.MIGRATIONS.size());
+      List<Integer> versions = new ArrayList<>();
+      for (Row row :
+          Database.await(
+              dbs.get(0)
+                  .pool()
+                  .query("SELECT version FROM oneshot.schema_migrations ORDER BY 1")
+                  .execute())) {
+        versions.add(row.getInteger(0));
+      }
+      assertThat(versions).hasSize(Migrator.MIGRATIONS.size()).doesNotHaveDuplicates();
+      assertThat(Migrator.migrate(dbs.get(1)).applied()).isEmpty();
+    } finally {
+      pool.shutdownNow();
+      dbs.forEach(Database::close);
+    }
+  }
+
+  @Test
+  void aSchemaNewerThanThisVersionIsRefused() {
+    String url = TestDatabase.fresh();
+    try (Database db = Database.open(vertx, url, 1, "migrate")) {
+      Migrator.migrate(db);
+      Database.await(
+          db.pool()
+              .query("INSERT INTO oneshot.schema_migrations (version, name) VALUES (999, 'future')")
+              .execute());
+      assertThatThrownBy(() -> Migrator.migrate(db))
+          .hasMessage(
+              "the database schema is at version 999 but this oneshot knows versions up to "
+                  + Migrator.MIGRATIONS.size()
+                  + "; run a newer oneshot against this database");
+    }
+  }
+}

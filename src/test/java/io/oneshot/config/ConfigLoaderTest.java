@@ -1,0 +1,158 @@
+package io.oneshot.config;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class ConfigLoaderTest {
+  private static final String ROUTES =
+      """
+      routes:
+        - {name: default, tags: {org: default}, maxConcurrent: 6}
+      """;
+
+  private static OneshotConfig parse(String yaml) {
+    return ConfigLoader.parse(yaml, "oneshot.yaml", Map.of());
+  }
+
+  private static void refused(String yaml, String message) {
+    assertThatThrownBy(() -> parse(yaml))
+        .isInstanceOf(ConfigException.class)
+        .hasMessage("oneshot.yaml: " + message);
+  }
+
+  @Test
+  void theExampleConfigurationLoads() {
+    OneshotConfig c = ConfigLoader.load(Path.of("dispatcher/oneshot.yaml"), Map.of());
+    assertThat(c.routes())
+        .extracting(OneshotConfig.Route::name)
+        .containsExactly("default", "experimental", "demo");
+    assertThat(c.routes()).extracting(OneshotConfig.Route::maxConcurrent).containsExactly(6, 2, 2);
+    assertThat(c.dispatch().pollInterval()).isEqualTo(Duration.ofSeconds(2));
+    assertThat(c.launcher().kind()).isEqualTo("local");
+  }
+
+  @Test
+  void defaultsFillWhatIsNotSaid() {
+    OneshotConfig c = parse(ROUTES);
+    OneshotConfig.Route r = c.routes().get(0);
+    assertThat(r.timeout()).isEqualTo(Duration.ofHours(1));
+    assertThat(r.hangTimeout()).isEqualTo(Duration.ofMinutes(2));
+    assertThat(r.cancelGrace()).isEqualTo(Duration.ofSeconds(60));
+    assertThat(r.maxAttempts()).isEqualTo(3);
+    assertThat(c.limits().maxInputBytes()).isEqualTo(1 << 20);
+    assertThat(c.api().port()).isEqualTo(8080);
+    assertThat(c.database().url()).isNull();
+  }
+
+  @Test
+  void environmentOverridesTheDatabaseUrlAndToken() {
+    OneshotConfig c =
+        ConfigLoader.parse(
+            "database: {url: postgresql://a@b/c}\n" + ROUTES,
+            "x",
+            Map.of(
+                ConfigLoader.ENV_DATABASE_URL, "postgresql://env@host/db",
+                ConfigLoader.ENV_ADMIN_TOKEN, "0123456789abcdef-token"));
+    assertThat(c.database().url()).isEqualTo("postgresql://env@host/db");
+    assertThat(c.api().adminToken()).isEqualTo("0123456789abcdef-token");
+  }
+
+  @Test
+  void unknownFieldsAreRefusedWithTheNearestKnownName() {
+    refused(
+        """
+        routes:
+          - {name: a, maxConcurent: 3}
+        """,
+        "routes[0].maxConcurent: unknown field (did you mean maxConcurrent?); known fields: name,"
+            + " tags, template, maxConcurrent, timeout, launchTimeout, hangTimeout, cancelGrace,"
+            + " maxAttempts, retryAfterAcquire");
+    refused(
+        "dispatc: {}\n" + ROUTES,
+        "dispatc: unknown field (did you mean dispatch?); known fields: database, api, dispatch,"
+            + " limits, launcher, routes");
+  }
+
+  @Test
+  void routesAreRequired() {
+    refused("dispatch: {}\n", "routes: at least one route is required");
+    refused("routes: []\n", "routes: must be a non-empty list of routes");
+  }
+
+  @Test
+  void duplicateRouteNamesAreRefused() {
+    refused(
+        """
+        routes:
+          - {name: gpu, tags: {gpu: "true"}}
+          - {name: cpu, tags: {cpu: "true"}}
+          - {name: gpu, tags: {gpu: "yes"}}
+        """,
+        "routes[2].name: duplicate route 'gpu' (also routes[0])");
+  }
+
+  @Test
+  void aRouteThatCanNeverMatchIsRefused() {
+    refused(
+        """
+        routes:
+          - {name: wide, tags: {org: default, gpu: "true"}}
+          - {name: narrow, tags: {org: default}}
+        """,
+        "routes[1].tags: route 'narrow' can never match: every build it could take goes to"
+            + " routes[0] 'wide' first, whose tags contain all of this route's tags; give it a tag"
+            + " the earlier route lacks, or move it up");
+  }
+
+  @Test
+  void valuesAreChecked() {
+    refused(
+        "routes:\n  - {name: a, maxConcurrent: six}\n",
+        "routes[0].maxConcurrent: must be an integer from 0 to 100000, got \"six\"");
+    refused(
+        "routes:\n  - {name: a, timeout: 5 minutes}\n",
+        "routes[0].timeout: '5 minutes' is not a duration; write it like 250ms, 2s, 5m, 1h or"
+            + " 1h30m");
+    refused(
+        "routes:\n  - {name: A_b}\n",
+        "routes[0].name: must be 1 to 32 lowercase letters, digits or '-', starting and ending"
+            + " with a letter or digit, got \"A_b\"");
+    refused(
+        "routes:\n  - {name: a, tags: {os: \"win dows\"}}\n",
+        "routes[0].tags.os: is not a valid tag value: up to 63 letters, digits, '.', '_' or '-',"
+            + " starting and ending with a letter or digit, got \"win dows\"");
+    refused(
+        "limits: {maxLogLineBytes: 10}\n" + ROUTES,
+        "limits.maxLogLineBytes: must be from 256 B to 1 MiB, got \"10\"");
+    refused(
+        "api: {listen: nowhere}\n" + ROUTES,
+        "api.listen: must be host:port, like 0.0.0.0:8080, got \"nowhere\"");
+    refused(
+        "launcher: {kind: nomad}\n" + ROUTES,
+        "launcher.kind: must be local or kubernetes, got \"nomad\"");
+  }
+
+  @Test
+  void badYamlSaysWhere() {
+    assertThatThrownBy(() -> parse("routes: [\n  {name: a\n"))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageStartingWith("oneshot.yaml: not valid YAML: ")
+        .hasMessageContaining("line ");
+  }
+
+  @Test
+  void durationsAndSizesParse() {
+    assertThat(Units.parseDuration("1h30m")).isEqualTo(Duration.ofMinutes(90));
+    assertThat(Units.parseDuration("250ms")).isEqualTo(Duration.ofMillis(250));
+    assertThat(Units.format(Duration.ofSeconds(90))).isEqualTo("1m30s");
+    assertThat(Units.parseSize("16KiB")).isEqualTo(16384);
+    assertThat(Units.formatSize(64L << 20)).isEqualTo("64 MiB");
+    assertThatThrownBy(() -> Units.parseDuration("2 s"))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+}

@@ -1,0 +1,93 @@
+package io.oneshot.testing;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Json;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+
+/** A small HTTP client for the API, for tests: every call returns status and parsed body. */
+public final class Api {
+  /** A response; {@code json} is null when the body is not JSON. */
+  public record Response(int status, JsonNode json, String text) {}
+
+  private final HttpClient http =
+      HttpClient.newBuilder()
+          .version(HttpClient.Version.HTTP_1_1)
+          .connectTimeout(Duration.ofSeconds(5))
+          .build();
+  private final String base;
+  private final String token;
+
+  public Api(String base, String token) {
+    this.base = base;
+    this.token = token;
+  }
+
+  public String base() {
+    return base;
+  }
+
+  public Response get(String path) {
+    return send(builder(path, token).GET().build());
+  }
+
+  public Response post(String path, String body) {
+    return post(path, body, token);
+  }
+
+  public Response post(String path, String body, String bearer) {
+    return send(
+        builder(path, bearer)
+            .header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(body))
+            .build());
+  }
+
+  /** Enqueues a script build and returns its id. */
+  public long submitScript(String tagsJson, String script) {
+    Response r =
+        post(
+            "/api/v1/builds",
+            "{\"tags\": "
+                + tagsJson
+                + ", \"input\": {\"provisioner\": \"script\", \"command\": [\"sh\", \"-c\", "
+                + Json.write(script)
+                + "]}}");
+    if (r.status() != 201) {
+      throw new IllegalStateException("submit failed: " + r.status() + " " + r.text());
+    }
+    return r.json().path("id").asLong();
+  }
+
+  private HttpRequest.Builder builder(String path, String bearer) {
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(URI.create(base + path)).timeout(Duration.ofSeconds(30));
+    if (bearer != null) {
+      b.header("Authorization", "Bearer " + bearer);
+    }
+    return b;
+  }
+
+  private Response send(HttpRequest req) {
+    try {
+      HttpResponse<String> r = http.send(req, HttpResponse.BodyHandlers.ofString());
+      JsonNode json = null;
+      try {
+        json = Json.MAPPER.readTree(r.body());
+      } catch (IOException e) {
+        // not JSON (NDJSON logs, for one)
+      }
+      return new Response(r.statusCode(), json, r.body());
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(e);
+    }
+  }
+}

@@ -1,0 +1,89 @@
+package io.oneshot.testing;
+
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.ResultSetMetaData;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** Plain JDBC against the test database: what tests use to look behind the API. */
+public final class Sql {
+  private Sql() {}
+
+  public static Connection connect() {
+    try {
+      return DriverManager.getConnection(TestDatabase.jdbcUrl());
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  public static List<Map<String, Object>> rows(String sql, Object... params) {
+    try (Connection c = connect()) {
+      return rows(c, sql, params);
+    } catch (SQLException e) {
+      throw new IllegalStateException(sql + ": " + e.getMessage(), e);
+    }
+  }
+
+  public static List<Map<String, Object>> rows(Connection c, String sql, Object... params)
+      throws SQLException {
+    try (PreparedStatement st = c.prepareStatement(sql)) {
+      for (int i = 0; i < params.length; i++) {
+        st.setObject(i + 1, params[i]);
+      }
+      if (!st.execute()) {
+        return List.of();
+      }
+      try (ResultSet rs = st.getResultSet()) {
+        ResultSetMetaData md = rs.getMetaData();
+        List<Map<String, Object>> out = new ArrayList<>();
+        while (rs.next()) {
+          Map<String, Object> row = new LinkedHashMap<>();
+          for (int i = 1; i <= md.getColumnCount(); i++) {
+            row.put(md.getColumnLabel(i), rs.getObject(i));
+          }
+          out.add(row);
+        }
+        return out;
+      }
+    }
+  }
+
+  /** The single value of a one-row, one-column query. */
+  public static Object value(String sql, Object... params) {
+    List<Map<String, Object>> r = rows(sql, params);
+    if (r.size() != 1) {
+      throw new IllegalStateException(sql + ": expected one row, got " + r.size());
+    }
+    return r.get(0).values().iterator().next();
+  }
+
+  public static long count(String sql, Object... params) {
+    return ((Number) value(sql, params)).longValue();
+  }
+
+  public static void exec(String sql, Object... params) {
+    try (Connection c = connect();
+        PreparedStatement st = c.prepareStatement(sql)) {
+      for (int i = 0; i < params.length; i++) {
+        st.setObject(i + 1, params[i]);
+      }
+      st.execute();
+    } catch (SQLException e) {
+      throw new IllegalStateException(sql + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** Empties the queue between tests; the schema stays. */
+  public static void reset() {
+    exec(
+        "TRUNCATE oneshot.build_logs, oneshot.build_events, oneshot.builds RESTART IDENTITY;"
+            + " DELETE FROM oneshot.routes;");
+  }
+}
