@@ -26,7 +26,7 @@ import picocli.CommandLine.Command;
     },
     footer = {
       "",
-      "Try it:",
+      "Examples:",
       "  oneshot dev                                   # a local server with its own PostgreSQL",
       "  source ~/.local/share/oneshot/dev/dev.env     # in another shell: URL and token",
       "  oneshot submit --script 'echo hello' --follow",

@@ -3,10 +3,10 @@ package io.oneshot.build;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import io.oneshot.testing.Limits;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.StoreFixture;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.BlockingQueue;
@@ -248,7 +248,7 @@ class ClaimTest {
     }
 
     assertThat(requeued).isNotEmpty();
-    Map<String, Integer> max = maxConcurrency();
+    Map<String, Integer> max = Limits.maxConcurrency();
     assertThat(max.get("global")).isLessThanOrEqualTo(global);
     assertThat(max.getOrDefault("route:a", 0)).isLessThanOrEqualTo(3);
     assertThat(max.getOrDefault("route:b", 0)).isLessThanOrEqualTo(2);
@@ -262,40 +262,5 @@ class ClaimTest {
     assertThat(max.get("global"))
         .as("the limits were reached, so they were tested")
         .isEqualTo(global);
-  }
-
-  /** Replays the event table: the most builds live at once, globally, per route, per workspace. */
-  static Map<String, Integer> maxConcurrency() {
-    List<Map<String, Object>> events =
-        Sql.rows(
-            """
-            SELECT e.build_id, e.from_status, e.to_status, b.route, b.workspace
-            FROM oneshot.build_events e JOIN oneshot.builds b ON b.id = e.build_id
-            WHERE e.from_status IS DISTINCT FROM e.to_status
-            ORDER BY e.at, e.id
-            """);
-    Map<String, Integer> live = new HashMap<>();
-    Map<String, Integer> max = new HashMap<>();
-    for (Map<String, Object> e : events) {
-      boolean wasLive = isLive((String) e.get("from_status"));
-      boolean nowLive = isLive((String) e.get("to_status"));
-      int delta = nowLive == wasLive ? 0 : nowLive ? 1 : -1;
-      if (delta == 0) {
-        continue;
-      }
-      List<String> keys = new ArrayList<>(List.of("global", "route:" + e.get("route")));
-      if (e.get("workspace") != null) {
-        keys.add("ws:" + e.get("workspace"));
-      }
-      for (String k : keys) {
-        int v = live.merge(k, delta, Integer::sum);
-        max.merge(k, v, Math::max);
-      }
-    }
-    return max;
-  }
-
-  private static boolean isLive(String status) {
-    return "launching".equals(status) || "running".equals(status);
   }
 }

@@ -11,8 +11,8 @@ import java.nio.file.Path;
 import java.util.Map;
 
 /**
- * A whole oneshot (API, dispatcher, rescuer, local launcher) on the test database, with short
- * intervals, an empty queue and a run directory of its own.
+ * A whole oneshot (API, dispatcher, rescuer, launcher) on the test database, with short intervals
+ * and a run directory of its own. {@link #with()} sets it up.
  */
 public final class TestServer implements AutoCloseable {
   public static final String ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -38,39 +38,92 @@ public final class TestServer implements AutoCloseable {
     this.api = new Api("http://127.0.0.1:" + server.port(), ADMIN_TOKEN);
   }
 
-  /** The YAML every test server starts from; {@code extra} adds or replaces top-level keys. */
-  public static String yaml(String dispatch, String routes, Path runDir) {
-    return """
-        database: {url: "%s", poolSize: 8}
-        api: {listen: "127.0.0.1:0", adminToken: "%s"}
-        dispatch: {%s}
-        launcher: {kind: local, local: {runDir: "%s"}}
-        %s
-        """
-        .formatted(TestDatabase.url(), ADMIN_TOKEN, dispatch, runDir, routes);
+  public static Builder with() {
+    return new Builder();
   }
 
-  public static OneshotConfig config(String dispatch, String routes, Path runDir) {
-    return ConfigLoader.parse(yaml(dispatch, routes, runDir), "test", Map.of());
-  }
+  /** What a test server is made of; every part has a default. */
+  public static final class Builder {
+    private String dispatch =
+        "pollInterval: 200ms, rescueInterval: 200ms, heartbeatInterval: 200ms";
+    private String routes = THREE_ROUTES;
+    private String limits = "";
+    private Launcher launcher;
+    private String databaseUrl;
+    private boolean keepQueue;
 
-  /** Empties the queue and starts a server with the given dispatch settings and routes. */
-  public static TestServer start(String dispatch, String routes) {
-    return start(dispatch, routes, null);
-  }
-
-  public static TestServer start(String dispatch, String routes, Launcher launcher) {
-    Sql.reset();
-    Path runDir;
-    try {
-      runDir = Files.createTempDirectory("oneshot-runs");
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
+    public Builder dispatch(String dispatch) {
+      this.dispatch = dispatch;
+      return this;
     }
-    OneshotConfig config = config(dispatch, routes, runDir);
-    OneshotServer s =
-        launcher == null ? OneshotServer.start(config) : OneshotServer.start(config, launcher);
-    return new TestServer(s, config, runDir);
+
+    public Builder routes(String routes) {
+      this.routes = routes;
+      return this;
+    }
+
+    public Builder limits(String limits) {
+      this.limits = limits;
+      return this;
+    }
+
+    public Builder launcher(Launcher launcher) {
+      this.launcher = launcher;
+      return this;
+    }
+
+    public Builder databaseUrl(String url) {
+      this.databaseUrl = url;
+      return this;
+    }
+
+    /** Starts on the queue as it is, instead of emptying it first. */
+    public Builder keepQueue() {
+      this.keepQueue = true;
+      return this;
+    }
+
+    public OneshotConfig config(Path runDir) {
+      String yaml =
+          """
+          database: {url: "%s", poolSize: 8}
+          api: {listen: "127.0.0.1:0", adminToken: "%s"}
+          dispatch: {%s}
+          limits: {%s}
+          launcher: {kind: local, local: {runDir: "%s"}}
+          %s
+          """
+              .formatted(
+                  databaseUrl == null ? TestDatabase.url() : databaseUrl,
+                  ADMIN_TOKEN,
+                  dispatch,
+                  limits,
+                  runDir,
+                  routes);
+      return ConfigLoader.parse(yaml, "test", Map.of());
+    }
+
+    public TestServer start() {
+      TestDatabase.url();
+      if (!keepQueue) {
+        Sql.reset();
+      }
+      Path runDir;
+      try {
+        runDir = Files.createTempDirectory("oneshot-runs");
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+      OneshotConfig config = config(runDir);
+      OneshotServer s =
+          launcher == null ? OneshotServer.start(config) : OneshotServer.start(config, launcher);
+      return new TestServer(s, config, runDir);
+    }
+  }
+
+  /** The status of a build, read from the database. */
+  public static String status(long id) {
+    return (String) Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", id);
   }
 
   @Override

@@ -1,0 +1,396 @@
+package io.oneshot.api;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.launch.Attempt;
+import io.oneshot.testing.Api;
+import io.oneshot.testing.RecordingLauncher;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TestServer;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/** The HTTP API: what it accepts, what it refuses and how, and the runner's token rules. */
+class ApiTest {
+  private static final String SCRIPT =
+      "{\"provisioner\": \"script\", \"command\": [\"sh\", \"-c\", \"true\"]}";
+  private static TestServer t;
+  private static final RecordingLauncher launcher = new RecordingLauncher();
+
+  @BeforeAll
+  static void start() {
+    t =
+        TestServer.with()
+            .routes(TestServer.THREE_ROUTES)
+            .limits(
+                "maxInputBytes: 4KiB, maxRequestBytes: 80KiB, maxLogLineBytes: 256, maxLogBytes: 2KiB")
+            .launcher(launcher)
+            .start();
+  }
+
+  @AfterAll
+  static void stop() {
+    t.close();
+  }
+
+  @BeforeEach
+  void empty() {
+    // Ids keep counting across tests, so that an attempt recorded earlier never matches.
+    Sql.exec("TRUNCATE oneshot.build_logs, oneshot.build_events, oneshot.builds");
+  }
+
+  private static void nothingWritten() {
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isZero();
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.build_events")).isZero();
+  }
+
+  private static Api runner() {
+    return new Api(t.api.base(), null);
+  }
+
+  private Attempt launched(long id) {
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> launcher.launched.stream().anyMatch(a -> a.buildId() == id));
+    return launcher.launched.stream().filter(a -> a.buildId() == id).findFirst().orElseThrow();
+  }
+
+  @Test
+  void createsABuildAndShowsItWithItsTimeline() {
+    Api.Response r =
+        t.api.post(
+            "/api/v1/builds",
+            "{\"tags\": {\"team\": \"b\"}, \"input\": "
+                + SCRIPT
+                + ", \"priority\": 3, \"workspace\": \"ws-1\"}");
+    assertThat(r.status()).isEqualTo(201);
+    assertThat(r.json().path("route").asText()).isEqualTo("b");
+    assertThat(r.json().path("status").asText()).isEqualTo("pending");
+    long id = r.json().path("id").asLong();
+    launched(id);
+    JsonNode b = t.api.get("/api/v1/builds/" + id).json();
+    assertThat(b.path("tags").path("team").asText()).isEqualTo("b");
+    assertThat(b.path("workspace").asText()).isEqualTo("ws-1");
+    assertThat(b.path("priority").asInt()).isEqualTo(3);
+    assertThat(b.path("createdAt").asText())
+        .matches("\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z");
+    assertThat(b.path("events").get(0).path("to").asText()).isEqualTo("pending");
+    assertThat(b.path("events").get(1).path("from").asText()).isEqualTo("pending");
+    assertThat(b.path("events").get(1).path("to").asText()).isEqualTo("launching");
+    assertThat(b.path("launch").path("name").asText()).isEqualTo("oneshot-" + id + "-1");
+
+    JsonNode list = t.api.get("/api/v1/builds?route=b&status=launching").json();
+    assertThat(list.path("builds")).hasSize(1);
+    assertThat(t.api.get("/api/v1/builds?route=a").json().path("builds")).isEmpty();
+
+    JsonNode routes = t.api.get("/api/v1/routes").json();
+    assertThat(routes).hasSize(3);
+    assertThat(routes.get(1).path("name").asText()).isEqualTo("b");
+    assertThat(routes.get(1).path("running").asInt()).isEqualTo(1);
+    assertThat(routes.get(1).path("maxConcurrent").asInt()).isEqualTo(3);
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(
+      delimiter = '|',
+      quoteCharacter = '`',
+      textBlock =
+          """
+          malformed JSON        | {"tags": {}, "input": | 400 | body | body: malformed JSON
+          not an object         | [1, 2] | 400 | body | body: must be a JSON object
+          empty body            | `` | 400 | body | body: a JSON object is required
+          unknown field         | {"input": SCRIPT, "tag": {}} | 400 | tag | tag: unknown field
+          priority type         | {"input": SCRIPT, "priority": "high"} | 400 | priority | priority: must be an integer from -1000 to 1000, got "high"
+          priority fraction     | {"input": SCRIPT, "priority": 1.5} | 400 | priority | priority: must be an integer from -1000 to 1000, got 1.5
+          workspace type        | {"input": SCRIPT, "workspace": 7} | 400 | workspace | workspace: must be a string, got 7
+          tags type             | {"tags": "team=a", "input": SCRIPT} | 400 | tags | tags: must be an object of string values, like {"org": "default"}
+          bad tag key           | {"tags": {"a b": "x"}, "input": SCRIPT} | 400 | tags | tags: "a b" is not a valid tag key
+          bad tag value         | {"tags": {"team": "a/b"}, "input": SCRIPT} | 400 | tags.team | tags.team: "a/b" is not a valid tag value
+          no route              | {"tags": {"team": "z"}, "input": SCRIPT} | 400 | tags | tags: no route matches {"team": "z"}
+          missing input         | {"tags": {}} | 400 | input | input: must be an object, like {"provisioner": "script", "command": ["sh", "-c", "echo hi"]}
+          command type          | {"input": {"provisioner": "script", "command": "ls"}} | 400 | input.command | input.command: is required: a non-empty array of strings, like ["sh", "-c", "echo hi"]
+          """)
+  void refusesBadInputNamingTheFieldAndWritesNothing(
+      String name, String body, int status, String field, String error) {
+    Api.Response r =
+        t.api.post("/api/v1/builds", body == null ? "" : body.replace("SCRIPT", SCRIPT));
+    assertThat(r.status()).as(r.text()).isEqualTo(status);
+    assertThat(r.json().path("error").asText()).isEqualTo(error);
+    assertThat(r.json().path("field").asText()).isEqualTo(field);
+    assertThat(r.json().has("detail")).isTrue();
+    nothingWritten();
+  }
+
+  @Test
+  void anInputOverTheConfiguredCapIsRefused() {
+    String big =
+        "{\"input\": {\"provisioner\": \"script\", \"command\": [\"echo\", \""
+            + "x".repeat(5000)
+            + "\"]}}";
+    Api.Response r = t.api.post("/api/v1/builds", big);
+    assertThat(r.status()).isEqualTo(400);
+    assertThat(r.json().path("field").asText()).isEqualTo("input");
+    assertThat(r.json().path("error").asText()).endsWith("bytes; the limit is 4096 bytes");
+    assertThat(r.json().path("detail").asText()).contains("limits.maxInputBytes");
+    nothingWritten();
+  }
+
+  @Test
+  void aBodyOverTheRequestCapIsRefusedBeforeItIsRead() {
+    String huge =
+        "{\"input\": {\"provisioner\": \"script\", \"command\": [\""
+            + "x".repeat(100_000)
+            + "\"]}}";
+    Api.Response r = t.api.post("/api/v1/builds", huge);
+    assertThat(r.status()).isEqualTo(413);
+    assertThat(r.json().path("error").asText()).isEqualTo("body: larger than the limit of 80 KiB");
+    nothingWritten();
+  }
+
+  @Test
+  void adminCallsNeedTheAdminToken() {
+    Api anonymous = new Api(t.api.base(), null);
+    Api wrong = new Api(t.api.base(), "not-the-admin-token-at-all");
+    for (Api a : List.of(anonymous, wrong)) {
+      Api.Response r = a.post("/api/v1/builds", "{\"input\": " + SCRIPT + "}");
+      assertThat(r.status()).isEqualTo(401);
+      assertThat(r.json().path("error").asText()).isEqualTo("unauthorized");
+      assertThat(a.get("/api/v1/builds").status()).isEqualTo(401);
+      assertThat(a.get("/api/v1/routes").status()).isEqualTo(401);
+    }
+    nothingWritten();
+    assertThat(anonymous.get("/healthz").status()).isEqualTo(200);
+  }
+
+  @Test
+  void unknownBuildsAndBadQueriesAreNamed() {
+    Api.Response r = t.api.get("/api/v1/builds/42");
+    assertThat(r.status()).isEqualTo(404);
+    assertThat(r.json().path("error").asText()).isEqualTo("build 42 not found");
+    assertThat(t.api.get("/api/v1/builds/abc").status()).isEqualTo(404);
+    assertThat(t.api.get("/api/v1/builds/42/logs").status()).isEqualTo(404);
+    assertThat(t.api.post("/api/v1/builds/42/cancel", "{}").status()).isEqualTo(404);
+    Api.Response s = t.api.get("/api/v1/builds?status=done");
+    assertThat(s.status()).isEqualTo(400);
+    assertThat(s.json().path("field").asText()).isEqualTo("status");
+    assertThat(t.api.get("/api/v1/builds?limit=0").json().path("field").asText())
+        .isEqualTo("limit");
+    assertThat(t.api.get("/api/v1/nothing").status()).isEqualTo(404);
+  }
+
+  @Test
+  void cancelEndsAQueuedBuildAtOnceAndRefusesAFinishedOne() {
+    Sql.exec("UPDATE oneshot.routes SET max_concurrent = 0 WHERE name = 'c'");
+    try {
+      long id = t.api.submitScript("{\"team\": \"c\"}", "true");
+      Api.Response r = t.api.post("/api/v1/builds/" + id + "/cancel", "{}");
+      assertThat(r.status()).isEqualTo(202);
+      assertThat(r.json().path("status").asText()).isEqualTo("canceled");
+      assertThat(TestServer.status(id)).isEqualTo("canceled");
+      Api.Response again = t.api.post("/api/v1/builds/" + id + "/cancel", "{}");
+      assertThat(again.status()).isEqualTo(409);
+      assertThat(again.json().path("error").asText())
+          .isEqualTo("build " + id + " already canceled");
+    } finally {
+      Sql.exec("UPDATE oneshot.routes SET max_concurrent = 2 WHERE name = 'c'");
+    }
+  }
+
+  @Test
+  void theRunnerTokenIsGoodForItsOwnBuildAloneAndEndsWithComplete() {
+    long a = t.api.submitScript("{\"team\": \"a\"}", "echo a");
+    long b = t.api.submitScript("{\"team\": \"a\"}", "echo b");
+    Attempt ta = launched(a);
+    Attempt tb = launched(b);
+    Api r = runner();
+
+    Api.Response acq = r.post("/api/v1/runner/acquire", "{}", ta.token().value());
+    assertThat(acq.status()).isEqualTo(200);
+    assertThat(acq.json().path("buildId").asLong()).isEqualTo(a);
+    assertThat(acq.json().path("input").path("command").get(2).asText()).isEqualTo("echo a");
+    assertThat(acq.json().path("timeoutMs").asLong()).isEqualTo(3_600_000);
+    // A retried acquire (its answer was lost) gets the same build.
+    assertThat(
+            r.post("/api/v1/runner/acquire", "{}", ta.token().value())
+                .json()
+                .path("buildId")
+                .asLong())
+        .isEqualTo(a);
+    assertThat(
+            r.post("/api/v1/runner/acquire", "{}", tb.token().value())
+                .json()
+                .path("buildId")
+                .asLong())
+        .isEqualTo(b);
+
+    assertThat(r.post("/api/v1/runner/acquire", "{}", "osr_forged").status()).isEqualTo(401);
+    assertThat(r.post("/api/v1/runner/acquire", "{}", null).status()).isEqualTo(401);
+    assertThat(r.post("/api/v1/runner/acquire", "{}", TestServer.ADMIN_TOKEN).status())
+        .isEqualTo(401);
+
+    assertThat(
+            r.post("/api/v1/runner/heartbeat", "{}", ta.token().value())
+                .json()
+                .path("cancelRequested")
+                .asBoolean())
+        .isFalse();
+    Api.Response done =
+        r.post(
+            "/api/v1/runner/complete",
+            "{\"outcome\": \"succeeded\", \"exitCode\": 0}",
+            ta.token().value());
+    assertThat(done.status()).isEqualTo(200);
+    assertThat(done.json().path("status").asText()).isEqualTo("succeeded");
+    // A retried complete is answered the same; everything else is over.
+    assertThat(
+            r.post("/api/v1/runner/complete", "{\"outcome\": \"failed\"}", ta.token().value())
+                .json()
+                .path("status")
+                .asText())
+        .isEqualTo("succeeded");
+    assertThat(r.post("/api/v1/runner/acquire", "{}", ta.token().value()).status()).isEqualTo(410);
+    assertThat(r.post("/api/v1/runner/heartbeat", "{}", ta.token().value()).status())
+        .isEqualTo(410);
+    assertThat(r.post("/api/v1/runner/logs", "{\"lines\": []}", ta.token().value()).status())
+        .isEqualTo(410);
+    assertThat(TestServer.status(b)).isEqualTo("running");
+
+    // Only the token's hash is stored anywhere.
+    for (Attempt x : List.of(ta, tb)) {
+      assertThat(
+              Sql.count(
+                  "SELECT (SELECT count(*) FROM oneshot.builds b WHERE row_to_json(b)::text LIKE ?)"
+                      + " + (SELECT count(*) FROM oneshot.build_events e WHERE row_to_json(e)::text LIKE ?)"
+                      + " + (SELECT count(*) FROM oneshot.build_logs l WHERE row_to_json(l)::text LIKE ?)",
+                  "%" + x.token().value() + "%",
+                  "%" + x.token().value() + "%",
+                  "%" + x.token().value() + "%"))
+          .isZero();
+    }
+    assertThat(x256(ta.token().value())).isGreaterThanOrEqualTo(256);
+  }
+
+  private static int x256(String token) {
+    return java.util.Base64.getUrlDecoder().decode(token.substring(4)).length * 8;
+  }
+
+  @Test
+  void runnerCallsBeforeAcquireAreRefused() {
+    long id = t.api.submitScript("{\"team\": \"a\"}", "true");
+    Attempt a = launched(id);
+    Api.Response r = runner().post("/api/v1/runner/heartbeat", "{}", a.token().value());
+    assertThat(r.status()).isEqualTo(409);
+    assertThat(r.json().path("error").asText()).isEqualTo("build " + id + " is launching");
+  }
+
+  @Test
+  void logsAreKeptInOrderCutToTheLineLimitAndStopAtTheBuildLimit() {
+    long id = t.api.submitScript("{\"team\": \"a\"}", "true");
+    Attempt a = launched(id);
+    Api r = runner();
+    r.post("/api/v1/runner/acquire", "{}", a.token().value());
+    Api.Response bad =
+        r.post("/api/v1/runner/logs", "{\"lines\": [{\"text\": 1}]}", a.token().value());
+    assertThat(bad.status()).isEqualTo(400);
+    assertThat(bad.json().path("field").asText()).isEqualTo("lines[0].text");
+    Api.Response bad2 =
+        r.post(
+            "/api/v1/runner/logs",
+            "{\"lines\": [{\"text\": \"x\", \"stream\": \"tty\"}]}",
+            a.token().value());
+    assertThat(bad2.json().path("field").asText()).isEqualTo("lines[0].stream");
+
+    String lines =
+        "{\"lines\": [{\"ts\": \"2026-01-01T00:00:00.000Z\", \"stream\": \"stdout\", \"text\": \"one\"},"
+            + " {\"stream\": \"stderr\", \"text\": \"two\"},"
+            + " {\"stream\": \"stdout\", \"text\": \""
+            + "y".repeat(1000)
+            + "\"}]}";
+    Api.Response ok = r.post("/api/v1/runner/logs", lines, a.token().value());
+    assertThat(ok.status()).isEqualTo(200);
+    assertThat(ok.json().path("accepted").asInt()).isEqualTo(3);
+
+    List<JsonNode> got = ndjson(t.api.get("/api/v1/builds/" + id + "/logs").text());
+    assertThat(got)
+        .extracting(l -> l.path("text").asText().length() > 20 ? "long" : l.path("text").asText())
+        .containsExactly("one", "two", "long");
+    assertThat(got.get(0).path("seq").asLong()).isLessThan(got.get(1).path("seq").asLong());
+    assertThat(got.get(1).path("stream").asText()).isEqualTo("stderr");
+    assertThat(got.get(2).path("text").asText()).endsWith(" …[truncated]");
+    assertThat(
+            got.get(2)
+                .path("text")
+                .asText()
+                .getBytes(java.nio.charset.StandardCharsets.UTF_8)
+                .length)
+        .isLessThanOrEqualTo(256);
+
+    // The build's total is capped at 2 KiB: the rest is dropped, once noted.
+    String many =
+        "{\"lines\": ["
+            + java.util.stream.IntStream.range(0, 20)
+                .mapToObj(i -> "{\"text\": \"" + "z".repeat(200) + "\"}")
+                .collect(Collectors.joining(","))
+            + "]}";
+    Api.Response capped = r.post("/api/v1/runner/logs", many, a.token().value());
+    assertThat(capped.json().path("accepted").asInt()).isLessThan(20);
+    r.post("/api/v1/runner/logs", many, a.token().value());
+    List<JsonNode> after =
+        ndjson(
+            t.api
+                .get("/api/v1/builds/" + id + "/logs?after=" + got.get(2).path("seq").asLong())
+                .text());
+    assertThat(
+            after.stream()
+                .filter(l -> l.path("stream").asText().equals("system"))
+                .map(l -> l.path("text").asText()))
+        .containsExactly("the log reached its limit of 2 KiB; further output is dropped");
+  }
+
+  @Test
+  void followStreamsNewLinesUntilTheBuildEnds() throws Exception {
+    long id = t.api.submitScript("{\"team\": \"a\"}", "true");
+    Attempt a = launched(id);
+    Api r = runner();
+    r.post("/api/v1/runner/acquire", "{}", a.token().value());
+    r.post("/api/v1/runner/logs", "{\"lines\": [{\"text\": \"before\"}]}", a.token().value());
+
+    HttpClient http = HttpClient.newHttpClient();
+    CompletableFuture<HttpResponse<String>> follow =
+        http.sendAsync(
+            HttpRequest.newBuilder(
+                    URI.create(t.api.base() + "/api/v1/builds/" + id + "/logs?follow=true"))
+                .header("Authorization", "Bearer " + TestServer.ADMIN_TOKEN)
+                .build(),
+            HttpResponse.BodyHandlers.ofString());
+    r.post("/api/v1/runner/logs", "{\"lines\": [{\"text\": \"during\"}]}", a.token().value());
+    assertThat(follow).isNotDone();
+    r.post(
+        "/api/v1/runner/complete",
+        "{\"outcome\": \"succeeded\", \"exitCode\": 0}",
+        a.token().value());
+    HttpResponse<String> resp = follow.get(10, TimeUnit.SECONDS);
+    assertThat(resp.headers().firstValue("Content-Type")).hasValue("application/x-ndjson");
+    assertThat(ndjson(resp.body()))
+        .extracting(l -> l.path("text").asText())
+        .containsExactly("before", "during");
+  }
+
+  private static List<JsonNode> ndjson(String text) {
+    return text.lines().filter(l -> !l.isBlank()).map(Json::tree).toList();
+  }
+}

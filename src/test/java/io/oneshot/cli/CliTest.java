@@ -1,0 +1,206 @@
+package io.oneshot.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Json;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TestServer;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The CLI against a running server: output, exit codes, and refusals that write nothing. */
+class CliTest {
+  private static TestServer t;
+
+  @BeforeAll
+  static void start() {
+    t = TestServer.with().routes(TestServer.THREE_ROUTES).start();
+  }
+
+  @AfterAll
+  static void stop() {
+    t.close();
+  }
+
+  @BeforeEach
+  void empty() {
+    Sql.exec("TRUNCATE oneshot.build_logs, oneshot.build_events, oneshot.builds");
+  }
+
+  /** What a command printed and returned. */
+  record Run(int code, String out, String err) {
+    JsonNode json() {
+      return Json.tree(out);
+    }
+  }
+
+  private static Run oneshot(String... args) {
+    List<String> all = new ArrayList<>(List.of(args));
+    boolean client = !List.of("dev", "dispatcher", "provisionerd", "migrate").contains(args[0]);
+    if (client && !all.contains("--url") && !all.contains("--help")) {
+      all.addAll(List.of("--url", t.api.base(), "--token", TestServer.ADMIN_TOKEN));
+    }
+    StringWriter out = new StringWriter();
+    StringWriter err = new StringWriter();
+    int code =
+        Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+            .execute(all.toArray(String[]::new));
+    return new Run(code, out.toString(), err.toString());
+  }
+
+  @Test
+  void submitWaitShowsProgressAndEndsWithTheBuildsExitCode() {
+    Run ok = oneshot("submit", "--script", "echo hi", "--tag", "team=a", "--wait");
+    assertThat(ok.code()).as(ok.err()).isZero();
+    assertThat(ok.err())
+        .contains("queued on route a")
+        .contains("  running  ")
+        .containsPattern("build \\d+ succeeded in ");
+
+    Run failed = oneshot("submit", "--script", "exit 7", "--tag", "team=b", "--wait");
+    assertThat(failed.code()).isEqualTo(Main.BUILD_FAILED);
+    assertThat(failed.err())
+        .containsPattern("build \\d+ failed after .* \\(exit code 7\\): script exited with code 7");
+  }
+
+  @Test
+  void submitFollowStreamsTheLog() {
+    Run r =
+        oneshot(
+            "submit", "--script", "echo first; echo second >&2", "--env", "WHO=you", "--follow");
+    assertThat(r.code()).as(r.err()).isZero();
+    assertThat(r.out())
+        .contains("first\n")
+        .contains("second\n")
+        .contains("[oneshot] script exited with code 0");
+  }
+
+  @Test
+  void cancelWaitEndsWithTheCanceledExitCode() {
+    Run submitted = oneshot("submit", "--script", "sleep 600", "-o", "json");
+    long id = submitted.json().path("id").asLong();
+    await().atMost(30, TimeUnit.SECONDS).until(() -> TestServer.status(id).equals("running"));
+    Run canceled = oneshot("builds", "cancel", Long.toString(id), "--wait");
+    assertThat(canceled.code()).as(canceled.err()).isEqualTo(Main.CANCELED);
+    assertThat(canceled.err()).contains("build " + id + " canceled");
+  }
+
+  @Test
+  void readCommandsPrintTablesAndJson() {
+    Run s = oneshot("submit", "--script", "echo shown", "--tag", "team=c", "--wait", "-o", "json");
+    long id = s.json().path("id").asLong();
+    assertThat(s.json().path("status").asText()).isEqualTo("succeeded");
+
+    Run list = oneshot("builds", "list");
+    assertThat(list.out()).startsWith("ID").contains(id + "  ").contains("succeeded");
+    assertThat(
+            oneshot("builds", "list", "-o", "json")
+                .json()
+                .path("builds")
+                .get(0)
+                .path("id")
+                .asLong())
+        .isEqualTo(id);
+
+    Run show = oneshot("builds", "show", Long.toString(id));
+    assertThat(show.out())
+        .contains("build " + id + "  succeeded  route c")
+        .contains("timeline")
+        .contains("queued → launching")
+        .contains("launching → running")
+        .contains("running → succeeded");
+    JsonNode shown = oneshot("builds", "show", Long.toString(id), "-o", "json").json();
+    assertThat(shown.path("events").size()).isGreaterThanOrEqualTo(5);
+
+    assertThat(oneshot("builds", "logs", Long.toString(id)).out()).contains("shown\n");
+    JsonNode line =
+        oneshot("builds", "logs", Long.toString(id), "-o", "json")
+            .out()
+            .lines()
+            .map(Json::tree)
+            .filter(l -> l.path("text").asText().equals("shown"))
+            .findFirst()
+            .orElseThrow();
+    assertThat(line.path("stream").asText()).isEqualTo("stdout");
+
+    Run routes = oneshot("routes");
+    assertThat(routes.out()).startsWith("ROUTE").contains("team=a");
+    assertThat(oneshot("routes", "-o", "json").json()).hasSize(3);
+  }
+
+  @Test
+  void badInputIsAUsageErrorThatWritesNothing() {
+    Run tag = oneshot("submit", "--script", "true", "--tag", "team=no such");
+    assertThat(tag.code()).isEqualTo(Main.USAGE);
+    assertThat(tag.err()).contains("error: tags.team: \"no such\" is not a valid tag value");
+    Run route = oneshot("submit", "--script", "true", "--tag", "team=zz");
+    assertThat(route.code()).isEqualTo(Main.USAGE);
+    assertThat(route.err()).contains("tags: no route matches {\"team\": \"zz\"}");
+    Run both = oneshot("submit", "--script", "true", "--terraform", ".");
+    assertThat(both.code()).isEqualTo(Main.USAGE);
+    Run varOnScript = oneshot("submit", "--script", "true", "--var", "a=b");
+    assertThat(varOnScript.code()).isEqualTo(Main.USAGE);
+    assertThat(varOnScript.err()).contains("--var and --destroy are for --terraform builds");
+    Run noToken = oneshot("builds", "list", "--url", t.api.base(), "--token", "");
+    assertThat(noToken.code()).isEqualTo(Main.USAGE);
+    assertThat(noToken.err()).contains("no admin token");
+    Run wrongToken =
+        oneshot("builds", "list", "--url", t.api.base(), "--token", "wrong-token-wrong-token");
+    assertThat(wrongToken.code()).isEqualTo(Main.USAGE);
+    assertThat(wrongToken.err()).contains("unauthorized").contains("ONESHOT_TOKEN");
+    assertThat(oneshot("builds", "show", "999999").err()).contains("build 999999 not found");
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isZero();
+  }
+
+  @Test
+  void anUnreachableServerIsExitCodeFour() {
+    Run r = oneshot("builds", "list", "--url", "http://127.0.0.1:1", "--token", "x".repeat(20));
+    assertThat(r.code()).isEqualTo(Main.UNREACHABLE);
+    assertThat(r.err()).contains("cannot reach oneshot at http://127.0.0.1:1/");
+  }
+
+  @Test
+  void helpTeachesWithExamples() {
+    for (String[] cmd :
+        List.of(
+            new String[] {"--help"},
+            new String[] {"submit", "--help"},
+            new String[] {"builds", "--help"},
+            new String[] {"dev", "--help"})) {
+      Run r = oneshot(cmd);
+      assertThat(r.code()).isZero();
+      assertThat(r.out()).containsIgnoringCase("example");
+    }
+  }
+
+  @Test
+  void aTerraformDirectoryIsPackedWithoutStateCachesOrHiddenFiles(@TempDir Path dir)
+      throws Exception {
+    Files.writeString(dir.resolve("main.tf"), "resource \"terraform_data\" \"x\" {}\n");
+    Files.createDirectories(dir.resolve("modules/net"));
+    Files.writeString(dir.resolve("modules/net/net.tf"), "variable \"cidr\" {}\n");
+    Files.writeString(dir.resolve("dev.tfvars"), "cidr = \"10.0.0.0/16\"\n");
+    Files.writeString(dir.resolve("terraform.tfstate"), "{}");
+    Files.createDirectories(dir.resolve(".terraform/providers"));
+    Files.writeString(dir.resolve(".terraform/providers/x.tf"), "cached");
+    Files.writeString(dir.resolve(".terraform.lock.hcl"), "# lock\n");
+    Files.writeString(dir.resolve("README.md"), "docs");
+    Map<String, String> files = SubmitCommand.terraformFiles(dir);
+    assertThat(files.keySet())
+        .containsExactly(".terraform.lock.hcl", "dev.tfvars", "main.tf", "modules/net/net.tf");
+    assertThat(files.get("modules/net/net.tf")).isEqualTo("variable \"cidr\" {}\n");
+  }
+}

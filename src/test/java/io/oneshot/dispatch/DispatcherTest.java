@@ -1,0 +1,223 @@
+package io.oneshot.dispatch;
+
+import static io.oneshot.testing.TestServer.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.oneshot.launch.LaunchOutcome;
+import io.oneshot.testing.RecordingLauncher;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TcpProxy;
+import io.oneshot.testing.TestServer;
+import java.sql.Connection;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** Wakes, the poll backstop, the listener's reconnects, and what the claim loop does with them. */
+class DispatcherTest {
+  private static final String SCRIPT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
+
+  /** With this poll, nothing but a notification or a reconnect wakes the dispatcher. */
+  private static final String NO_POLL =
+      "pollInterval: 1h, rescueInterval: 1h, heartbeatInterval: 200ms, listenerHealthInterval: 500ms";
+
+  private TestServer t;
+  private TcpProxy proxy;
+
+  @AfterEach
+  void tearDown() {
+    if (t != null) {
+      t.close();
+    }
+    if (proxy != null) {
+      proxy.close();
+    }
+  }
+
+  private static long enqueueDirectly() {
+    return ((Number) Sql.value("SELECT id FROM oneshot.enqueue('{}', ?::jsonb)", SCRIPT))
+        .longValue();
+  }
+
+  private void awaitLeader() {
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> t.server.leader() && t.server.listener().listening());
+  }
+
+  @Test
+  void wakesArrivingTogetherFoldIntoOne() throws Exception {
+    Wakeup w = new Wakeup();
+    for (int i = 0; i < 10; i++) {
+      w.wake();
+    }
+    assertThat(w.await(0)).isTrue();
+    assertThat(w.await(0)).as("ten wakes before one wait are one wake").isFalse();
+    assertThat(w.await(20)).as("no wake: the poll timeout").isFalse();
+  }
+
+  @Test
+  void aNotificationWakesTheDispatcherWithoutAPoll() {
+    RecordingLauncher launcher = new RecordingLauncher();
+    t =
+        TestServer.with()
+            .dispatch(NO_POLL)
+            .routes("routes: [{name: a}]")
+            .launcher(launcher)
+            .start();
+    awaitLeader();
+    long id = enqueueDirectly();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> launcher.launched.size() == 1);
+    assertThat(launcher.last().buildId()).isEqualTo(id);
+    await()
+        .atMost(5, TimeUnit.SECONDS)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.builds WHERE id = ? AND launched_at IS NOT NULL",
+                        id)
+                    == 1);
+  }
+
+  @Test
+  void thePollFindsWorkThatWasNeverNotified() {
+    RecordingLauncher launcher = new RecordingLauncher();
+    t =
+        TestServer.with()
+            .dispatch("pollInterval: 100ms, rescueInterval: 1h")
+            .routes("routes: [{name: a}]")
+            .launcher(launcher)
+            .start();
+    awaitLeader();
+    Sql.exec("ALTER TABLE oneshot.builds DISABLE TRIGGER builds_notify_enqueued");
+    try {
+      enqueueDirectly();
+      await().atMost(10, TimeUnit.SECONDS).until(() -> launcher.launched.size() == 1);
+    } finally {
+      Sql.exec("ALTER TABLE oneshot.builds ENABLE TRIGGER builds_notify_enqueued");
+    }
+  }
+
+  @Test
+  void aNotificationLostWhileTheListenerWasDownIsPickedUpAfterItReconnects() {
+    proxy = TcpProxy.forTestDatabase();
+    RecordingLauncher launcher = new RecordingLauncher();
+    t =
+        TestServer.with()
+            .dispatch(NO_POLL)
+            .routes("routes: [{name: a}]")
+            .launcher(launcher)
+            .databaseUrl(proxy.url())
+            .start();
+    awaitLeader();
+    long reconnectsBefore = t.server.listener().reconnects();
+
+    proxy.cut();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> !t.server.listener().listening());
+    long lost = enqueueDirectly();
+    assertThat(status(lost)).isEqualTo("pending");
+
+    proxy.restore();
+    await().atMost(20, TimeUnit.SECONDS).until(() -> launcher.launched.size() == 1);
+    assertThat(launcher.last().buildId()).isEqualTo(lost);
+    assertThat(t.server.listener().reconnects()).isGreaterThan(reconnectsBefore);
+
+    // The listener works again: with no poll, only its notification can wake the dispatcher.
+    long next = enqueueDirectly();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> launcher.launched.size() == 2);
+    assertThat(launcher.last().buildId()).isEqualTo(next);
+  }
+
+  @Test
+  void theHealthCheckReplacesAConnectionThatStoppedAnswering() {
+    proxy = TcpProxy.forTestDatabase();
+    RecordingLauncher launcher = new RecordingLauncher();
+    t =
+        TestServer.with()
+            .dispatch(NO_POLL)
+            .routes("routes: [{name: a}]")
+            .launcher(launcher)
+            .databaseUrl(proxy.url())
+            .start();
+    awaitLeader();
+    proxy.freeze();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> !t.server.listener().listening());
+    long id = enqueueDirectly();
+    proxy.restore();
+    await().atMost(20, TimeUnit.SECONDS).until(() -> launcher.launched.size() == 1);
+    assertThat(launcher.last().buildId()).isEqualTo(id);
+  }
+
+  @Test
+  void anEnqueueRolledBackWakesNothingAndLeavesNothing() throws Exception {
+    RecordingLauncher launcher = new RecordingLauncher();
+    t =
+        TestServer.with()
+            .dispatch(NO_POLL)
+            .routes("routes: [{name: a}]")
+            .launcher(launcher)
+            .start();
+    awaitLeader();
+    long notifications = t.server.listener().notifications();
+    try (Connection c = Sql.connect()) {
+      c.setAutoCommit(false);
+      Sql.rows(c, "SELECT oneshot.enqueue('{}', ?::jsonb)", SCRIPT);
+      c.rollback();
+      Sql.rows(c, "SELECT pg_notify('oneshot_logs', '0')");
+      c.commit();
+    }
+    // Notifications arrive in commit order: once the sentinel is in, nothing else is coming.
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> t.server.listener().notifications() > notifications);
+    assertThat(t.server.listener().notifications()).isEqualTo(notifications + 1);
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isZero();
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.build_events")).isZero();
+    assertThat(launcher.launched).isEmpty();
+  }
+
+  @Test
+  void aRejectedLaunchFailsTheBuildWithTheLaunchersReason() {
+    RecordingLauncher launcher = new RecordingLauncher();
+    launcher.answer(a -> new LaunchOutcome.Rejected("Job is invalid: spec.template: bad"));
+    t = TestServer.with().routes("routes: [{name: a}]").launcher(launcher).start();
+    long id = enqueueDirectly();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
+    assertThat(Sql.value("SELECT error FROM oneshot.builds WHERE id = ?", id))
+        .isEqualTo("launch rejected: Job is invalid: spec.template: bad");
+  }
+
+  @Test
+  void aLaunchToRetryLaterIsRetriedAndKeepsTheBuildLaunching() {
+    RecordingLauncher launcher = new RecordingLauncher();
+    AtomicInteger calls = new AtomicInteger();
+    launcher.answer(
+        a ->
+            calls.incrementAndGet() < 3
+                ? new LaunchOutcome.RetryLater(Duration.ofMillis(50), "quota exceeded")
+                : new LaunchOutcome.Launched(null, "at last"));
+    t = TestServer.with().routes("routes: [{name: a}]").launcher(launcher).start();
+    long id = enqueueDirectly();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> launcher.launched.size() == 1);
+    assertThat(calls.get()).isEqualTo(3);
+    await()
+        .atMost(5, TimeUnit.SECONDS)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.builds WHERE id = ? AND launched_at IS NOT NULL",
+                        id)
+                    == 1);
+    assertThat(status(id)).isEqualTo("launching");
+    assertThat(Sql.count("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text LIKE"
+                    + " '%will be retried: quota exceeded'",
+                id))
+        .isEqualTo(1);
+  }
+}

@@ -1,0 +1,242 @@
+package io.oneshot.dispatch;
+
+import static io.oneshot.testing.TestServer.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.oneshot.build.BuildStore;
+import io.oneshot.build.BuildToken;
+import io.oneshot.build.Database;
+import io.oneshot.launch.Attempt;
+import io.oneshot.testing.Api;
+import io.oneshot.testing.RecordingLauncher;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.StoreFixture;
+import io.oneshot.testing.TestServer;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** The rescuer settles every live build whose attempt is not doing what the queue says. */
+class RescuerTest {
+  private static final String SCRIPT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
+  private static final String ROUTES =
+      """
+      routes:
+        - {name: a, maxAttempts: 2}
+        - {name: retry, tags: {retry: "yes"}, retryAfterAcquire: true, maxAttempts: 2}
+      """;
+
+  private TestServer t;
+  private final RecordingLauncher launcher = new RecordingLauncher();
+
+  @AfterEach
+  void tearDown() {
+    if (t != null) {
+      t.close();
+    }
+  }
+
+  private void start() {
+    t = TestServer.with().routes(ROUTES).launcher(launcher).start();
+  }
+
+  private long enqueue(String tags) {
+    return ((Number) Sql.value("SELECT id FROM oneshot.enqueue(?::jsonb, ?::jsonb)", tags, SCRIPT))
+        .longValue();
+  }
+
+  private Attempt awaitLaunch(long id, int attempt) {
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(
+            () ->
+                launcher.launched.stream()
+                    .anyMatch(a -> a.buildId() == id && a.attempt() == attempt));
+    return launcher.launched.stream()
+        .filter(a -> a.buildId() == id && a.attempt() == attempt)
+        .findFirst()
+        .orElseThrow();
+  }
+
+  private Api runner() {
+    return new Api(t.api.base(), null);
+  }
+
+  private void acquire(Attempt a) {
+    Api.Response r = runner().post("/api/v1/runner/acquire", "{}", a.token().value());
+    assertThat(r.status()).as(r.text()).isEqualTo(200);
+  }
+
+  private static String error(long id) {
+    return (String) Sql.value("SELECT error FROM oneshot.builds WHERE id = ?", id);
+  }
+
+  private static List<String> systemLog(long id) {
+    return Sql.rows(
+            "SELECT text FROM oneshot.build_logs WHERE build_id = ? AND stream = 'system' ORDER BY seq",
+            id)
+        .stream()
+        .map(r -> (String) r.get("text"))
+        .toList();
+  }
+
+  @Test
+  void anAttemptThatEndsBeforeAcquiringIsRequeuedUntilItsAttemptsRunOut() {
+    start();
+    long id = enqueue("{}");
+    Attempt first = awaitLaunch(id, 1);
+    launcher.exit(first.name(), 1);
+    Attempt second = awaitLaunch(id, 2);
+    assertThat(second.name()).isEqualTo("oneshot-" + id + "-2");
+    assertThat(launcher.history)
+        .containsSubsequence(
+            "launch " + first.name(), "kill " + first.name(), "launch " + second.name());
+    // The old attempt's token is dead.
+    assertThat(runner().post("/api/v1/runner/acquire", "{}", first.token().value()).status())
+        .isEqualTo(401);
+
+    launcher.exit(second.name(), 1);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
+    assertThat(error(id))
+        .isEqualTo(
+            "attempt "
+                + second.name()
+                + " ended before provisionerd acquired the build: exited with code 1 (attempt 2 of 2)");
+    assertThat(
+            Sql.rows(
+                    "SELECT from_status || '>' || to_status AS t FROM oneshot.build_events"
+                        + " WHERE build_id = ? AND from_status <> to_status ORDER BY id",
+                    id)
+                .stream()
+                .map(r -> r.get("t"))
+                .toList())
+        .containsExactly(
+            "pending>launching", "launching>pending", "pending>launching", "launching>failed");
+    assertThat(systemLog(id).get(0)).endsWith("; requeued for attempt 2");
+  }
+
+  @Test
+  void anAttemptThatDoesNotAcquireWithinTheLaunchTimeoutIsReplaced() {
+    start();
+    long id = enqueue("{}");
+    Attempt first = awaitLaunch(id, 1);
+    Sql.exec("UPDATE oneshot.builds SET claimed_at = now() - interval '1 hour' WHERE id = ?", id);
+    awaitLaunch(id, 2);
+    assertThat(launcher.killed).extracting(r -> r.name()).contains(first.name());
+    assertThat(systemLog(id).get(0)).startsWith("provisionerd did not acquire the build within 5m");
+  }
+
+  @Test
+  void aRunningBuildWhoseHeartbeatStopsFailsAsHung() {
+    start();
+    long id = enqueue("{}");
+    Attempt a = awaitLaunch(id, 1);
+    acquire(a);
+    assertThat(status(id)).isEqualTo("running");
+    Sql.exec(
+        "UPDATE oneshot.builds SET heartbeat_at = now() - interval '3 minutes' WHERE id = ?", id);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
+    assertThat(error(id))
+        .startsWith("provisionerd stopped reporting: no heartbeat for 3m")
+        .endsWith("(the limit is 2m); its attempt was killed");
+    assertThat(launcher.killed).extracting(r -> r.name()).contains(a.name());
+    assertThat(systemLog(id)).anyMatch(l -> l.startsWith("provisionerd stopped reporting"));
+    // Its token can no longer act on the build.
+    assertThat(runner().post("/api/v1/runner/heartbeat", "{}", a.token().value()).status())
+        .isEqualTo(410);
+  }
+
+  @Test
+  void aRunningBuildWhoseAttemptVanishesFails() {
+    start();
+    long id = enqueue("{}");
+    Attempt a = awaitLaunch(id, 1);
+    acquire(a);
+    launcher.vanish(a.name());
+    await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
+    assertThat(error(id)).isEqualTo("provisionerd ended without reporting an outcome: vanished");
+    assertThat(launcher.launched).hasSize(1);
+  }
+
+  @Test
+  void aScriptBuildOfARouteThatAllowsItIsRequeuedAfterAcquire() {
+    start();
+    long id = enqueue("{\"retry\": \"yes\"}");
+    Attempt a = awaitLaunch(id, 1);
+    acquire(a);
+    launcher.vanish(a.name());
+    awaitLaunch(id, 2);
+    assertThat(launcher.history)
+        .containsSubsequence("launch " + a.name(), "launch oneshot-" + id + "-2");
+  }
+
+  @Test
+  void aClaimWhoseLaunchWasNeverRecordedIsAdoptedWhenItsAttemptRuns() {
+    long id = claimedBeforeTheServerStarts();
+    launcher.running("oneshot-" + id + "-1");
+    startKeepingQueue();
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.builds WHERE id = ? AND launched_at IS NOT NULL",
+                        id)
+                    == 1);
+    assertThat(launcher.launched).isEmpty();
+    assertThat(
+            Sql.value(
+                "SELECT reason FROM oneshot.build_events WHERE build_id = ? AND from_status = to_status",
+                id))
+        .isEqualTo("adopted after a dispatcher restart: found");
+  }
+
+  @Test
+  void aClaimWhoseLaunchWasNeverRecordedIsLaunchedAgainWithANewToken() {
+    BuildToken lost = BuildToken.generate();
+    long id = claimedBeforeTheServerStarts(lost);
+    startKeepingQueue();
+    Attempt a = awaitLaunch(id, 1);
+    assertThat(a.token().value()).isNotEqualTo(lost.value());
+    assertThat(runner().post("/api/v1/runner/acquire", "{}", lost.value()).status()).isEqualTo(401);
+    acquire(a);
+  }
+
+  @Test
+  void attemptsNoLiveBuildNeedsAreKilled() {
+    launcher.running("oneshot-999-1");
+    start();
+    long id = enqueue("{}");
+    Attempt a = awaitLaunch(id, 1);
+    assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(
+            () ->
+                launcher.killed.stream()
+                    .map(r -> r.name())
+                    .toList()
+                    .containsAll(List.of("oneshot-999-1", a.name())));
+    assertThat(status(id)).isEqualTo("canceled");
+  }
+
+  private long claimedBeforeTheServerStarts() {
+    return claimedBeforeTheServerStarts(BuildToken.generate());
+  }
+
+  /** A build claimed by a dispatcher that stopped before it recorded the launch. */
+  private long claimedBeforeTheServerStarts(BuildToken token) {
+    try (StoreFixture f = new StoreFixture(ROUTES)) {
+      long id = Database.await(f.store.enqueue("{}", SCRIPT, 0, null)).id();
+      List<BuildStore.Claimed> c = Database.await(f.store.claim(10, "recording", List.of(token)));
+      assertThat(c).hasSize(1);
+      return id;
+    }
+  }
+
+  private void startKeepingQueue() {
+    t = TestServer.with().routes(ROUTES).launcher(launcher).keepQueue().start();
+  }
+}

@@ -1,0 +1,106 @@
+package io.oneshot.testing;
+
+import io.oneshot.launch.Attempt;
+import io.oneshot.launch.AttemptRef;
+import io.oneshot.launch.AttemptState;
+import io.oneshot.launch.LaunchOutcome;
+import io.oneshot.launch.Launcher;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
+import java.util.function.Function;
+
+/**
+ * A launcher for dispatcher tests that need no processes: it records each launch and reports the
+ * attempt running until a test ends it ({@link #exit}, {@link #vanish}) or it is killed. What
+ * {@link #launch} answers can be scripted per attempt.
+ */
+public final class RecordingLauncher implements Launcher {
+  public final List<Attempt> launched = new CopyOnWriteArrayList<>();
+  public final List<AttemptRef> killed = new CopyOnWriteArrayList<>();
+
+  /** "launch NAME" and "kill NAME", in the order they happened. */
+  public final List<String> history = new CopyOnWriteArrayList<>();
+
+  private final Map<String, AttemptState> states = new ConcurrentHashMap<>();
+  private volatile Function<Attempt, LaunchOutcome> outcome =
+      a -> new LaunchOutcome.Launched(null, "recorded");
+  private volatile Consumer<AttemptRef> listener = r -> {};
+
+  public void answer(Function<Attempt, LaunchOutcome> outcome) {
+    this.outcome = outcome;
+  }
+
+  /** Pretends an attempt of this name is running (started by an earlier dispatcher). */
+  public void running(String name) {
+    states.put(name, new AttemptState.Running("found"));
+  }
+
+  /** The attempt's process ended with this exit code. */
+  public void exit(String name, int code) {
+    states.put(name, new AttemptState.Exited(code, "exited with code " + code));
+    listener.accept(AttemptRef.parse(name, null).orElseThrow());
+  }
+
+  /** The attempt is gone without a trace. */
+  public void vanish(String name) {
+    states.put(name, new AttemptState.Missing("vanished"));
+    listener.accept(AttemptRef.parse(name, null).orElseThrow());
+  }
+
+  public Attempt last() {
+    return launched.get(launched.size() - 1);
+  }
+
+  @Override
+  public String kind() {
+    return "recording";
+  }
+
+  @Override
+  public LaunchOutcome launch(Attempt attempt) {
+    LaunchOutcome o = outcome.apply(attempt);
+    if (o instanceof LaunchOutcome.Launched || o instanceof LaunchOutcome.AlreadyLaunched) {
+      if (states.putIfAbsent(attempt.name(), new AttemptState.Running("recorded")) == null) {
+        launched.add(attempt);
+        history.add("launch " + attempt.name());
+      }
+    }
+    return o;
+  }
+
+  @Override
+  public AttemptState inspect(AttemptRef ref) {
+    return states.getOrDefault(ref.name(), new AttemptState.Missing("never launched"));
+  }
+
+  @Override
+  public void kill(AttemptRef ref, Duration grace, String reason) {
+    if (states.containsKey(ref.name())) {
+      killed.add(ref);
+      history.add("kill " + ref.name());
+      states.remove(ref.name());
+    }
+  }
+
+  @Override
+  public List<AttemptRef> attempts() {
+    List<AttemptRef> out = new ArrayList<>();
+    for (String name : states.keySet()) {
+      AttemptRef.parse(name, null).ifPresent(out::add);
+    }
+    return out;
+  }
+
+  @Override
+  public void onAttemptChanged(Consumer<AttemptRef> listener) {
+    this.listener = listener;
+  }
+
+  @Override
+  public void close() {}
+}

@@ -1,0 +1,143 @@
+package io.oneshot.testing;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.URI;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+
+/**
+ * A TCP proxy in front of the test PostgreSQL, for faults: {@link #cut()} drops every connection
+ * and refuses new ones; {@link #freeze()} keeps connections open but stops moving bytes (a network
+ * partition); {@link #restore()} ends either.
+ */
+public final class TcpProxy implements AutoCloseable {
+  private final ServerSocket server;
+  private final String targetHost;
+  private final int targetPort;
+  private final List<Socket> sockets = new CopyOnWriteArrayList<>();
+  private volatile boolean cut;
+  private volatile boolean frozen;
+  private final Object gate = new Object();
+
+  public TcpProxy(String targetHost, int targetPort) {
+    this.targetHost = targetHost;
+    this.targetPort = targetPort;
+    try {
+      server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    Thread.ofPlatform().daemon().name("proxy-accept").start(this::accept);
+  }
+
+  /** A proxy for the test database; {@link #url()} is its URL through the proxy. */
+  public static TcpProxy forTestDatabase() {
+    URI u = URI.create(TestDatabase.url());
+    return new TcpProxy(u.getHost(), u.getPort());
+  }
+
+  public String url() {
+    URI u = URI.create(TestDatabase.url());
+    return "postgresql://" + u.getUserInfo() + "@127.0.0.1:" + server.getLocalPort() + u.getPath();
+  }
+
+  private void accept() {
+    while (!server.isClosed()) {
+      try {
+        Socket client = server.accept();
+        if (cut) {
+          client.close();
+          continue;
+        }
+        Socket upstream = new Socket();
+        upstream.connect(new InetSocketAddress(targetHost, targetPort), 5000);
+        sockets.add(client);
+        sockets.add(upstream);
+        pipe(client, upstream);
+        pipe(upstream, client);
+      } catch (IOException e) {
+        // closed, or the target refused: the client sees its connection drop
+      }
+    }
+  }
+
+  private void pipe(Socket from, Socket to) {
+    Thread.ofPlatform()
+        .daemon()
+        .name("proxy-pipe")
+        .start(
+            () -> {
+              byte[] buf = new byte[16384];
+              try (InputStream in = from.getInputStream();
+                  OutputStream out = to.getOutputStream()) {
+                int n;
+                while ((n = in.read(buf)) > 0) {
+                  synchronized (gate) {
+                    while (frozen) {
+                      gate.wait();
+                    }
+                  }
+                  out.write(buf, 0, n);
+                  out.flush();
+                }
+              } catch (IOException | InterruptedException e) {
+                // the other side closed
+              } finally {
+                close(from);
+                close(to);
+              }
+            });
+  }
+
+  /** Drops every connection and refuses new ones until {@link #restore()}. */
+  public void cut() {
+    cut = true;
+    for (Socket s : sockets) {
+      close(s);
+    }
+    sockets.clear();
+  }
+
+  /** Stops forwarding bytes; connections stay open. */
+  public void freeze() {
+    frozen = true;
+  }
+
+  public void restore() {
+    cut = false;
+    synchronized (gate) {
+      frozen = false;
+      gate.notifyAll();
+    }
+  }
+
+  private static void close(Socket s) {
+    try {
+      s.close();
+    } catch (IOException e) {
+      // already closed
+    }
+  }
+
+  @Override
+  public void close() {
+    restore();
+    cut();
+    close(server);
+  }
+
+  private static void close(ServerSocket s) {
+    try {
+      s.close();
+    } catch (IOException e) {
+      // already closed
+    }
+  }
+}
