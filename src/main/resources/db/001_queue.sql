@@ -78,6 +78,9 @@ CREATE TABLE oneshot.builds (
   outputs              jsonb,
   log_seq              bigint NOT NULL DEFAULT 0,
   log_bytes            bigint NOT NULL DEFAULT 0,
+  -- The runner's own number of the last log line it delivered in the current attempt, so that a
+  -- batch sent again after a lost reply is not stored twice.
+  runner_log_seq       bigint NOT NULL DEFAULT 0,
   CHECK ((status IN ('succeeded', 'failed', 'canceled')) = (finished_at IS NOT NULL))
 );
 

@@ -444,6 +444,11 @@ public final class ApiServer implements AutoCloseable {
   private void logs(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
     JsonNode body = bodyObject(ctx);
+    JsonNode first = body.path("first");
+    if (!first.canConvertToLong() || !first.isIntegralNumber() || first.longValue() < 1) {
+      throw ApiError.badRequest(
+          "first", "must be the runner's number of the batch's first line, from 1");
+    }
     JsonNode lines = body.path("lines");
     if (!lines.isArray()) {
       throw ApiError.badRequest("lines", "must be an array of log lines");
@@ -456,7 +461,7 @@ public final class ApiServer implements AutoCloseable {
       parsed.add(parseLine(lines.get(i), "lines[" + i + "]"));
     }
     store
-        .appendLogs(hash, parsed, config.limits().maxLogBytes())
+        .appendLogs(hash, first.longValue(), parsed, config.limits().maxLogBytes())
         .onSuccess(
             ack -> {
               if (ack.isEmpty()) {
@@ -464,7 +469,7 @@ public final class ApiServer implements AutoCloseable {
                 return;
               }
               BuildStore.LogAck a = ack.get();
-              int dropped = parsed.size() - a.accepted();
+              int dropped = a.fresh() - a.accepted();
               Future<Void> note = Future.succeededFuture();
               if (dropped > 0 && a.bytesBefore() <= config.limits().maxLogBytes()) {
                 note =

@@ -11,7 +11,6 @@ import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.SerializerProvider;
 import com.fasterxml.jackson.databind.json.JsonMapper;
 import com.fasterxml.jackson.databind.module.SimpleModule;
-import com.fasterxml.jackson.datatype.jsr310.JavaTimeModule;
 import io.oneshot.build.BuildState;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -53,7 +52,6 @@ public final class Json {
         });
     JsonMapper mapper =
         JsonMapper.builder()
-            .addModule(new JavaTimeModule())
             .addModule(wire)
             .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
             .enable(DeserializationFeature.FAIL_ON_NULL_FOR_PRIMITIVES)

@@ -11,7 +11,6 @@ import io.vertx.sqlclient.Pool;
 import io.vertx.sqlclient.Row;
 import io.vertx.sqlclient.RowSet;
 import io.vertx.sqlclient.Tuple;
-import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
@@ -193,7 +192,8 @@ public final class BuildStore {
       )
       UPDATE oneshot.builds b
       SET status = 'launching', attempt = b.attempt + 1, claimed_at = clock_timestamp(),
-          launched_at = NULL, started_at = NULL, heartbeat_at = NULL, launch_kind = $3,
+          launched_at = NULL, started_at = NULL, heartbeat_at = NULL, runner_log_seq = 0,
+          launch_kind = $3,
           launch_name = 'oneshot-' || b.id || '-' || (b.attempt + 1), launch_namespace = NULL,
           token_hash = ($2::bytea[])[p.n], reason = 'claimed by the dispatcher'
       FROM picked p
@@ -459,48 +459,76 @@ public final class BuildStore {
   /** A log line as provisionerd sends it. */
   public record NewLine(Instant ts, String stream, String level, String stage, String text) {}
 
-  /** The answer to a log batch. {@code accepted < sent} once the build's log limit is reached. */
+  /**
+   * The answer to a log batch: {@code fresh} lines were new (the rest had been delivered before),
+   * {@code accepted} of them were stored; fewer once the build's log limit is reached.
+   */
   public record LogAck(
-      long buildId, int attempt, boolean cancelRequested, int accepted, long bytesBefore) {}
+      long buildId,
+      int attempt,
+      boolean cancelRequested,
+      int fresh,
+      int accepted,
+      long bytesBefore) {}
 
   /**
    * Appends a batch under the build's row lock, so that sequence numbers follow commit order and a
-   * follower reading "after seq N" never misses a line. Lines past the build's total log limit are
-   * dropped (and counted, so that the cap cannot be dodged by many small batches).
+   * follower reading "after seq N" never misses a line. The runner numbers its lines ($3 is the
+   * number of the batch's first); lines it delivered before (a batch sent again after a lost reply)
+   * are skipped. Lines past the build's total log limit are dropped, and counted, so that the cap
+   * cannot be dodged by many small batches.
    */
   private static final String APPEND_LOGS =
       """
-      WITH b AS (
-        UPDATE oneshot.builds SET log_seq = log_seq + $2, log_bytes = log_bytes + $3,
-                                  heartbeat_at = clock_timestamp()
+      WITH prev AS (
+        SELECT id, runner_log_seq FROM oneshot.builds
         WHERE token_hash = $1 AND status = 'running'
-        RETURNING id, attempt, log_seq - $2 AS base, log_bytes - $3 AS bytes_before,
-                  cancel_requested_at IS NOT NULL AS cancel_requested
+        FOR UPDATE
+      ), fresh AS (
+        SELECT greatest(0, least($2::bigint, $3::bigint + $2::bigint - 1 - prev.runner_log_seq))::bigint AS n,
+               prev.runner_log_seq AS seen
+        FROM prev
       ), lines AS (
         SELECT t.*, sum(octet_length(t.text)) OVER (ORDER BY t.ord) AS cum
         FROM unnest($4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[])
-             WITH ORDINALITY AS t(ts, stream, level, stage, text, ord)
+             WITH ORDINALITY AS t(ts, stream, level, stage, text, ord), fresh
+        WHERE $3::bigint + t.ord - 1 > fresh.seen
+      ), b AS (
+        UPDATE oneshot.builds x
+        SET log_seq = x.log_seq + fresh.n,
+            log_bytes = x.log_bytes + coalesce((SELECT max(cum) FROM lines), 0),
+            runner_log_seq = greatest(x.runner_log_seq, $3::bigint + $2::bigint - 1),
+            heartbeat_at = clock_timestamp()
+        FROM prev, fresh
+        WHERE x.id = prev.id
+        RETURNING x.id, x.attempt, x.log_seq - fresh.n AS base,
+                  x.log_bytes - coalesce((SELECT max(cum) FROM lines), 0) AS bytes_before,
+                  x.cancel_requested_at IS NOT NULL AS cancel_requested
       ), ins AS (
         INSERT INTO oneshot.build_logs (build_id, seq, ts, attempt, stream, level, stage, text)
-        SELECT b.id, b.base + l.ord, l.ts, b.attempt, l.stream, l.level, l.stage, l.text
+        SELECT b.id, b.base + row_number() OVER (ORDER BY l.ord), l.ts, b.attempt, l.stream,
+               l.level, l.stage, l.text
         FROM b, lines l
         WHERE b.bytes_before + l.cum <= $9
         RETURNING 1
       )
       SELECT b.id, b.attempt, b.cancel_requested, b.bytes_before,
-             (SELECT count(*) FROM ins)::int AS accepted
+             (SELECT n FROM fresh)::int AS fresh, (SELECT count(*) FROM ins)::int AS accepted
       FROM b
       """;
 
+  /**
+   * @param first the runner's number of the batch's first line (lines are numbered from 1 in each
+   *     attempt)
+   */
   public Future<Optional<LogAck>> appendLogs(
-      byte[] tokenHash, List<NewLine> lines, long maxLogBytes) {
+      byte[] tokenHash, long first, List<NewLine> lines, long maxLogBytes) {
     int n = lines.size();
     OffsetDateTime[] ts = new OffsetDateTime[n];
     String[] stream = new String[n];
     String[] level = new String[n];
     String[] stage = new String[n];
     String[] text = new String[n];
-    long bytes = 0;
     for (int i = 0; i < n; i++) {
       NewLine l = lines.get(i);
       ts[i] = OffsetDateTime.ofInstant(l.ts(), ZoneOffset.UTC);
@@ -508,13 +536,12 @@ public final class BuildStore {
       level[i] = l.level();
       stage[i] = l.stage();
       text[i] = l.text();
-      bytes += l.text().getBytes(StandardCharsets.UTF_8).length;
     }
     Tuple t =
         Tuple.tuple()
             .addBuffer(Buffer.buffer(tokenHash))
             .addLong((long) n)
-            .addLong(bytes)
+            .addLong(first)
             .addArrayOfOffsetDateTime(ts)
             .addArrayOfString(stream)
             .addArrayOfString(level)
@@ -534,6 +561,7 @@ public final class BuildStore {
                       r.getLong("id"),
                       r.getInteger("attempt"),
                       r.getBoolean("cancel_requested"),
+                      r.getInteger("fresh"),
                       r.getInteger("accepted"),
                       r.getLong("bytes_before")));
             });

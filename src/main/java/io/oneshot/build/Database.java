@@ -37,6 +37,8 @@ public final class Database implements AutoCloseable {
   public static Database open(Vertx vertx, String url, int poolSize, String applicationName) {
     PgConnectOptions options = withApplicationName(parseUrl(url), applicationName);
     options.setReconnectAttempts(0);
+    // Every statement is a constant of BuildStore: prepare each once per connection.
+    options.setCachePreparedStatements(true).setPreparedStatementCacheMaxSize(128);
     Pool pool =
         PgBuilder.pool()
             .with(

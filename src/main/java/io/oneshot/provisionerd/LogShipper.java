@@ -39,6 +39,9 @@ final class LogShipper implements AutoCloseable {
   private final Thread thread;
   private volatile boolean closed;
 
+  /** The number of the next batch's first line; the API skips lines it already has. */
+  private long next = 1;
+
   LogShipper(
       RunnerClient client,
       PrintStream echo,
@@ -98,6 +101,7 @@ final class LogShipper implements AutoCloseable {
 
   private void send(List<Line> batch) throws InterruptedException {
     ObjectNode body = Json.MAPPER.createObjectNode();
+    body.put("first", next);
     ArrayNode lines = body.putArray("lines");
     for (Line l : batch) {
       ObjectNode n = lines.addObject();
@@ -111,6 +115,7 @@ final class LogShipper implements AutoCloseable {
       }
       n.put("text", l.text());
     }
+    next += batch.size();
     try {
       onReply.accept(client.logs(Json.write(body)));
     } catch (RunnerClient.Refused e) {

@@ -37,6 +37,8 @@ public final class Provisionerd {
   private Provisionerd() {}
 
   public static int run(Options o, PrintStream out) {
+    // Retries are ours (bounded, logged); the JDK's silent resend of a POST is not wanted.
+    System.setProperty("sun.net.http.retryPost", "false");
     RunnerClient client = new RunnerClient(o.apiUrl(), o.token(), o.retryBudget());
     JsonNode acquired;
     try {

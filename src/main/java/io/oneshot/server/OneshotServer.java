@@ -156,15 +156,19 @@ public final class OneshotServer implements AutoCloseable {
   public static Launcher launcherFor(OneshotConfig config) {
     OneshotConfig.Local local = config.launcher().local();
     return switch (config.launcher().kind()) {
-      case "local" ->
-          new LocalLauncher(
-              local.runDir() != null
-                  ? local.runDir()
-                  : Path.of(System.getProperty("java.io.tmpdir"), "oneshot-runs"),
-              local.command().isEmpty()
-                  ? LocalLauncher.defaultCommand(local.javaOptions())
-                  : local.command(),
-              LocalLauncher.baseEnvironment(local.passEnv()));
+      case "local" -> {
+        Path runDir =
+            local.runDir() != null
+                ? local.runDir()
+                : Path.of(System.getProperty("java.io.tmpdir"), "oneshot-runs");
+        yield new LocalLauncher(
+            runDir,
+            local.command().isEmpty()
+                ? LocalLauncher.defaultCommand(
+                    local.javaOptions(), runDir.resolve(".provisionerd.jsa"))
+                : local.command(),
+            LocalLauncher.baseEnvironment(local.passEnv()));
+      }
       default ->
           throw new ConfigException(
               "launcher.kind: '"

@@ -265,7 +265,9 @@ class ApiTest {
     assertThat(r.post("/api/v1/runner/acquire", "{}", ta.token().value()).status()).isEqualTo(410);
     assertThat(r.post("/api/v1/runner/heartbeat", "{}", ta.token().value()).status())
         .isEqualTo(410);
-    assertThat(r.post("/api/v1/runner/logs", "{\"lines\": []}", ta.token().value()).status())
+    assertThat(
+            r.post("/api/v1/runner/logs", "{\"first\": 1, \"lines\": []}", ta.token().value())
+                .status())
         .isEqualTo(410);
     assertThat(TestServer.status(b)).isEqualTo("running");
 
@@ -304,18 +306,19 @@ class ApiTest {
     Api r = runner();
     r.post("/api/v1/runner/acquire", "{}", a.token().value());
     Api.Response bad =
-        r.post("/api/v1/runner/logs", "{\"lines\": [{\"text\": 1}]}", a.token().value());
+        r.post(
+            "/api/v1/runner/logs", "{\"first\": 1, \"lines\": [{\"text\": 1}]}", a.token().value());
     assertThat(bad.status()).isEqualTo(400);
     assertThat(bad.json().path("field").asText()).isEqualTo("lines[0].text");
     Api.Response bad2 =
         r.post(
             "/api/v1/runner/logs",
-            "{\"lines\": [{\"text\": \"x\", \"stream\": \"tty\"}]}",
+            "{\"first\": 1, \"lines\": [{\"text\": \"x\", \"stream\": \"tty\"}]}",
             a.token().value());
     assertThat(bad2.json().path("field").asText()).isEqualTo("lines[0].stream");
 
     String lines =
-        "{\"lines\": [{\"ts\": \"2026-01-01T00:00:00.000Z\", \"stream\": \"stdout\", \"text\": \"one\"},"
+        "{\"first\": 1, \"lines\": [{\"ts\": \"2026-01-01T00:00:00.000Z\", \"stream\": \"stdout\", \"text\": \"one\"},"
             + " {\"stream\": \"stderr\", \"text\": \"two\"},"
             + " {\"stream\": \"stdout\", \"text\": \""
             + "y".repeat(1000)
@@ -339,16 +342,21 @@ class ApiTest {
                 .length)
         .isLessThanOrEqualTo(256);
 
+    // A batch sent again (its answer was lost) is not stored twice.
+    Api.Response again = r.post("/api/v1/runner/logs", lines, a.token().value());
+    assertThat(again.status()).isEqualTo(200);
+    assertThat(again.json().path("accepted").asInt()).isZero();
+    assertThat(ndjson(t.api.get("/api/v1/builds/" + id + "/logs").text())).hasSize(3);
+
     // The build's total is capped at 2 KiB: the rest is dropped, once noted.
-    String many =
-        "{\"lines\": ["
-            + java.util.stream.IntStream.range(0, 20)
-                .mapToObj(i -> "{\"text\": \"" + "z".repeat(200) + "\"}")
-                .collect(Collectors.joining(","))
-            + "]}";
-    Api.Response capped = r.post("/api/v1/runner/logs", many, a.token().value());
+    String zs =
+        java.util.stream.IntStream.range(0, 20)
+            .mapToObj(i -> "{\"text\": \"" + "z".repeat(200) + "\"}")
+            .collect(Collectors.joining(","));
+    Api.Response capped =
+        r.post("/api/v1/runner/logs", "{\"first\": 4, \"lines\": [" + zs + "]}", a.token().value());
     assertThat(capped.json().path("accepted").asInt()).isLessThan(20);
-    r.post("/api/v1/runner/logs", many, a.token().value());
+    r.post("/api/v1/runner/logs", "{\"first\": 24, \"lines\": [" + zs + "]}", a.token().value());
     List<JsonNode> after =
         ndjson(
             t.api
@@ -367,7 +375,10 @@ class ApiTest {
     Attempt a = launched(id);
     Api r = runner();
     r.post("/api/v1/runner/acquire", "{}", a.token().value());
-    r.post("/api/v1/runner/logs", "{\"lines\": [{\"text\": \"before\"}]}", a.token().value());
+    r.post(
+        "/api/v1/runner/logs",
+        "{\"first\": 1, \"lines\": [{\"text\": \"before\"}]}",
+        a.token().value());
 
     HttpClient http = HttpClient.newHttpClient();
     CompletableFuture<HttpResponse<String>> follow =
@@ -377,7 +388,10 @@ class ApiTest {
                 .header("Authorization", "Bearer " + TestServer.ADMIN_TOKEN)
                 .build(),
             HttpResponse.BodyHandlers.ofString());
-    r.post("/api/v1/runner/logs", "{\"lines\": [{\"text\": \"during\"}]}", a.token().value());
+    r.post(
+        "/api/v1/runner/logs",
+        "{\"first\": 2, \"lines\": [{\"text\": \"during\"}]}",
+        a.token().value());
     assertThat(follow).isNotDone();
     r.post(
         "/api/v1/runner/complete",
