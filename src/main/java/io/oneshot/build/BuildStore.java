@@ -19,6 +19,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Consumer;
 
 /**
  * Every SQL statement of the queue. Each state change is one compare-and-set statement on the
@@ -203,9 +204,16 @@ public final class BuildStore {
 
   /**
    * Claims up to {@code tokens.size()} builds, all limits holding, in one transaction that commits
-   * before any launch. Each claimed build gets one of the given tokens (by hash).
+   * before any launch. Each claimed build gets one of the given tokens (by hash). {@code
+   * beforeCommit} sees the claimed builds while the transaction is still open, so that the caller
+   * can register them before anyone else can see them claimed; if the commit then fails, the
+   * returned future fails and nothing was claimed.
    */
-  public Future<List<Claimed>> claim(int globalLimit, String launchKind, List<BuildToken> tokens) {
+  public Future<List<Claimed>> claim(
+      int globalLimit,
+      String launchKind,
+      List<BuildToken> tokens,
+      Consumer<List<Claimed>> beforeCommit) {
     Buffer[] hashes = tokens.stream().map(t -> Buffer.buffer(t.hash())).toArray(Buffer[]::new);
     return pool.withTransaction(
         conn ->
@@ -227,8 +235,14 @@ public final class BuildStore {
                                             r.getString("launch_name"),
                                             tokens.get(r.getInteger("n") - 1)));
                                   }
+                                  beforeCommit.accept(out);
                                   return out;
                                 })));
+  }
+
+  /** {@link #claim(int, String, List, Consumer)} for callers with nothing to register. */
+  public Future<List<Claimed>> claim(int globalLimit, String launchKind, List<BuildToken> tokens) {
+    return claim(globalLimit, launchKind, tokens, c -> {});
   }
 
   // ---------------------------------------------------------------------------------------------

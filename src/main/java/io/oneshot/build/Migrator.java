@@ -40,6 +40,7 @@ public final class Migrator {
       try {
         return applyPending(conn);
       } finally {
+        Database.await(conn.query("RESET client_min_messages").execute());
         Database.await(
             conn.preparedQuery("SELECT pg_advisory_unlock($1, $2)")
                 .execute(Tuple.of(AdvisoryLocks.CLASS, AdvisoryLocks.MIGRATE)));
@@ -53,6 +54,7 @@ public final class Migrator {
     Database.await(
         conn.query(
                 """
+                SET client_min_messages = warning;
                 CREATE SCHEMA IF NOT EXISTS oneshot;
                 CREATE TABLE IF NOT EXISTS oneshot.schema_migrations (
                   version    int PRIMARY KEY,

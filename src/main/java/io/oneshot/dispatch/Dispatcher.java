@@ -128,16 +128,31 @@ public final class Dispatcher implements AutoCloseable {
     }
     int batch = Math.min(config.dispatch().claimBatch(), config.dispatch().maxConcurrent());
     List<BuildToken> tokens = takeTokens(batch);
+    List<Long> registered = new ArrayList<>();
     List<Claimed> claimed;
     try {
+      // Registered before the claim commits: the rescuer never sees these builds claimed
+      // without also seeing that a launch of them is under way here.
       claimed =
-          Database.await(store.claim(config.dispatch().maxConcurrent(), launcher.kind(), tokens));
+          Database.await(
+              store.claim(
+                  config.dispatch().maxConcurrent(),
+                  launcher.kind(),
+                  tokens,
+                  c -> {
+                    for (Claimed x : c) {
+                      inFlight.add(x.id());
+                      registered.add(x.id());
+                    }
+                  }));
+    } catch (RuntimeException e) {
+      registered.forEach(inFlight::remove);
+      throw e;
     } finally {
       cycles.incrementAndGet();
     }
     returnUnused(tokens, claimed);
     for (Claimed c : claimed) {
-      inFlight.add(c.id());
       Optional<OneshotConfig.Route> route = config.route(c.route());
       if (route.isEmpty()) {
         launches.execute(() -> unknownRoute(c));

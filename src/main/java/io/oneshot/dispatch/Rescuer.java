@@ -151,15 +151,18 @@ public final class Rescuer implements AutoCloseable {
     if (!b.launched()) {
       switch (state) {
         case AttemptState.Running r -> {
-          Database.await(
-              store.markLaunched(
-                  b.id(),
-                  b.attempt(),
-                  launcher.kind(),
-                  ref.name(),
-                  ref.namespace(),
-                  "adopted after a dispatcher restart: " + r.detail()));
-          log.info("Build {}: adopted attempt {} ({}).", b.id(), ref, r.detail());
+          boolean adopted =
+              Database.await(
+                  store.markLaunched(
+                      b.id(),
+                      b.attempt(),
+                      launcher.kind(),
+                      ref.name(),
+                      ref.namespace(),
+                      "adopted after a dispatcher restart: " + r.detail()));
+          if (adopted) {
+            log.info("Build {}: adopted attempt {} ({}).", b.id(), ref, r.detail());
+          }
         }
         case AttemptState.Missing m ->
             dispatcher.relaunch(b.id(), b.attempt(), b.route(), b.launchName());
@@ -312,21 +315,21 @@ public final class Rescuer implements AutoCloseable {
       if (cur != null && cur.status().live() && cur.attempt() == ref.attempt()) {
         continue; // claimed after this tick read the live builds
       }
-      if (launcher.inspect(ref) instanceof AttemptState.Running) {
-        String why =
-            cur == null
-                ? "build " + ref.buildId() + " no longer exists"
-                : "build "
-                    + ref.buildId()
-                    + " is "
-                    + cur.status().wire()
-                    + " (attempt "
-                    + cur.attempt()
-                    + ")";
-        log.info("Removing attempt {}: {}.", ref, why);
+      String why =
+          cur == null
+              ? "build " + ref.buildId() + " no longer exists"
+              : "build "
+                  + ref.buildId()
+                  + " is "
+                  + cur.status().wire()
+                  + " (attempt "
+                  + cur.attempt()
+                  + ")";
+      try {
         launcher.kill(ref, Duration.ZERO, why);
-      } else {
-        launcher.kill(ref, Duration.ZERO, "cleanup");
+      } catch (RuntimeException e) {
+        log.warn(
+            "Cannot remove attempt {} ({}): {}. Will try again.", ref, why, Dispatcher.describe(e));
       }
     }
   }

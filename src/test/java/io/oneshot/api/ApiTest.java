@@ -177,6 +177,16 @@ class ApiTest {
   }
 
   @Test
+  void readinessSaysWhetherTheDatabaseAnswersAndWhoLeads() {
+    await().atMost(10, TimeUnit.SECONDS).until(() -> t.server.leader());
+    Api.Response r = new Api(t.api.base(), null).get("/readyz");
+    assertThat(r.status()).isEqualTo(200);
+    assertThat(r.json().path("ready").asBoolean()).isTrue();
+    assertThat(r.json().path("database").asText()).isEqualTo("ok");
+    assertThat(r.json().path("leader").asBoolean()).isTrue();
+  }
+
+  @Test
   void unknownBuildsAndBadQueriesAreNamed() {
     Api.Response r = t.api.get("/api/v1/builds/42");
     assertThat(r.status()).isEqualTo(404);

@@ -405,6 +405,7 @@ public final class LocalLauncher implements Launcher {
     }
   }
 
+  /** Deletes a directory tree; parts that vanish meanwhile (a concurrent cleanup) are fine. */
   private static void deleteQuietly(Path dir) {
     if (!Files.exists(dir)) {
       return;
@@ -416,11 +417,11 @@ public final class LocalLauncher implements Launcher {
                 try {
                   Files.deleteIfExists(p);
                 } catch (IOException e) {
-                  log.debug("Cannot delete {}: {}.", p, e.getMessage());
+                  log.debug("Cannot delete {}: {}.", p, e.toString());
                 }
               });
-    } catch (IOException e) {
-      log.warn("Cannot delete {}: {}.", dir, e.getMessage());
+    } catch (IOException | UncheckedIOException e) {
+      log.debug("Cannot delete all of {}: {}.", dir, e.toString());
     }
   }
 }
