@@ -95,7 +95,11 @@ public final class ApiServer implements AutoCloseable {
     router.post("/api/v1/runner/acquire").handler(this::acquire);
     router.post("/api/v1/runner/heartbeat").handler(this::heartbeat);
     router.post("/api/v1/runner/logs").handler(this::logs);
+    router.post("/api/v1/runner/state").handler(this::state);
     router.post("/api/v1/runner/complete").handler(this::complete);
+    router.route("/api/v1/workspaces*").handler(this::requireAdmin);
+    router.get("/api/v1/workspaces/states").handler(this::stateVersions);
+    router.get("/api/v1/workspaces/state").handler(this::workspaceState);
 
     router
         .route()
@@ -421,6 +425,8 @@ public final class ApiServer implements AutoCloseable {
               body.put("heartbeatIntervalMs", config.dispatch().heartbeatInterval().toMillis());
               body.put("maxLogLineBytes", config.limits().maxLogLineBytes());
               body.put("cancelRequested", b.cancelRequested());
+              body.put("stateVersion", b.stateVersion());
+              body.put("state", b.state());
               json(ctx, 200, body);
             })
         .onFailure(ctx::fail);
@@ -477,9 +483,10 @@ public final class ApiServer implements AutoCloseable {
                         a.buildId(),
                         a.attempt(),
                         "warn",
-                        "the log reached its limit of "
+                        "log truncated: this build's log reached its limit of "
                             + Units.formatSize(config.limits().maxLogBytes())
-                            + "; further output is dropped");
+                            + " (limits.maxLogBytes); later output is dropped, the build goes"
+                            + " on");
               }
               note.onComplete(
                   x ->
@@ -529,7 +536,7 @@ public final class ApiServer implements AutoCloseable {
     JsonNode body = bodyObject(ctx);
     for (Iterator<String> it = body.fieldNames(); it.hasNext(); ) {
       String f = it.next();
-      if (!Set.of("outcome", "exitCode", "error", "outputs").contains(f)) {
+      if (!Set.of("outcome", "exitCode", "error", "outputs", "state").contains(f)) {
         throw ApiError.badRequest(f, "unknown field");
       }
     }
@@ -552,6 +559,8 @@ public final class ApiServer implements AutoCloseable {
       error = error.substring(0, 4096) + "…";
     }
     JsonNode outputs = body.hasNonNull("outputs") ? body.get("outputs") : null;
+    BuildStore.StateUpload state =
+        body.hasNonNull("state") ? stateUpload(body.get("state"), "state") : null;
     String reason =
         switch (outcome) {
           case SUCCEEDED -> "provisionerd reported success";
@@ -560,7 +569,7 @@ public final class ApiServer implements AutoCloseable {
         };
     BuildState finalOutcome = outcome;
     store
-        .complete(hash, new BuildStore.Completion(outcome, exitCode, error, outputs, reason))
+        .complete(hash, new BuildStore.Completion(outcome, exitCode, error, outputs, reason, state))
         .onSuccess(
             s -> {
               if (s.isPresent()) {
@@ -576,6 +585,115 @@ public final class ApiServer implements AutoCloseable {
               }
             })
         .onFailure(ctx::fail);
+  }
+
+  /** An upload of the workspace's terraform state while the build runs. */
+  private void state(RoutingContext ctx) {
+    byte[] hash = runnerToken(ctx);
+    JsonNode body = bodyObject(ctx);
+    for (Iterator<String> it = body.fieldNames(); it.hasNext(); ) {
+      String f = it.next();
+      if (!f.equals("state")) {
+        throw ApiError.badRequest(f, "unknown field");
+      }
+    }
+    BuildStore.StateUpload upload = stateUpload(body.path("state"), "state");
+    store
+        .saveState(hash, upload, false)
+        .onSuccess(
+            v -> {
+              if (v.isEmpty()) {
+                refuse(ctx, hash, "state");
+              } else {
+                Map<String, Object> reply = new LinkedHashMap<>();
+                reply.put("version", v.get() < 0 ? null : v.get());
+                json(ctx, 200, reply);
+              }
+            })
+        .onFailure(ctx::fail);
+  }
+
+  /**
+   * Checks an uploaded state (a string holding terraform's state JSON, within the size cap) and
+   * reads its serial and lineage without building a tree of the whole document.
+   */
+  private BuildStore.StateUpload stateUpload(JsonNode node, String field) {
+    if (!node.isTextual()) {
+      throw ApiError.badRequest(field, "must be the terraform state as a string");
+    }
+    String text = node.asText();
+    int bytes = text.getBytes(StandardCharsets.UTF_8).length;
+    if (bytes > config.limits().maxStateBytes()) {
+      throw new ApiError(
+          413,
+          field
+              + ": is "
+              + bytes
+              + " bytes; the limit is "
+              + config.limits().maxStateBytes()
+              + " bytes",
+          "the limit is limits.maxStateBytes in the dispatcher's configuration",
+          field);
+    }
+    Long serial = null;
+    String lineage = null;
+    try (com.fasterxml.jackson.core.JsonParser p = Json.MAPPER.getFactory().createParser(text)) {
+      if (p.nextToken() != com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
+        throw ApiError.badRequest(field, "is not a terraform state (a JSON object)");
+      }
+      com.fasterxml.jackson.core.JsonToken t;
+      while ((t = p.nextToken()) == com.fasterxml.jackson.core.JsonToken.FIELD_NAME
+          && (serial == null || lineage == null)) {
+        String name = p.currentName();
+        p.nextToken();
+        if (name.equals("serial") && p.currentToken().isNumeric()) {
+          serial = p.getLongValue();
+        } else if (name.equals("lineage")) {
+          lineage = p.getValueAsString();
+        } else {
+          p.skipChildren();
+        }
+      }
+    } catch (java.io.IOException e) {
+      throw ApiError.badRequest(field, "is not a terraform state: " + e.getMessage());
+    }
+    return new BuildStore.StateUpload(text, serial, lineage);
+  }
+
+  private void stateVersions(RoutingContext ctx) {
+    String ws = requiredParam(ctx, "workspace");
+    store
+        .stateVersions(ws)
+        .onSuccess(list -> json(ctx, 200, Map.of("workspace", ws, "versions", list)))
+        .onFailure(ctx::fail);
+  }
+
+  /** The state itself: the latest version, or {@code version=N}; for recovery and inspection. */
+  private void workspaceState(RoutingContext ctx) {
+    String ws = requiredParam(ctx, "workspace");
+    Long v = longParam(ctx, "version");
+    store
+        .state(ws, v == null ? null : v.intValue())
+        .onSuccess(
+            st -> {
+              if (st.isEmpty()) {
+                fail(
+                    ctx,
+                    ApiError.notFound(
+                        "state of workspace " + ws + (v == null ? "" : " at version " + v)));
+              } else {
+                ctx.response().putHeader("Content-Type", "application/json").end(st.get());
+              }
+            })
+        .onFailure(ctx::fail);
+  }
+
+  private static String requiredParam(RoutingContext ctx, String name) {
+    String v = ctx.queryParams().get(name);
+    if (v == null || v.isEmpty()) {
+      throw ApiError.badRequest(name, "is required");
+    }
+    return v;
   }
 
   /**

@@ -9,6 +9,8 @@ import java.util.Map;
  * A build as the API and the CLI show it. {@code events} is the timeline, empty in listings.
  *
  * @param reason why the build is in its status: the reason of its last transition
+ * @param stateRead the workspace state version a terraform build started from (0: none)
+ * @param stateWritten the workspace state version it wrote, if any
  */
 public record Build(
     long id,
@@ -31,6 +33,8 @@ public record Build(
     String error,
     JsonNode outputs,
     Launch launch,
+    Integer stateRead,
+    Integer stateWritten,
     List<BuildEvent> events) {
 
   /** Where the current (or last) attempt runs; null before the first claim. */
@@ -58,6 +62,8 @@ public record Build(
         error,
         outputs,
         launch,
+        stateRead,
+        stateWritten,
         timeline);
   }
 }

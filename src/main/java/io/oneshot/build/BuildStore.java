@@ -194,6 +194,7 @@ public final class BuildStore {
       UPDATE oneshot.builds b
       SET status = 'launching', attempt = b.attempt + 1, claimed_at = clock_timestamp(),
           launched_at = NULL, started_at = NULL, heartbeat_at = NULL, runner_log_seq = 0,
+          state_read_version = NULL,
           launch_kind = $3,
           launch_name = 'oneshot-' || b.id || '-' || (b.attempt + 1), launch_namespace = NULL,
           token_hash = ($2::bytea[])[p.n], reason = 'claimed by the dispatcher'
@@ -402,7 +403,11 @@ public final class BuildStore {
   // ---------------------------------------------------------------------------------------------
   // Runner (provisionerd) calls; the token hash identifies build and attempt
 
-  /** What provisionerd gets at acquire. */
+  /**
+   * What provisionerd gets at acquire. For a terraform build with a workspace, {@code stateVersion}
+   * is the workspace's latest state version when the build was first acquired (0: none yet) and
+   * {@code state} that state.
+   */
   public record Acquired(
       long id,
       int attempt,
@@ -411,23 +416,36 @@ public final class BuildStore {
       JsonNode input,
       long timeoutMs,
       long cancelGraceMs,
-      boolean cancelRequested) {}
+      boolean cancelRequested,
+      Integer stateVersion,
+      String state) {}
 
-  /** Acquire is idempotent for the running attempt, so that a retried call gets the same answer. */
+  /**
+   * Acquire is idempotent for the running attempt, so that a retried call gets the same answer, the
+   * same state version included.
+   */
   private static final String ACQUIRE =
       """
       WITH b AS (
-        UPDATE oneshot.builds
-        SET status = 'running', started_at = coalesce(started_at, clock_timestamp()),
+        UPDATE oneshot.builds x
+        SET status = 'running', started_at = coalesce(x.started_at, clock_timestamp()),
             heartbeat_at = clock_timestamp(),
-            reason = CASE WHEN status = 'launching' THEN 'acquired by provisionerd' ELSE reason END
-        WHERE token_hash = $1 AND status IN ('launching', 'running')
-        RETURNING id, attempt, route, workspace, input::text AS input,
-                  cancel_requested_at IS NOT NULL AS cancel_requested
+            reason = CASE WHEN x.status = 'launching' THEN 'acquired by provisionerd' ELSE x.reason END,
+            state_read_version =
+              CASE WHEN x.workspace IS NULL OR x.input->>'provisioner' <> 'terraform' THEN NULL
+                   ELSE coalesce(x.state_read_version,
+                                 (SELECT max(w.version) FROM oneshot.workspace_states w
+                                  WHERE w.workspace = x.workspace), 0) END
+        WHERE x.token_hash = $1 AND x.status IN ('launching', 'running')
+        RETURNING x.id, x.attempt, x.route, x.workspace, x.input::text AS input,
+                  x.cancel_requested_at IS NOT NULL AS cancel_requested, x.state_read_version
       )
       SELECT b.*, coalesce(r.timeout_ms, 3600000) AS timeout_ms,
-             coalesce(r.cancel_grace_ms, 60000) AS cancel_grace_ms
-      FROM b LEFT JOIN oneshot.routes r ON r.name = b.route
+             coalesce(r.cancel_grace_ms, 60000) AS cancel_grace_ms, w.state
+      FROM b
+      LEFT JOIN oneshot.routes r ON r.name = b.route
+      LEFT JOIN oneshot.workspace_states w
+        ON w.workspace = b.workspace AND w.version = b.state_read_version
       """;
 
   public Future<Optional<Acquired>> acquire(byte[] tokenHash) {
@@ -448,8 +466,135 @@ public final class BuildStore {
                       Json.tree(r.getString("input")),
                       r.getLong("timeout_ms"),
                       r.getLong("cancel_grace_ms"),
-                      r.getBoolean("cancel_requested")));
+                      r.getBoolean("cancel_requested"),
+                      r.getInteger("state_read_version"),
+                      r.getString("state")));
             });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Workspace state
+
+  /** A terraform state as provisionerd uploads it; serial and lineage are read from it. */
+  public record StateUpload(String state, Long serial, String lineage) {}
+
+  /**
+   * Stores the running attempt's state as its workspace's next version, or updates the version this
+   * attempt already wrote (terraform writes state as it goes; an upload with an older serial than
+   * the stored one is ignored). Only the running attempt can write: an old attempt's token matches
+   * nothing, so a stale writer can never overwrite newer state.
+   */
+  private static final String SAVE_STATE =
+      """
+      WITH b AS (
+        SELECT id, attempt, workspace FROM oneshot.builds
+        WHERE token_hash = $1 AND status = 'running' AND workspace IS NOT NULL
+        FOR UPDATE
+      ), v AS (
+        INSERT INTO oneshot.workspace_states AS s
+          (workspace, version, build_id, attempt, state, bytes, serial, lineage, final)
+        SELECT b.workspace,
+               coalesce((SELECT max(w.version) FROM oneshot.workspace_states w
+                         WHERE w.workspace = b.workspace), 0) + 1,
+               b.id, b.attempt, $2, octet_length($2), $3, $4, $5
+        FROM b
+        ON CONFLICT (build_id, attempt) DO UPDATE
+          SET state = excluded.state, bytes = excluded.bytes, serial = excluded.serial,
+              lineage = excluded.lineage, final = excluded.final, updated_at = clock_timestamp()
+          WHERE s.serial IS NULL OR excluded.serial IS NULL OR excluded.serial >= s.serial
+        RETURNING s.build_id, s.version
+      ), u AS (
+        UPDATE oneshot.builds x SET state_written_version = v.version
+        FROM v WHERE x.id = v.build_id
+        RETURNING x.id
+      )
+      SELECT b.id, (SELECT version FROM v) AS version, (SELECT count(*) FROM u) AS updated
+      FROM b
+      """;
+
+  /**
+   * Empty: the token is not the running attempt's, or it has no workspace. Otherwise the version
+   * the state is stored as (null when an upload with a newer serial was stored already).
+   */
+  public Future<Optional<Integer>> saveState(byte[] tokenHash, StateUpload s, boolean last) {
+    return saveState(pool, tokenHash, s, last);
+  }
+
+  private static Future<Optional<Integer>> saveState(
+      io.vertx.sqlclient.SqlClient client, byte[] tokenHash, StateUpload s, boolean last) {
+    return client
+        .preparedQuery(SAVE_STATE)
+        .execute(
+            Tuple.tuple()
+                .addBuffer(Buffer.buffer(tokenHash))
+                .addString(s.state())
+                .addLong(s.serial())
+                .addString(s.lineage())
+                .addBoolean(last))
+        .map(
+            rows ->
+                rows.rowCount() == 0
+                    ? Optional.empty()
+                    : Optional.ofNullable(rows.iterator().next().getInteger("version"))
+                        .or(() -> Optional.of(-1)));
+  }
+
+  /**
+   * One version of a workspace's state, without the state itself. {@code finished}: the build that
+   * wrote it has reported its outcome (until then the version follows its apply).
+   */
+  public record StateVersion(
+      int version,
+      long buildId,
+      int attempt,
+      int bytes,
+      Long serial,
+      String lineage,
+      boolean finished,
+      Instant createdAt,
+      Instant updatedAt) {}
+
+  public Future<List<StateVersion>> stateVersions(String workspace) {
+    return pool.preparedQuery(
+            """
+            SELECT version, build_id, attempt, bytes, serial, lineage, final, created_at, updated_at
+            FROM oneshot.workspace_states WHERE workspace = $1 ORDER BY version DESC
+            """)
+        .execute(Tuple.of(workspace))
+        .map(
+            rows -> {
+              List<StateVersion> out = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                out.add(
+                    new StateVersion(
+                        r.getInteger("version"),
+                        r.getLong("build_id"),
+                        r.getInteger("attempt"),
+                        r.getInteger("bytes"),
+                        r.getLong("serial"),
+                        r.getString("lineage"),
+                        r.getBoolean("final"),
+                        instant(r, "created_at"),
+                        instant(r, "updated_at")));
+              }
+              return out;
+            });
+  }
+
+  /** The state of one version (the latest when {@code version} is null). */
+  public Future<Optional<String>> state(String workspace, Integer version) {
+    return pool.preparedQuery(
+            """
+            SELECT state FROM oneshot.workspace_states
+            WHERE workspace = $1 AND ($2::int IS NULL OR version = $2)
+            ORDER BY version DESC LIMIT 1
+            """)
+        .execute(Tuple.of(workspace, version))
+        .map(
+            rows ->
+                rows.rowCount() == 0
+                    ? Optional.empty()
+                    : Optional.of(rows.iterator().next().getString("state")));
   }
 
   private static final String HEARTBEAT =
@@ -604,25 +749,39 @@ public final class BuildStore {
       RETURNING id, attempt, status
       """;
 
-  /** What provisionerd reports at the end. */
+  /**
+   * What provisionerd reports at the end; {@code state}, when not null, is the workspace's final
+   * terraform state, stored in the same transaction.
+   */
   public record Completion(
-      BuildState outcome, Integer exitCode, String error, JsonNode outputs, String reason) {}
+      BuildState outcome,
+      Integer exitCode,
+      String error,
+      JsonNode outputs,
+      String reason,
+      StateUpload state) {}
 
   /**
-   * Ends the running attempt's build with provisionerd's outcome. Empty: the token is not the
-   * running attempt's (see {@link #tokenState}).
+   * Ends the running attempt's build with provisionerd's outcome (and stores its final state).
+   * Empty: the token is not the running attempt's (see {@link #tokenState}).
    */
   public Future<Optional<TokenState>> complete(byte[] tokenHash, Completion c) {
-    return pool.preparedQuery(COMPLETE)
-        .execute(
-            Tuple.tuple()
-                .addBuffer(Buffer.buffer(tokenHash))
-                .addString(c.outcome().wire())
-                .addInteger(c.exitCode())
-                .addString(c.error())
-                .addString(c.outputs() == null ? null : Json.write(c.outputs()))
-                .addString(c.reason()))
-        .map(BuildStore::firstTokenState);
+    Tuple t =
+        Tuple.tuple()
+            .addBuffer(Buffer.buffer(tokenHash))
+            .addString(c.outcome().wire())
+            .addInteger(c.exitCode())
+            .addString(c.error())
+            .addString(c.outputs() == null ? null : Json.write(c.outputs()))
+            .addString(c.reason());
+    if (c.state() == null) {
+      return pool.preparedQuery(COMPLETE).execute(t).map(BuildStore::firstTokenState);
+    }
+    return pool.withTransaction(
+        conn ->
+            saveState(conn, tokenHash, c.state(), true)
+                .compose(
+                    x -> conn.preparedQuery(COMPLETE).execute(t).map(BuildStore::firstTokenState)));
   }
 
   /** Where a token's build stands, for telling a refused runner call why. */
@@ -734,7 +893,8 @@ public final class BuildStore {
       id, status, route, tags::text AS tags, workspace, priority, attempt,
       input->>'provisioner' AS provisioner, reason, created_at, claimed_at, launched_at,
       started_at, heartbeat_at, cancel_requested_at, finished_at, exit_code, error,
-      outputs::text AS outputs, launch_kind, launch_name, launch_namespace
+      outputs::text AS outputs, launch_kind, launch_name, launch_namespace,
+      state_read_version, state_written_version
       """;
 
   public Future<Optional<Build>> get(long id) {
@@ -920,6 +1080,8 @@ public final class BuildStore {
         kind == null
             ? null
             : new Build.Launch(kind, r.getString("launch_name"), r.getString("launch_namespace")),
+        r.getInteger("state_read_version"),
+        r.getInteger("state_written_version"),
         List.of());
   }
 

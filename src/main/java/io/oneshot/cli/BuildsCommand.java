@@ -157,8 +157,27 @@ final class BuildsCommand implements Callable<Integer> {
         }
         fields.add(List.of("  launch", where));
       }
-      if (b.hasNonNull("outputs") && !b.path("outputs").isEmpty()) {
-        fields.add(List.of("  outputs", Json.write(b.path("outputs"))));
+      if (b.hasNonNull("stateRead") || b.hasNonNull("stateWritten")) {
+        fields.add(
+            List.of(
+                "  state",
+                "workspace "
+                    + Text.orDash(b.path("workspace"))
+                    + ": read version "
+                    + b.path("stateRead").asText("-")
+                    + (b.hasNonNull("stateWritten")
+                        ? ", wrote version " + b.path("stateWritten").asText()
+                        : ", wrote none")));
+      }
+      for (java.util.Map.Entry<String, JsonNode> o : b.path("outputs").properties()) {
+        JsonNode v = o.getValue();
+        String shown =
+            v.path("sensitive").asBoolean(false)
+                ? "(sensitive)"
+                : v.path("value").isTextual()
+                    ? v.path("value").asText()
+                    : Json.write(v.path("value"));
+        fields.add(List.of("  output", o.getKey() + " = " + shown));
       }
       out.print(Text.columns(fields));
       out.println("timeline");

@@ -112,7 +112,10 @@ final class DevCommand implements Callable<Integer> {
                     dir.resolve("runs"),
                     base.launcher().local().javaOptions(),
                     base.launcher().local().command(),
-                    base.launcher().local().passEnv())),
+                    base.launcher().local().passEnv(),
+                    base.launcher().local().pluginCacheDir() != null
+                        ? base.launcher().local().pluginCacheDir()
+                        : dir.resolve("plugin-cache"))),
             base.routes());
     OneshotServer server;
     try {

@@ -153,17 +153,28 @@ public final class ConfigLoader {
             d.duration("heartbeatInterval", "1s", Duration.ofMillis(100)));
 
     Node l = root.object("limits");
-    l.allowOnly("maxInputBytes", "maxTags", "maxLogLineBytes", "maxLogBytes", "maxRequestBytes");
+    l.allowOnly(
+        "maxInputBytes",
+        "maxTags",
+        "maxLogLineBytes",
+        "maxLogBytes",
+        "maxStateBytes",
+        "maxRequestBytes");
     Limits limits =
         new Limits(
             (int) l.size("maxInputBytes", "1MiB", 1024, 64L << 20),
             l.integer("maxTags", 32, 1, 1000),
             (int) l.size("maxLogLineBytes", "16KiB", 256, 1L << 20),
-            l.size("maxLogBytes", "64MiB", 1024, 1L << 40),
-            (int) l.size("maxRequestBytes", "4MiB", 4096, 256L << 20));
+            l.size("maxLogBytes", "10MiB", 1024, 1L << 40),
+            (int) l.size("maxStateBytes", "16MiB", 1024, 1L << 30),
+            (int) l.size("maxRequestBytes", "20MiB", 4096, 1L << 30));
     if (limits.maxRequestBytes() < limits.maxInputBytes() + 64 * 1024) {
       throw l.child("maxRequestBytes")
           .invalid("must exceed maxInputBytes by at least 64KiB, so that a full input fits");
+    }
+    if (limits.maxRequestBytes() < limits.maxStateBytes() + 64 * 1024) {
+      throw l.child("maxRequestBytes")
+          .invalid("must exceed maxStateBytes by at least 64KiB, so that a full state fits");
     }
 
     Node ln = root.object("launcher");
@@ -173,14 +184,16 @@ public final class ConfigLoader {
       throw ln.child("kind").invalid("must be local or kubernetes", kind);
     }
     Node lo = ln.object("local");
-    lo.allowOnly("runDir", "javaOptions", "command", "passEnv");
+    lo.allowOnly("runDir", "javaOptions", "command", "passEnv", "pluginCacheDir");
     String runDir = lo.string("runDir", null);
+    String cache = lo.string("pluginCacheDir", null);
     Local local =
         new Local(
             runDir == null ? null : Path.of(runDir),
             lo.strings("javaOptions", List.of()),
             lo.strings("command", List.of()),
-            lo.strings("passEnv", List.of()));
+            lo.strings("passEnv", List.of()),
+            cache == null ? null : Path.of(cache));
     Launcher launcher = new Launcher(kind, local);
 
     List<Route> routes = readRoutes(root);

@@ -36,9 +36,17 @@ public record OneshotConfig(
       Duration listenerHealthInterval,
       Duration heartbeatInterval) {}
 
-  /** Size caps, enforced by the API and mirrored into the database for SQL producers. */
+  /**
+   * Size caps, enforced by the API and (input and tags) mirrored into the database for SQL
+   * producers. {@code maxLogBytes} is per build; {@code maxStateBytes} per terraform state.
+   */
   public record Limits(
-      int maxInputBytes, int maxTags, int maxLogLineBytes, long maxLogBytes, int maxRequestBytes) {}
+      int maxInputBytes,
+      int maxTags,
+      int maxLogLineBytes,
+      long maxLogBytes,
+      int maxStateBytes,
+      int maxRequestBytes) {}
 
   /** How attempts are started: {@code local} (one OS process each) or {@code kubernetes}. */
   public record Launcher(String kind, Local local) {}
@@ -46,10 +54,15 @@ public record OneshotConfig(
   /**
    * The local launcher. {@code runDir} holds one directory per attempt; {@code command} replaces
    * the provisionerd command line (empty: this JVM's java and class path); {@code passEnv} names
-   * environment variables handed through to provisionerd.
+   * environment variables handed through to provisionerd; {@code pluginCacheDir}, when set, is
+   * terraform's provider plugin cache shared by every attempt ({@code TF_PLUGIN_CACHE_DIR}).
    */
   public record Local(
-      Path runDir, List<String> javaOptions, List<String> command, List<String> passEnv) {}
+      Path runDir,
+      List<String> javaOptions,
+      List<String> command,
+      List<String> passEnv,
+      Path pluginCacheDir) {}
 
   /**
    * A route: builds whose tags are all contained in {@code tags} go here (first route in file order

@@ -12,6 +12,19 @@ interface Provisioner {
 
   Result run(RunContext ctx) throws InterruptedException;
 
-  /** The build's outcome as provisionerd reports it at {@code complete}. */
-  record Result(BuildState outcome, Integer exitCode, String error, JsonNode outputs) {}
+  /**
+   * The build's outcome as provisionerd reports it at {@code complete}; {@code state}, when not
+   * null, is the workspace's terraform state as the build left it.
+   */
+  record Result(
+      BuildState outcome, Integer exitCode, String error, JsonNode outputs, String state) {
+
+    Result(BuildState outcome, Integer exitCode, String error) {
+      this(outcome, exitCode, error, null, null);
+    }
+
+    Result withState(String s) {
+      return new Result(outcome, exitCode, error, outputs, s);
+    }
+  }
 }

@@ -40,9 +40,9 @@ public final class Provisionerd {
     // Retries are ours (bounded, logged); the JDK's silent resend of a POST is not wanted.
     System.setProperty("sun.net.http.retryPost", "false");
     RunnerClient client = new RunnerClient(o.apiUrl(), o.token(), o.retryBudget());
-    JsonNode acquired;
+    AcquiredBuild build;
     try {
-      acquired = client.acquire();
+      build = AcquiredBuild.of(client.acquire());
     } catch (RunnerClient.Refused e) {
       log.error("The API refused this attempt ({}): {}.", e.status, e.getMessage());
       return 3;
@@ -52,12 +52,10 @@ public final class Provisionerd {
     } catch (InterruptedException e) {
       return 1;
     }
-    long buildId = acquired.path("buildId").asLong();
-    int attempt = acquired.path("attempt").asInt();
-    Duration timeout = Duration.ofMillis(acquired.path("timeoutMs").asLong(3_600_000));
-    Duration grace = Duration.ofMillis(acquired.path("cancelGraceMs").asLong(60_000));
-    long heartbeatMs = acquired.path("heartbeatIntervalMs").asLong(1000);
-    int maxLine = acquired.path("maxLogLineBytes").asInt(16 * 1024);
+    long buildId = build.buildId();
+    Duration timeout = build.timeout();
+    Duration grace = build.cancelGrace();
+    long heartbeatMs = build.heartbeatMs();
 
     CompletableFuture<StopReason> stop = new CompletableFuture<>();
     CountDownLatch finished = new CountDownLatch(1);
@@ -91,7 +89,7 @@ public final class Provisionerd {
         () -> heartbeat(client, stop), heartbeatMs, heartbeatMs, TimeUnit.MILLISECONDS);
     timers.schedule(
         () -> stop.complete(StopReason.TIMED_OUT), timeout.toMillis(), TimeUnit.MILLISECONDS);
-    if (acquired.path("cancelRequested").asBoolean(false)) {
+    if (build.cancelRequested()) {
       stop.complete(StopReason.CANCELED);
     }
 
@@ -100,28 +98,28 @@ public final class Provisionerd {
     env.remove("ONESHOT_TOKEN_FILE");
     RunContext ctx =
         new RunContext(
-            acquired.path("input"), o.workDir(), env, maxLine, timeout, grace, shipper, stop);
+            build, o.workDir(), env, shipper, stop, state -> saveState(client, state, stop));
     ctx.system(
         "info",
         "provisionerd acquired build "
             + buildId
             + " (attempt "
-            + attempt
+            + build.attempt()
             + ", route "
-            + acquired.path("route").asText()
+            + build.route()
             + ", timeout "
             + Units.format(timeout)
+            + (build.workspace() == null ? "" : ", workspace " + build.workspace())
             + ")");
 
     Provisioner.Result result;
     try {
       result = runProvisioner(ctx, stop);
     } catch (InterruptedException e) {
-      result =
-          new Provisioner.Result(BuildState.FAILED, null, "provisionerd was interrupted", null);
+      result = new Provisioner.Result(BuildState.FAILED, null, "provisionerd was interrupted");
     } catch (RuntimeException e) {
       log.error("Build {}: the provisioner failed.", buildId, e);
-      result = new Provisioner.Result(BuildState.FAILED, null, "provisioner error: " + e, null);
+      result = new Provisioner.Result(BuildState.FAILED, null, "provisioner error: " + e);
     }
     timers.shutdownNow();
     shipper.close();
@@ -151,14 +149,30 @@ public final class Provisionerd {
     Provisioner p =
         switch (kind) {
           case "script" -> new ScriptProvisioner();
+          case "terraform" -> new TerraformProvisioner();
           default -> null;
         };
     if (p == null) {
       String error = "provisioner '" + kind + "' is not available in this provisionerd";
       ctx.system("error", error);
-      return new Provisioner.Result(BuildState.FAILED, null, error, null);
+      return new Provisioner.Result(BuildState.FAILED, null, error);
     }
     return p.run(ctx);
+  }
+
+  /** Uploads the workspace's state as it is now; a refusal means the build ended elsewhere. */
+  private static void saveState(
+      RunnerClient client, String state, CompletableFuture<StopReason> stop)
+      throws InterruptedException {
+    com.fasterxml.jackson.databind.node.ObjectNode body = Json.MAPPER.createObjectNode();
+    body.put("state", state);
+    try {
+      client.state(Json.write(body));
+    } catch (RunnerClient.Refused e) {
+      onRefused(stop, e);
+    } catch (RunnerClient.Unreachable e) {
+      log.warn("Could not save the state while the build runs: {}.", e.getMessage());
+    }
   }
 
   private static void heartbeat(RunnerClient client, CompletableFuture<StopReason> stop) {
@@ -196,6 +210,9 @@ public final class Provisionerd {
     }
     if (r.outputs() != null) {
       body.set("outputs", r.outputs());
+    }
+    if (r.state() != null) {
+      body.put("state", r.state());
     }
     try {
       JsonNode reply = client.complete(Json.write(body));

@@ -34,36 +34,44 @@ final class RunContext {
   /** How a process ended; {@code stoppedBy} is null when it ended by itself. */
   record Exit(int code, StopReason stoppedBy) {}
 
-  private final JsonNode input;
+  /** Where a provisioner's state goes while it runs (an upload to the API). */
+  interface StateSink {
+    void save(String state) throws InterruptedException;
+  }
+
+  /** Sees each line a process writes; the default sends it to the log as it is. */
+  interface LineHandler {
+    void line(String stream, String text);
+  }
+
+  private final AcquiredBuild build;
   private final Path workDir;
   private final Map<String, String> env;
-  private final int maxLineBytes;
-  private final Duration timeout;
-  private final Duration cancelGrace;
   private final LogShipper log;
   private final CompletableFuture<StopReason> stop;
+  private final StateSink stateSink;
 
   RunContext(
-      JsonNode input,
+      AcquiredBuild build,
       Path workDir,
       Map<String, String> env,
-      int maxLineBytes,
-      Duration timeout,
-      Duration cancelGrace,
       LogShipper log,
-      CompletableFuture<StopReason> stop) {
-    this.input = input;
+      CompletableFuture<StopReason> stop,
+      StateSink stateSink) {
+    this.build = build;
     this.workDir = workDir;
     this.env = Map.copyOf(env);
-    this.maxLineBytes = maxLineBytes;
-    this.timeout = timeout;
-    this.cancelGrace = cancelGrace;
     this.log = log;
     this.stop = stop;
+    this.stateSink = stateSink;
+  }
+
+  AcquiredBuild build() {
+    return build;
   }
 
   JsonNode input() {
-    return input;
+    return build.input();
   }
 
   Path workDir() {
@@ -75,18 +83,33 @@ final class RunContext {
     return env;
   }
 
+  /** Whether the build should stop now (cancel, timeout, SIGTERM, ended elsewhere). */
+  boolean stopRequested() {
+    return stop.isDone();
+  }
+
+  /** Why the build should stop, or null. */
+  StopReason stopReason() {
+    return stop.getNow(null);
+  }
+
+  /** Stores the workspace's state as it is now, as this build's version of it. */
+  void saveState(String state) throws InterruptedException {
+    stateSink.save(state);
+  }
+
   /** The result of a build stopped before it ended by itself; the error says why. */
   Provisioner.Result stopped(StopReason why, Integer exitCode) {
     String error =
         switch (why) {
           case CANCELED -> "canceled";
-          case TIMED_OUT -> "timed out after " + Units.format(timeout);
+          case TIMED_OUT -> "timed out after " + Units.format(build.timeout());
           case TERMINATED -> "canceled: provisionerd received SIGTERM";
           case LOST -> "the build ended elsewhere";
         };
     system(why == StopReason.CANCELED ? "warn" : "error", error);
     return new Provisioner.Result(
-        why.outcome == null ? BuildState.FAILED : why.outcome, exitCode, error, null);
+        why.outcome == null ? BuildState.FAILED : why.outcome, exitCode, error);
   }
 
   void system(String level, String text) {
@@ -102,12 +125,14 @@ final class RunContext {
    * end, or for a stop: then it interrupts the process, waits up to the cancel grace, and kills it
    * and everything it started.
    */
-  Exit run(ProcessBuilder pb, Interrupt interrupt, String stage)
+  Exit run(ProcessBuilder pb, Interrupt interrupt, String stage, LineHandler handler)
       throws IOException, InterruptedException {
+    LineHandler h =
+        handler != null ? handler : (stream, text) -> log.add(stream, null, stage, text);
     pb.redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
     Process p = pb.start();
-    Thread out = pump(p.getInputStream(), LogLine.STDOUT, stage);
-    Thread err = pump(p.getErrorStream(), LogLine.STDERR, stage);
+    Thread out = pump(p.getInputStream(), LogLine.STDOUT, h);
+    Thread err = pump(p.getErrorStream(), LogLine.STDERR, h);
     StopReason stoppedBy = null;
     try {
       CompletableFuture.anyOf(p.onExit(), stop).get();
@@ -126,7 +151,7 @@ final class RunContext {
 
   private void stopProcess(Process p, Interrupt interrupt, StopReason why)
       throws InterruptedException {
-    Duration grace = why == StopReason.LOST ? Duration.ZERO : cancelGrace;
+    Duration grace = why == StopReason.LOST ? Duration.ZERO : build.cancelGrace();
     String signal = interrupt == Interrupt.INT ? "SIGINT" : "SIGTERM";
     system(
         "warn",
@@ -176,7 +201,8 @@ final class RunContext {
   }
 
   /** Reads a stream into log lines, splitting over-long lines at the line limit. */
-  private Thread pump(InputStream in, String stream, String stage) {
+  private Thread pump(InputStream in, String stream, LineHandler handler) {
+    int maxLineBytes = build.maxLineBytes();
     return Thread.ofPlatform()
         .name("provisionerd-" + stream)
         .daemon()
@@ -190,11 +216,11 @@ final class RunContext {
                   for (int i = 0; i < n; i++) {
                     byte b = buf[i];
                     if (b == '\n') {
-                      emit(line, stream, stage);
+                      emit(line, stream, handler);
                     } else {
                       line.write(b);
                       if (line.size() >= maxLineBytes) {
-                        emit(line, stream, stage);
+                        emit(line, stream, handler);
                       }
                     }
                   }
@@ -203,19 +229,18 @@ final class RunContext {
                 // the process closed its end
               }
               if (line.size() > 0) {
-                emit(line, stream, stage);
+                emit(line, stream, handler);
               }
             });
   }
 
-  private void emit(ByteArrayOutputStream line, String stream, String stage) {
+  private static void emit(ByteArrayOutputStream line, String stream, LineHandler handler) {
     byte[] bytes = line.toByteArray();
     int len = bytes.length;
     if (len > 0 && bytes[len - 1] == '\r') {
       len--;
     }
     line.reset();
-    String text = new String(bytes, 0, len, StandardCharsets.UTF_8);
-    log.add(stream, null, stage, text);
+    handler.line(stream, new String(bytes, 0, len, StandardCharsets.UTF_8));
   }
 }

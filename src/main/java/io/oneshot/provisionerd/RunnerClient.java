@@ -62,6 +62,11 @@ final class RunnerClient {
     return post("logs", body);
   }
 
+  /** Idempotent: each upload replaces this attempt's version of the workspace's state. */
+  JsonNode state(String body) throws Refused, Unreachable, InterruptedException {
+    return post("state", body);
+  }
+
   JsonNode complete(String body) throws Refused, Unreachable, InterruptedException {
     return post("complete", body);
   }

@@ -30,22 +30,22 @@ final class ScriptProvisioner implements Provisioner {
     ctx.system("info", "running " + display(command));
     RunContext.Exit exit;
     try {
-      exit = ctx.run(pb, RunContext.Interrupt.TERM, "script");
+      exit = ctx.run(pb, RunContext.Interrupt.TERM, "script", null);
     } catch (IOException e) {
       String error = "cannot start " + command.get(0) + ": " + e.getMessage();
       ctx.system("error", error);
-      return new Result(BuildState.FAILED, 127, error, null);
+      return new Result(BuildState.FAILED, 127, error);
     }
     if (exit.stoppedBy() != null) {
       return ctx.stopped(exit.stoppedBy(), exit.code());
     }
     if (exit.code() == 0) {
       ctx.system("info", "script exited with code 0");
-      return new Result(BuildState.SUCCEEDED, 0, null, null);
+      return new Result(BuildState.SUCCEEDED, 0, null);
     }
     String error = "script exited with code " + exit.code();
     ctx.system("error", error);
-    return new Result(BuildState.FAILED, exit.code(), error, null);
+    return new Result(BuildState.FAILED, exit.code(), error);
   }
 
   /** The command as a person would type it. */

@@ -15,7 +15,9 @@ import io.oneshot.launch.Launcher;
 import io.oneshot.launch.local.LocalLauncher;
 import io.vertx.core.Vertx;
 import io.vertx.core.VertxOptions;
+import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -161,13 +163,26 @@ public final class OneshotServer implements AutoCloseable {
             local.runDir() != null
                 ? local.runDir()
                 : Path.of(System.getProperty("java.io.tmpdir"), "oneshot-runs");
+        Map<String, String> env = LocalLauncher.baseEnvironment(local.passEnv());
+        if (local.pluginCacheDir() != null) {
+          try {
+            Files.createDirectories(local.pluginCacheDir());
+          } catch (IOException e) {
+            throw new ConfigException(
+                "launcher.local.pluginCacheDir: cannot create "
+                    + local.pluginCacheDir()
+                    + ": "
+                    + e.getMessage());
+          }
+          env.put("TF_PLUGIN_CACHE_DIR", local.pluginCacheDir().toAbsolutePath().toString());
+        }
         yield new LocalLauncher(
             runDir,
             local.command().isEmpty()
                 ? LocalLauncher.defaultCommand(
                     local.javaOptions(), runDir.resolve(".provisionerd.jsa"))
                 : local.command(),
-            LocalLauncher.baseEnvironment(local.passEnv()));
+            env);
       }
       default ->
           throw new ConfigException(

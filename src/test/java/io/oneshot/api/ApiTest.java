@@ -37,7 +37,8 @@ class ApiTest {
         TestServer.with()
             .routes(TestServer.THREE_ROUTES)
             .limits(
-                "maxInputBytes: 4KiB, maxRequestBytes: 80KiB, maxLogLineBytes: 256, maxLogBytes: 2KiB")
+                "maxInputBytes: 4KiB, maxRequestBytes: 80KiB, maxLogLineBytes: 256, maxLogBytes: 2KiB,"
+                    + " maxStateBytes: 8KiB")
             .launcher(launcher)
             .start();
   }
@@ -50,7 +51,8 @@ class ApiTest {
   @BeforeEach
   void empty() {
     // Ids keep counting across tests, so that an attempt recorded earlier never matches.
-    Sql.exec("TRUNCATE oneshot.build_logs, oneshot.build_events, oneshot.builds");
+    Sql.exec(
+        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events, oneshot.builds");
   }
 
   private static void nothingWritten() {
@@ -376,7 +378,15 @@ class ApiTest {
             after.stream()
                 .filter(l -> l.path("stream").asText().equals("system"))
                 .map(l -> l.path("text").asText()))
-        .containsExactly("the log reached its limit of 2 KiB; further output is dropped");
+        .containsExactly(
+            "log truncated: this build's log reached its limit of 2 KiB (limits.maxLogBytes); later"
+                + " output is dropped, the build goes on");
+    Api.Response done =
+        r.post(
+            "/api/v1/runner/complete",
+            "{\"outcome\": \"succeeded\", \"exitCode\": 0}",
+            a.token().value());
+    assertThat(done.json().path("status").asText()).isEqualTo("succeeded");
   }
 
   @Test

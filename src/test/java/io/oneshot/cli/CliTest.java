@@ -37,7 +37,8 @@ class CliTest {
 
   @BeforeEach
   void empty() {
-    Sql.exec("TRUNCATE oneshot.build_logs, oneshot.build_events, oneshot.builds");
+    Sql.exec(
+        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events, oneshot.builds");
   }
 
   /** What a command printed and returned. */

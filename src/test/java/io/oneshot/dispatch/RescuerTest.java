@@ -149,6 +149,54 @@ class RescuerTest {
   }
 
   @Test
+  void theDispatcherEnforcesTheTimeoutWhenProvisionerdDoesNot() {
+    start();
+    long id = enqueue("{}");
+    Attempt a = awaitLaunch(id, 1);
+    acquire(a);
+    // Route a: timeout 1h, grace 60s; the dispatcher allows 15 s more before it steps in.
+    Sql.exec(
+        "UPDATE oneshot.builds SET started_at = now() - interval '62 minutes' WHERE id = ?", id);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
+    assertThat(error(id))
+        .isEqualTo(
+            "timed out after 1h (enforced by the dispatcher; provisionerd did not stop by itself)");
+    assertThat(launcher.killed).extracting(r -> r.name()).contains(a.name());
+  }
+
+  @Test
+  void theDispatcherCarriesOutACancelThatProvisionerdDidNot() {
+    start();
+    long id = enqueue("{}");
+    Attempt a = awaitLaunch(id, 1);
+    acquire(a);
+    assertThat(
+            t.api
+                .post("/api/v1/builds/" + id + "/cancel", "{}")
+                .json()
+                .path("cancelRequested")
+                .asBoolean())
+        .isTrue();
+    assertThat(status(id)).isEqualTo("running");
+    assertThat(
+            runner()
+                .post("/api/v1/runner/heartbeat", "{}", a.token().value())
+                .json()
+                .path("cancelRequested")
+                .asBoolean())
+        .isTrue();
+    Sql.exec(
+        "UPDATE oneshot.builds SET cancel_requested_at = now() - interval '2 minutes' WHERE id = ?",
+        id);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("canceled"));
+    assertThat(error(id))
+        .isEqualTo(
+            "canceled; provisionerd did not stop within the cancel grace of 1m, so its attempt was"
+                + " killed");
+    assertThat(launcher.killed).extracting(r -> r.name()).contains(a.name());
+  }
+
+  @Test
   void aRunningBuildWhoseAttemptVanishesFails() {
     start();
     long id = enqueue("{}");

@@ -83,7 +83,8 @@ public final class Sql {
   /** Empties the queue between tests; the schema stays. */
   public static void reset() {
     exec(
-        "TRUNCATE oneshot.build_logs, oneshot.build_events, oneshot.builds RESTART IDENTITY;"
+        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
+            + " oneshot.builds RESTART IDENTITY;"
             + " DELETE FROM oneshot.routes;");
   }
 }

@@ -224,6 +224,8 @@ public final class LocalLauncher implements Launcher {
 
   private void ended(Proc proc) {
     int code = proc.process().exitValue();
+    // Whatever the build started and left behind in the attempt's process group goes too.
+    signalGroup(proc.handle().pid(), proc.ref());
     log.debug("Build {}: attempt {} exited with code {}.", proc.ref().buildId(), proc.ref(), code);
     if (code == 0) {
       // provisionerd exits 0 only after its outcome was acknowledged: nothing left to look at.
@@ -328,25 +330,30 @@ public final class LocalLauncher implements Launcher {
    * SIGKILL to the attempt's process group (so the build's own processes go too), then clean up.
    */
   private void killNow(Proc p) {
-    long pid = p.handle().pid();
     List<ProcessHandle> descendants = p.handle().descendants().toList();
-    if (setsid != null) {
-      try {
-        new ProcessBuilder("kill", "-KILL", "--", "-" + pid)
-            .redirectErrorStream(true)
-            .redirectOutput(ProcessBuilder.Redirect.DISCARD)
-            .start()
-            .waitFor(5, TimeUnit.SECONDS);
-      } catch (IOException e) {
-        log.warn("Attempt {}: cannot signal process group {}: {}.", p.ref(), pid, e.getMessage());
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    }
+    signalGroup(p.handle().pid(), p.ref());
     p.handle().destroyForcibly();
     descendants.forEach(ProcessHandle::destroyForcibly);
     procs.remove(p.ref().name(), p);
     deleteQuietly(p.dir());
+  }
+
+  /** SIGKILL to every process in the attempt's process group (led by its provisionerd). */
+  private void signalGroup(long pid, AttemptRef ref) {
+    if (setsid == null) {
+      return;
+    }
+    try {
+      new ProcessBuilder("kill", "-KILL", "--", "-" + pid)
+          .redirectErrorStream(true)
+          .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+          .start()
+          .waitFor(5, TimeUnit.SECONDS);
+    } catch (IOException e) {
+      log.warn("Attempt {}: cannot signal process group {}: {}.", ref, pid, e.getMessage());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 
   @Override

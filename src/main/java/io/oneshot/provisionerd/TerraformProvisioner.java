@@ -1,0 +1,385 @@
+package io.oneshot.provisionerd;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.oneshot.api.Json;
+import io.oneshot.build.BuildState;
+import io.oneshot.build.LogLine;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Runs a terraform module: writes {@code input.files} and the workspace's state into the work
+ * directory, then {@code terraform init}, {@code plan -out} and {@code apply} of that plan (a
+ * destroy plan for {@code transition: destroy}), each with {@code -json}, whose events become log
+ * lines with their level and stage. While plan and apply run, every change terraform makes to its
+ * state file is uploaded, so that a partial apply is never lost, even if provisionerd is killed;
+ * the state as terraform left it goes with {@code complete}, whatever the outcome. Cancel, timeout
+ * and SIGTERM send terraform SIGINT, which it answers by stopping cleanly and writing its state;
+ * after the route's grace it is killed.
+ */
+final class TerraformProvisioner implements Provisioner {
+  static final String STATE_FILE = "terraform.tfstate";
+  static final String VARS_FILE = "oneshot.auto.tfvars.json";
+
+  private final String terraform;
+
+  TerraformProvisioner() {
+    this(System.getenv().getOrDefault("ONESHOT_TERRAFORM", "terraform"));
+  }
+
+  TerraformProvisioner(String terraform) {
+    this.terraform = terraform;
+  }
+
+  @Override
+  public Result run(RunContext ctx) throws InterruptedException {
+    JsonNode in = ctx.input();
+    boolean destroy = "destroy".equals(in.path("transition").asText("apply"));
+    Path dir = ctx.workDir();
+    String before = ctx.build().state();
+    try {
+      writeModule(dir, in);
+      if (before != null) {
+        Files.writeString(dir.resolve(STATE_FILE), before, StandardCharsets.UTF_8);
+      }
+    } catch (IOException | UncheckedIOException e) {
+      String error = "cannot write the module into " + dir + ": " + e.getMessage();
+      ctx.system("error", error);
+      return new Result(BuildState.FAILED, null, error);
+    }
+    if (ctx.build().workspace() != null) {
+      ctx.system(
+          "info",
+          "workspace "
+              + ctx.build().workspace()
+              + ": "
+              + (before == null
+                  ? "no state yet"
+                  : "starting from state version " + ctx.build().stateVersion()));
+    }
+
+    Map<String, String> env = new HashMap<>(ctx.env());
+    env.put("TF_IN_AUTOMATION", "1");
+    env.put("TF_INPUT", "0");
+    env.put("CHECKPOINT_DISABLE", "1");
+
+    StateWatch watch = new StateWatch(ctx, dir.resolve(STATE_FILE), before);
+    Result result;
+    try {
+      result = steps(ctx, env, destroy, watch);
+    } finally {
+      watch.stop();
+    }
+    if (ctx.build().workspace() == null) {
+      return result;
+    }
+    String after = watch.current();
+    boolean changed = after != null && (!after.equals(before) || watch.uploadedAny());
+    return changed ? result.withState(after) : result;
+  }
+
+  private Result steps(RunContext ctx, Map<String, String> env, boolean destroy, StateWatch watch)
+      throws InterruptedException {
+    Step init = step(ctx, env, "init", List.of("init", "-input=false", "-json"));
+    if (init.result != null) {
+      return init.result;
+    }
+    List<String> plan = new ArrayList<>(List.of("plan", "-input=false", "-json", "-out=tfplan"));
+    if (destroy) {
+      plan.add("-destroy");
+    }
+    watch.start();
+    Step p = step(ctx, env, "plan", plan);
+    if (p.result != null) {
+      return p.result;
+    }
+    Step a = step(ctx, env, "apply", List.of("apply", "-input=false", "-json", "tfplan"));
+    if (a.result != null) {
+      return a.result;
+    }
+    JsonNode outputs = outputs(ctx, env);
+    ctx.system("info", "terraform " + (destroy ? "destroy" : "apply") + " succeeded");
+    return new Result(BuildState.SUCCEEDED, 0, null, outputs, null);
+  }
+
+  /** A finished step: {@code result} is null when the next step may run. */
+  private record Step(Result result) {}
+
+  private Step step(RunContext ctx, Map<String, String> env, String stage, List<String> args)
+      throws InterruptedException {
+    if (ctx.stopRequested()) {
+      return new Step(ctx.stopped(ctx.stopReason(), null));
+    }
+    List<String> cmd = new ArrayList<>();
+    cmd.add(terraform);
+    cmd.addAll(args);
+    ProcessBuilder pb = new ProcessBuilder(cmd).directory(ctx.workDir().toFile());
+    pb.environment().clear();
+    pb.environment().putAll(env);
+    ctx.system("info", "terraform " + String.join(" ", args));
+    JsonEvents events = new JsonEvents(ctx, stage);
+    long started = System.nanoTime();
+    RunContext.Exit exit;
+    try {
+      exit = ctx.run(pb, RunContext.Interrupt.INT, stage, events);
+    } catch (IOException e) {
+      String error =
+          "cannot start "
+              + terraform
+              + ": "
+              + e.getMessage()
+              + " (install terraform on PATH or set ONESHOT_TERRAFORM)";
+      ctx.system("error", error);
+      return new Step(new Result(BuildState.FAILED, 127, error));
+    }
+    long ms = (System.nanoTime() - started) / 1_000_000;
+    if (exit.stoppedBy() != null) {
+      return new Step(ctx.stopped(exit.stoppedBy(), exit.code()));
+    }
+    if (exit.code() != 0) {
+      String error =
+          "terraform "
+              + stage
+              + " failed (exit code "
+              + exit.code()
+              + ")"
+              + (events.firstError == null ? "" : ": " + events.firstError);
+      ctx.system("error", error);
+      return new Step(new Result(BuildState.FAILED, exit.code(), error));
+    }
+    ctx.system("info", "terraform " + stage + " finished in " + ms + " ms");
+    return new Step(null);
+  }
+
+  /** {@code terraform output -json}: non-sensitive values as they are, sensitive ones redacted. */
+  private JsonNode outputs(RunContext ctx, Map<String, String> env) throws InterruptedException {
+    ProcessBuilder pb =
+        new ProcessBuilder(terraform, "output", "-json").directory(ctx.workDir().toFile());
+    pb.environment().clear();
+    pb.environment().putAll(env);
+    StringBuilder json = new StringBuilder();
+    try {
+      RunContext.Exit exit =
+          ctx.run(
+              pb,
+              RunContext.Interrupt.INT,
+              "output",
+              (stream, text) -> {
+                if (stream.equals(LogLine.STDOUT)) {
+                  json.append(text).append('\n');
+                } else {
+                  ctx.line(stream, "warn", "output", text);
+                }
+              });
+      if (exit.code() != 0 || exit.stoppedBy() != null) {
+        return null;
+      }
+    } catch (IOException e) {
+      return null;
+    }
+    JsonNode all = Json.tree(json.toString());
+    if (all == null || !all.isObject() || all.isEmpty()) {
+      return null;
+    }
+    ObjectNode out = Json.MAPPER.createObjectNode();
+    for (Map.Entry<String, JsonNode> e : all.properties()) {
+      ObjectNode o = out.putObject(e.getKey());
+      o.set("type", e.getValue().path("type"));
+      if (e.getValue().path("sensitive").asBoolean(false)) {
+        o.put("sensitive", true);
+      } else {
+        o.set("value", e.getValue().path("value"));
+      }
+    }
+    return out;
+  }
+
+  /** Writes {@code input.files} (paths kept inside the work directory) and the variables. */
+  static void writeModule(Path dir, JsonNode in) throws IOException {
+    Path root = dir.toAbsolutePath().normalize();
+    for (Map.Entry<String, JsonNode> f : in.path("files").properties()) {
+      Path target = root.resolve(f.getKey()).normalize();
+      if (!target.startsWith(root) || target.equals(root)) {
+        throw new IOException("file name " + f.getKey() + " points outside the module");
+      }
+      Files.createDirectories(target.getParent());
+      Files.writeString(target, f.getValue().asText(), StandardCharsets.UTF_8);
+    }
+    JsonNode vars = in.path("variables");
+    if (vars.isObject() && !vars.isEmpty()) {
+      Files.writeString(root.resolve(VARS_FILE), Json.write(vars), StandardCharsets.UTF_8);
+    }
+  }
+
+  /**
+   * Turns terraform's {@code -json} events into log lines with their level; remembers the first
+   * error diagnostic for the build's error. Lines that are not JSON (stderr, a crash) pass as they
+   * are.
+   */
+  private static final class JsonEvents implements RunContext.LineHandler {
+    private final RunContext ctx;
+    private final String stage;
+    private volatile String firstError;
+
+    JsonEvents(RunContext ctx, String stage) {
+      this.ctx = ctx;
+      this.stage = stage;
+    }
+
+    @Override
+    public void line(String stream, String text) {
+      JsonNode ev = null;
+      if (stream.equals(LogLine.STDOUT) && text.startsWith("{")) {
+        try {
+          ev = Json.MAPPER.readTree(text);
+        } catch (IOException e) {
+          ev = null;
+        }
+      }
+      if (ev == null || !ev.isObject()) {
+        ctx.line(stream, stream.equals(LogLine.STDERR) ? "error" : null, stage, text);
+        return;
+      }
+      String level = level(ev.path("@level").asText("info"));
+      emit(level, ev.path("@message").asText(""));
+      JsonNode diag = ev.path("diagnostic");
+      if (diag.isObject()) {
+        String detail = diag.path("detail").asText("");
+        JsonNode range = diag.path("range");
+        if (range.isObject()) {
+          emit(
+              level,
+              "  on "
+                  + range.path("filename").asText()
+                  + " line "
+                  + range.path("start").path("line").asText());
+        }
+        if (!detail.isEmpty()) {
+          emit(level, detail);
+        }
+        if ("error".equals(diag.path("severity").asText()) && firstError == null) {
+          String summary = diag.path("summary").asText();
+          firstError = detail.isEmpty() ? summary : summary + ": " + firstLine(detail);
+        }
+      }
+    }
+
+    private void emit(String level, String message) {
+      for (String part : message.split("\n")) {
+        if (!part.isBlank()) {
+          ctx.line(LogLine.STDOUT, level, stage, part);
+        }
+      }
+    }
+
+    private static String firstLine(String s) {
+      int nl = s.indexOf('\n');
+      return nl < 0 ? s : s.substring(0, nl);
+    }
+
+    private static String level(String tf) {
+      return switch (tf) {
+        case "error" -> "error";
+        case "warn" -> "warn";
+        case "debug", "trace" -> "debug";
+        default -> "info";
+      };
+    }
+  }
+
+  /**
+   * Watches terraform's state file while plan and apply run and uploads it whenever it changes,
+   * once a second at most.
+   */
+  private static final class StateWatch {
+    private final RunContext ctx;
+    private final Path file;
+    private final String initial;
+    private ScheduledExecutorService timer;
+    private FileTime lastSeen;
+    private long lastSize = -1;
+    private String lastUploaded;
+    private boolean uploadedAny;
+
+    StateWatch(RunContext ctx, Path file, String initial) {
+      this.ctx = ctx;
+      this.file = file;
+      this.initial = initial;
+      this.lastUploaded = initial;
+    }
+
+    void start() {
+      if (ctx.build().workspace() == null) {
+        return;
+      }
+      timer =
+          Executors.newSingleThreadScheduledExecutor(
+              Thread.ofPlatform().name("provisionerd-state").daemon().factory());
+      long every = Math.max(250, Math.min(1000, ctx.build().heartbeatMs()));
+      timer.scheduleWithFixedDelay(this::check, every, every, TimeUnit.MILLISECONDS);
+    }
+
+    private synchronized void check() {
+      try {
+        FileTime t = Files.getLastModifiedTime(file);
+        long size = Files.size(file);
+        if (t.equals(lastSeen) && size == lastSize) {
+          return;
+        }
+        lastSeen = t;
+        lastSize = size;
+        String now = Files.readString(file, StandardCharsets.UTF_8);
+        if (now.isBlank() || now.equals(lastUploaded) || Json.tree(now) == null) {
+          return;
+        }
+        ctx.saveState(now);
+        lastUploaded = now;
+        uploadedAny = true;
+      } catch (NoSuchFileException e) {
+        // no state yet
+      } catch (IOException | RuntimeException e) {
+        // terraform is between writing and renaming it; the next check sees it
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+
+    void stop() {
+      if (timer != null) {
+        timer.shutdownNow();
+        try {
+          timer.awaitTermination(5, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+    }
+
+    synchronized boolean uploadedAny() {
+      return uploadedAny;
+    }
+
+    /** The state file as terraform left it, or the initial state when it wrote none. */
+    String current() {
+      try {
+        String s = Files.readString(file, StandardCharsets.UTF_8);
+        return s.isBlank() ? initial : s;
+      } catch (IOException e) {
+        return initial;
+      }
+    }
+  }
+}
