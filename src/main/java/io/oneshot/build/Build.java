@@ -37,8 +37,11 @@ public record Build(
     Integer stateWritten,
     List<BuildEvent> events) {
 
-  /** Where the current (or last) attempt runs; null before the first claim. */
-  public record Launch(String kind, String name, String namespace) {}
+  /**
+   * Where the current (or last) attempt runs; null before the first claim. For Kubernetes, {@code
+   * name} is the Job and {@code pod} its pod once scheduled.
+   */
+  public record Launch(String kind, String name, String namespace, String pod) {}
 
   public Build withEvents(List<BuildEvent> timeline) {
     return new Build(

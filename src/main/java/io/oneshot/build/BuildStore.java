@@ -194,7 +194,7 @@ public final class BuildStore {
       UPDATE oneshot.builds b
       SET status = 'launching', attempt = b.attempt + 1, claimed_at = clock_timestamp(),
           launched_at = NULL, started_at = NULL, heartbeat_at = NULL, runner_log_seq = 0,
-          state_read_version = NULL,
+          state_read_version = NULL, launch_pod = NULL,
           launch_kind = $3,
           launch_name = 'oneshot-' || b.id || '-' || (b.attempt + 1), launch_namespace = NULL,
           token_hash = ($2::bytea[])[p.n], reason = 'claimed by the dispatcher'
@@ -726,6 +726,29 @@ public final class BuildStore {
             });
   }
 
+  private static final String MILESTONE =
+      """
+      INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason)
+      SELECT id, attempt, status, status, $3 FROM oneshot.builds
+      WHERE id = $1 AND attempt = $2 AND status IN ('launching', 'running')
+      """;
+
+  /**
+   * Marks a step within the current attempt (pod scheduled, container started) in the build's
+   * timeline. Nothing happens when the attempt is no longer current.
+   */
+  public Future<Void> milestone(long id, int attempt, String reason) {
+    return pool.preparedQuery(MILESTONE).execute(Tuple.of(id, attempt, reason)).mapEmpty();
+  }
+
+  /** Records the pod (or process) the current attempt runs in. */
+  public Future<Void> runsIn(long id, int attempt, String pod) {
+    return pool.preparedQuery(
+            "UPDATE oneshot.builds SET launch_pod = $3 WHERE id = $1 AND attempt = $2")
+        .execute(Tuple.of(id, attempt, pod))
+        .mapEmpty();
+  }
+
   private static final String SYSTEM_LOG =
       """
       WITH b AS (
@@ -866,12 +889,19 @@ public final class BuildStore {
             });
   }
 
-  /** The current status and attempt of some builds, for finding attempts nobody needs. */
-  public record Current(BuildState status, int attempt) {}
+  /**
+   * The current status and attempt of some builds, for finding attempts nobody needs: whether the
+   * attempt acquired the build, and how long ago the build finished (null while it runs).
+   */
+  public record Current(BuildState status, int attempt, boolean started, Long finishedAgoMs) {}
 
   public Future<Map<Long, Current>> current(List<Long> ids) {
     return pool.preparedQuery(
-            "SELECT id, status, attempt FROM oneshot.builds WHERE id = ANY ($1::bigint[])")
+            """
+            SELECT id, status, attempt, started_at IS NOT NULL AS started,
+                   (extract(epoch FROM clock_timestamp() - finished_at) * 1000)::bigint AS finished_ago
+            FROM oneshot.builds WHERE id = ANY ($1::bigint[])
+            """)
         .execute(Tuple.of((Object) ids.toArray(Long[]::new)))
         .map(
             rows -> {
@@ -879,7 +909,11 @@ public final class BuildStore {
               for (Row r : rows) {
                 out.put(
                     r.getLong("id"),
-                    new Current(BuildState.ofWire(r.getString("status")), r.getInteger("attempt")));
+                    new Current(
+                        BuildState.ofWire(r.getString("status")),
+                        r.getInteger("attempt"),
+                        r.getBoolean("started"),
+                        r.getLong("finished_ago")));
               }
               return out;
             });
@@ -893,7 +927,7 @@ public final class BuildStore {
       id, status, route, tags::text AS tags, workspace, priority, attempt,
       input->>'provisioner' AS provisioner, reason, created_at, claimed_at, launched_at,
       started_at, heartbeat_at, cancel_requested_at, finished_at, exit_code, error,
-      outputs::text AS outputs, launch_kind, launch_name, launch_namespace,
+      outputs::text AS outputs, launch_kind, launch_name, launch_namespace, launch_pod,
       state_read_version, state_written_version
       """;
 
@@ -1079,7 +1113,11 @@ public final class BuildStore {
         Json.tree(r.getString("outputs")),
         kind == null
             ? null
-            : new Build.Launch(kind, r.getString("launch_name"), r.getString("launch_namespace")),
+            : new Build.Launch(
+                kind,
+                r.getString("launch_name"),
+                r.getString("launch_namespace"),
+                r.getString("launch_pod")),
         r.getInteger("state_read_version"),
         r.getInteger("state_written_version"),
         List.of());

@@ -24,7 +24,8 @@ public final class Migrator {
   private static final Logger log = LoggerFactory.getLogger(Migrator.class);
 
   /** Every migration, in order. A test checks this list against the files in {@code db/}. */
-  public static final List<String> MIGRATIONS = List.of("001_queue.sql", "002_workspace_state.sql");
+  public static final List<String> MIGRATIONS =
+      List.of("001_queue.sql", "002_workspace_state.sql", "003_launch_pod.sql");
 
   /** What a run did: the schema version before and after, and the migrations it applied. */
   public record Result(int from, int to, List<String> applied) {}

@@ -151,11 +151,27 @@ final class BuildsCommand implements Callable<Integer> {
       }
       JsonNode launch = b.path("launch");
       if (launch.isObject()) {
-        String where = launch.path("kind").asText() + " " + launch.path("name").asText();
-        if (launch.hasNonNull("namespace")) {
-          where += " (namespace " + launch.path("namespace").asText() + ")";
+        boolean k8s = "kubernetes".equals(launch.path("kind").asText());
+        String ns = launch.path("namespace").asText("");
+        String name = launch.path("name").asText();
+        fields.add(
+            List.of(
+                "  launch",
+                k8s
+                    ? "Job "
+                        + ns
+                        + "/"
+                        + name
+                        + (launch.hasNonNull("pod") ? ", pod " + launch.path("pod").asText() : "")
+                    : launch.path("kind").asText()
+                        + " "
+                        + name
+                        + (launch.hasNonNull("pod")
+                            ? " (" + launch.path("pod").asText() + ")"
+                            : "")));
+        if (k8s) {
+          fields.add(List.of("  kubectl", "kubectl logs -n " + ns + " job/" + name));
         }
-        fields.add(List.of("  launch", where));
       }
       if (b.hasNonNull("stateRead") || b.hasNonNull("stateWritten")) {
         fields.add(

@@ -115,7 +115,8 @@ final class DevCommand implements Callable<Integer> {
                     base.launcher().local().passEnv(),
                     base.launcher().local().pluginCacheDir() != null
                         ? base.launcher().local().pluginCacheDir()
-                        : dir.resolve("plugin-cache"))),
+                        : dir.resolve("plugin-cache")),
+                base.launcher().kubernetes()),
             base.routes());
     OneshotServer server;
     try {

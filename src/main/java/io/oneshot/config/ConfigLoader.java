@@ -41,6 +41,11 @@ public final class ConfigLoader {
   static final Pattern TAG_VALUE =
       Pattern.compile("^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$");
 
+  static final Pattern NAMESPACE = Pattern.compile("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$");
+  private static final String NAMESPACE_RULE =
+      "must be a Kubernetes namespace: 1 to 63 lowercase letters, digits or '-', starting and"
+          + " ending with a letter or digit";
+
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
 
   private ConfigLoader() {}
@@ -178,7 +183,7 @@ public final class ConfigLoader {
     }
 
     Node ln = root.object("launcher");
-    ln.allowOnly("kind", "local");
+    ln.allowOnly("kind", "local", "kubernetes");
     String kind = ln.string("kind", "local");
     if (!kind.equals("local") && !kind.equals("kubernetes")) {
       throw ln.child("kind").invalid("must be local or kubernetes", kind);
@@ -194,9 +199,42 @@ public final class ConfigLoader {
             lo.strings("command", List.of()),
             lo.strings("passEnv", List.of()),
             cache == null ? null : Path.of(cache));
-    Launcher launcher = new Launcher(kind, local);
+    Node kn = ln.object("kubernetes");
+    kn.allowOnly(
+        "namespace", "templateDir", "qps", "burst", "ttlSecondsAfterFinished", "requestTimeout");
+    String namespace = kn.string("namespace", "default");
+    if (!NAMESPACE.matcher(namespace).matches()) {
+      throw kn.child("namespace").invalid(NAMESPACE_RULE, namespace);
+    }
+    OneshotConfig.Kubernetes kubernetes =
+        new OneshotConfig.Kubernetes(
+            namespace,
+            Path.of(kn.string("templateDir", "job-templates")),
+            kn.integer("qps", 20, 1, 10_000),
+            kn.integer("burst", 40, 1, 10_000),
+            kn.integer("ttlSecondsAfterFinished", 3600, 0, 30 * 24 * 3600),
+            kn.duration("requestTimeout", "30s", Duration.ofSeconds(1)));
+    Launcher launcher = new Launcher(kind, local, kubernetes);
+    if (kind.equals("kubernetes") && publicUrl == null) {
+      throw apiNode
+          .child("publicUrl")
+          .invalid(
+              "is required with launcher.kind kubernetes: the URL pods reach the API at, like"
+                  + " http://oneshot.oneshot.svc:8080");
+    }
 
     List<Route> routes = readRoutes(root);
+    if (kind.equals("kubernetes")) {
+      for (int i = 0; i < routes.size(); i++) {
+        if (routes.get(i).template() == null) {
+          throw root.child("routes")
+              .index(i)
+              .child("template")
+              .invalid(
+                  "is required with launcher.kind kubernetes: a Job template in the template directory");
+        }
+      }
+    }
     return new OneshotConfig(database, api, dispatch, limits, launcher, routes);
   }
 
@@ -222,7 +260,8 @@ public final class ConfigLoader {
           "hangTimeout",
           "cancelGrace",
           "maxAttempts",
-          "retryAfterAcquire");
+          "retryAfterAcquire",
+          "namespace");
       String name = r.string("name", null);
       if (name == null) {
         throw r.child("name").invalid("is required");
@@ -255,11 +294,16 @@ public final class ConfigLoader {
                       + " the earlier route lacks, or move it up");
         }
       }
+      String ns = r.string("namespace", null);
+      if (ns != null && !NAMESPACE.matcher(ns).matches()) {
+        throw r.child("namespace").invalid(NAMESPACE_RULE, ns);
+      }
       routes.add(
           new Route(
               name,
               tags,
               r.string("template", null),
+              ns,
               r.integer("maxConcurrent", 10, 0, 100_000),
               r.duration("timeout", "1h", Duration.ofSeconds(1)),
               r.duration("launchTimeout", "5m", Duration.ofSeconds(1)),

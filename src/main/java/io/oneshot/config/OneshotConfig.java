@@ -49,7 +49,21 @@ public record OneshotConfig(
       int maxRequestBytes) {}
 
   /** How attempts are started: {@code local} (one OS process each) or {@code kubernetes}. */
-  public record Launcher(String kind, Local local) {}
+  public record Launcher(String kind, Local local, Kubernetes kubernetes) {}
+
+  /**
+   * The Kubernetes launcher: one Job per attempt from the route's template in {@code templateDir},
+   * in the route's namespace (else {@code namespace}). {@code qps} and {@code burst} limit this
+   * dispatcher's calls to the API server; finished Jobs are removed {@code ttlSecondsAfterFinished}
+   * after they end (unless the template says otherwise).
+   */
+  public record Kubernetes(
+      String namespace,
+      Path templateDir,
+      double qps,
+      int burst,
+      int ttlSecondsAfterFinished,
+      Duration requestTimeout) {}
 
   /**
    * The local launcher. {@code runDir} holds one directory per attempt; {@code command} replaces
@@ -75,11 +89,13 @@ public record OneshotConfig(
    * @param maxAttempts attempts per build, counting the first
    * @param retryAfterAcquire requeue script builds that fail for infrastructure reasons after
    *     provisionerd acquired them (never terraform: it could apply twice)
+   * @param namespace where this route's Jobs go (Kubernetes launcher; null: the launcher's)
    */
   public record Route(
       String name,
       Map<String, String> tags,
       String template,
+      String namespace,
       int maxConcurrent,
       Duration timeout,
       Duration launchTimeout,

@@ -48,10 +48,14 @@ public final class Rescuer implements AutoCloseable {
   /** Extra time the dispatcher allows provisionerd to enforce a timeout or cancel itself. */
   static final Duration SLACK = Duration.ofSeconds(15);
 
+  /** How long an attempt that reported its outcome gets to exit before it is removed. */
+  static final Duration FINISHING = Duration.ofSeconds(30);
+
   private static final OneshotConfig.Route UNKNOWN_ROUTE =
       new OneshotConfig.Route(
           "(unknown)",
           Map.of(),
+          null,
           null,
           0,
           Duration.ofHours(1),
@@ -314,6 +318,13 @@ public final class Rescuer implements AutoCloseable {
       Current cur = now.get(ref.buildId());
       if (cur != null && cur.status().live() && cur.attempt() == ref.attempt()) {
         continue; // claimed after this tick read the live builds
+      }
+      if (cur != null
+          && cur.attempt() == ref.attempt()
+          && cur.started()
+          && cur.finishedAgoMs() != null
+          && cur.finishedAgoMs() < FINISHING.toMillis()) {
+        continue; // its provisionerd reported and is exiting by itself
       }
       String why =
           cur == null

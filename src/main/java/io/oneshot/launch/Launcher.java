@@ -2,7 +2,6 @@ package io.oneshot.launch;
 
 import java.time.Duration;
 import java.util.List;
-import java.util.function.Consumer;
 
 /**
  * Starts, inspects and stops attempts: the seam between the dispatcher and where builds run. Every
@@ -36,10 +35,17 @@ public interface Launcher extends AutoCloseable {
   List<AttemptRef> attempts();
 
   /**
-   * Registers who to tell when an attempt may have ended, so that the rescuer looks at once instead
-   * of at its next tick. Called before the first launch.
+   * Registers who to tell when an attempt may have ended (so that the rescuer looks at once) and
+   * what is worth a line in a build's log. Called before {@link #start}.
    */
-  void onAttemptChanged(Consumer<AttemptRef> listener);
+  void events(AttemptEvents events);
+
+  /**
+   * Gets ready to launch: for Kubernetes, starts watching Jobs and Pods and waits until it has seen
+   * all that exist, so that the rescuer's first look adopts or removes them before anything is
+   * claimed. Blocks.
+   */
+  default void start() {}
 
   /** Releases the launcher's own resources. Running attempts are left running. */
   @Override

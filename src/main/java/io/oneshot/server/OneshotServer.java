@@ -12,6 +12,7 @@ import io.oneshot.dispatch.Leadership;
 import io.oneshot.dispatch.Listener;
 import io.oneshot.dispatch.Rescuer;
 import io.oneshot.launch.Launcher;
+import io.oneshot.launch.kubernetes.KubernetesLauncher;
 import io.oneshot.launch.local.LocalLauncher;
 import io.vertx.core.Vertx;
 import io.vertx.core.VertxOptions;
@@ -22,6 +23,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.function.BiFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -70,11 +72,20 @@ public final class OneshotServer implements AutoCloseable {
 
   /** Starts with the launcher the configuration names. */
   public static OneshotServer start(OneshotConfig config) {
-    return start(config, launcherFor(config));
+    return start(config, OneshotServer::launcherFor);
   }
 
   /** Starts with the given launcher (tests pass their own). */
   public static OneshotServer start(OneshotConfig config, Launcher launcher) {
+    return start(config, (vertx, c) -> launcher);
+  }
+
+  /**
+   * Starts with the launcher {@code launchers} makes on this server's Vert.x instance (the
+   * Kubernetes client shares it).
+   */
+  public static OneshotServer start(
+      OneshotConfig config, BiFunction<Vertx, OneshotConfig, Launcher> launchers) {
     if (config.database().url() == null) {
       throw new ConfigException(
           "database.url: required; set it in the configuration or in ONESHOT_DATABASE_URL");
@@ -85,7 +96,9 @@ public final class OneshotServer implements AutoCloseable {
     }
     Vertx vertx = Vertx.vertx(new VertxOptions().setPreferNativeTransport(false));
     Database db = null;
+    Launcher launcher = null;
     try {
+      launcher = launchers.apply(vertx, config);
       db =
           Database.open(vertx, config.database().url(), config.database().poolSize(), "dispatcher");
       migrateWhenReachable(db, config.database().url());
@@ -114,7 +127,9 @@ public final class OneshotServer implements AutoCloseable {
               });
       Dispatcher dispatcher = new Dispatcher(store, launcher, config, apiUrl, leadership::isLeader);
       Rescuer rescuer = new Rescuer(store, launcher, config, dispatcher, leadership::isLeader);
-      launcher.onAttemptChanged(ref -> rescuer.wake());
+      launcher.events(new LaunchEvents(store, rescuer));
+      // Everything the launcher already runs is known before the first claim or rescue.
+      launcher.start();
       Listener listener =
           new Listener(
               vertx,
@@ -142,6 +157,13 @@ public final class OneshotServer implements AutoCloseable {
       return new OneshotServer(
           vertx, db, store, launcher, api, apiUrl, dispatcher, rescuer, listener, leadership);
     } catch (RuntimeException e) {
+      if (launcher != null) {
+        try {
+          launcher.close();
+        } catch (RuntimeException ignored) {
+          // the first failure is the one worth reporting
+        }
+      }
       if (db != null) {
         try {
           db.close();
@@ -155,7 +177,7 @@ public final class OneshotServer implements AutoCloseable {
   }
 
   /** The launcher a configuration names. */
-  public static Launcher launcherFor(OneshotConfig config) {
+  public static Launcher launcherFor(Vertx vertx, OneshotConfig config) {
     OneshotConfig.Local local = config.launcher().local();
     return switch (config.launcher().kind()) {
       case "local" -> {
@@ -184,11 +206,11 @@ public final class OneshotServer implements AutoCloseable {
                 : local.command(),
             env);
       }
+      case "kubernetes" ->
+          KubernetesLauncher.create(config, KubernetesLauncher.client(vertx, config));
       default ->
           throw new ConfigException(
-              "launcher.kind: '"
-                  + config.launcher().kind()
-                  + "' is not available in this version; use local");
+              "launcher.kind: '" + config.launcher().kind() + "': use local or kubernetes");
     };
   }
 

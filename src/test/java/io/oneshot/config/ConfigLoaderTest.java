@@ -71,7 +71,7 @@ class ConfigLoaderTest {
         """,
         "routes[0].maxConcurent: unknown field (did you mean maxConcurrent?); known fields: name,"
             + " tags, template, maxConcurrent, timeout, launchTimeout, hangTimeout, cancelGrace,"
-            + " maxAttempts, retryAfterAcquire");
+            + " maxAttempts, retryAfterAcquire, namespace");
     refused(
         "dispatc: {}\n" + ROUTES,
         "dispatc: unknown field (did you mean dispatch?); known fields: database, api, dispatch,"

@@ -1,6 +1,7 @@
 package io.oneshot.testing;
 
 import io.oneshot.launch.Attempt;
+import io.oneshot.launch.AttemptEvents;
 import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.AttemptState;
 import io.oneshot.launch.LaunchOutcome;
@@ -11,7 +12,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.function.Consumer;
 import java.util.function.Function;
 
 /**
@@ -29,7 +29,7 @@ public final class RecordingLauncher implements Launcher {
   private final Map<String, AttemptState> states = new ConcurrentHashMap<>();
   private volatile Function<Attempt, LaunchOutcome> outcome =
       a -> new LaunchOutcome.Launched(null, "recorded");
-  private volatile Consumer<AttemptRef> listener = r -> {};
+  private volatile AttemptEvents events = AttemptEvents.NONE;
 
   public void answer(Function<Attempt, LaunchOutcome> outcome) {
     this.outcome = outcome;
@@ -43,13 +43,13 @@ public final class RecordingLauncher implements Launcher {
   /** The attempt's process ended with this exit code. */
   public void exit(String name, int code) {
     states.put(name, new AttemptState.Exited(code, "exited with code " + code));
-    listener.accept(AttemptRef.parse(name, null).orElseThrow());
+    events.changed(AttemptRef.parse(name, null).orElseThrow());
   }
 
   /** The attempt is gone without a trace. */
   public void vanish(String name) {
     states.put(name, new AttemptState.Missing("vanished"));
-    listener.accept(AttemptRef.parse(name, null).orElseThrow());
+    events.changed(AttemptRef.parse(name, null).orElseThrow());
   }
 
   public Attempt last() {
@@ -97,8 +97,8 @@ public final class RecordingLauncher implements Launcher {
   }
 
   @Override
-  public void onAttemptChanged(Consumer<AttemptRef> listener) {
-    this.listener = listener;
+  public void events(AttemptEvents events) {
+    this.events = events;
   }
 
   @Override

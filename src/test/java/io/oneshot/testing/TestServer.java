@@ -4,11 +4,13 @@ import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.Launcher;
 import io.oneshot.server.OneshotServer;
+import io.vertx.core.Vertx;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Map;
+import java.util.function.BiFunction;
 
 /**
  * A whole oneshot (API, dispatcher, rescuer, launcher) on the test database, with short intervals
@@ -48,9 +50,11 @@ public final class TestServer implements AutoCloseable {
         "pollInterval: 200ms, rescueInterval: 200ms, heartbeatInterval: 200ms";
     private String routes = THREE_ROUTES;
     private String limits = "";
-    private Launcher launcher;
+    private BiFunction<Vertx, OneshotConfig, Launcher> launchers;
     private String databaseUrl;
     private boolean keepQueue;
+    private String api;
+    private String launcherYaml;
 
     public Builder dispatch(String dispatch) {
       this.dispatch = dispatch;
@@ -68,7 +72,25 @@ public final class TestServer implements AutoCloseable {
     }
 
     public Builder launcher(Launcher launcher) {
-      this.launcher = launcher;
+      this.launchers = (vertx, c) -> launcher;
+      return this;
+    }
+
+    /** A launcher made on the server's Vert.x instance (the Kubernetes client shares it). */
+    public Builder launchers(BiFunction<Vertx, OneshotConfig, Launcher> launchers) {
+      this.launchers = launchers;
+      return this;
+    }
+
+    /** Replaces the {@code api} block (flow YAML). */
+    public Builder api(String api) {
+      this.api = api;
+      return this;
+    }
+
+    /** Replaces the {@code launcher} block (flow YAML). */
+    public Builder launcherYaml(String launcher) {
+      this.launcherYaml = launcher;
       return this;
     }
 
@@ -87,18 +109,22 @@ public final class TestServer implements AutoCloseable {
       String yaml =
           """
           database: {url: "%s", poolSize: 8}
-          api: {listen: "127.0.0.1:0", adminToken: "%s"}
+          api: %s
           dispatch: {%s}
           limits: {%s}
-          launcher: {kind: local, local: {runDir: "%s"}}
+          launcher: %s
           %s
           """
               .formatted(
                   databaseUrl == null ? TestDatabase.url() : databaseUrl,
-                  ADMIN_TOKEN,
+                  api != null
+                      ? api
+                      : "{listen: \"127.0.0.1:0\", adminToken: \"" + ADMIN_TOKEN + "\"}",
                   dispatch,
                   limits,
-                  runDir,
+                  launcherYaml != null
+                      ? launcherYaml
+                      : "{kind: local, local: {runDir: \"" + runDir + "\"}}",
                   routes);
       return ConfigLoader.parse(yaml, "test", Map.of());
     }
@@ -116,7 +142,7 @@ public final class TestServer implements AutoCloseable {
       }
       OneshotConfig config = config(runDir);
       OneshotServer s =
-          launcher == null ? OneshotServer.start(config) : OneshotServer.start(config, launcher);
+          launchers == null ? OneshotServer.start(config) : OneshotServer.start(config, launchers);
       return new TestServer(s, config, runDir);
     }
   }

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.oneshot.api.Json;
 import io.oneshot.launch.Attempt;
+import io.oneshot.launch.AttemptEvents;
 import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.AttemptState;
 import io.oneshot.launch.LaunchOutcome;
@@ -32,7 +33,6 @@ import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Consumer;
 import java.util.stream.Stream;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -69,7 +69,7 @@ public final class LocalLauncher implements Launcher {
   private final String setsid;
   private final ConcurrentMap<String, Proc> procs = new ConcurrentHashMap<>();
   private final ScheduledExecutorService timers;
-  private volatile Consumer<AttemptRef> listener = ref -> {};
+  private volatile AttemptEvents events = AttemptEvents.NONE;
 
   /** A process this launcher started or found again; {@code process} is null for the latter. */
   private record Proc(AttemptRef ref, ProcessHandle handle, Process process, Path dir) {}
@@ -116,8 +116,11 @@ public final class LocalLauncher implements Launcher {
     cmd.add(javaBin.toString());
     if (javaOptions.isEmpty()) {
       cmd.addAll(DEFAULT_JAVA_OPTIONS);
-      cmd.add("-XX:+AutoCreateSharedArchive");
-      cmd.add("-XX:SharedArchiveFile=" + archive.toAbsolutePath());
+      // The JVM archives classes from jars only (it fails at exit over a directory entry).
+      if (cp.stream().allMatch(e -> e.endsWith(".jar"))) {
+        cmd.add("-XX:+AutoCreateSharedArchive");
+        cmd.add("-XX:SharedArchiveFile=" + archive.toAbsolutePath());
+      }
     } else {
       cmd.addAll(javaOptions);
     }
@@ -157,8 +160,8 @@ public final class LocalLauncher implements Launcher {
   }
 
   @Override
-  public void onAttemptChanged(Consumer<AttemptRef> listener) {
-    this.listener = listener;
+  public void events(AttemptEvents events) {
+    this.events = events;
   }
 
   @Override
@@ -210,6 +213,7 @@ public final class LocalLauncher implements Launcher {
       Proc proc = new Proc(a.ref(), handle, process, dir);
       procs.put(name, proc);
       process.onExit().thenRun(() -> ended(proc));
+      events.runsIn(a.ref(), "process " + handle.pid());
       log.debug("Build {}: started attempt {} as process {}.", a.buildId(), name, handle.pid());
       return new LaunchOutcome.Launched(null, "process " + handle.pid());
     } catch (IOException e) {
@@ -232,7 +236,7 @@ public final class LocalLauncher implements Launcher {
       procs.remove(proc.ref().name(), proc);
       deleteQuietly(proc.dir());
     }
-    listener.accept(proc.ref());
+    events.changed(proc.ref());
   }
 
   @Override
@@ -290,7 +294,7 @@ public final class LocalLauncher implements Launcher {
       Proc proc = new Proc(ref, handle.get(), null, dir);
       Proc prior = procs.putIfAbsent(ref.name(), proc);
       if (prior == null) {
-        handle.get().onExit().thenRun(() -> listener.accept(ref));
+        handle.get().onExit().thenRun(() -> events.changed(ref));
         return Optional.of(proc);
       }
       return Optional.of(prior);

@@ -1,0 +1,47 @@
+package io.oneshot.launch;
+
+/**
+ * What a launcher tells the dispatcher about attempts between its calls: that one may have changed
+ * (the rescuer looks at once instead of at its next tick), and notes worth a line in the build's
+ * log (a pod that cannot be scheduled, an image that cannot be pulled), some of which also mark a
+ * step in its timeline (pod scheduled, container started).
+ */
+public interface AttemptEvents {
+
+  /** The attempt may have ended or changed: look at it again. */
+  void changed(AttemptRef ref);
+
+  /** A line for the build's log; with {@code milestone}, also a step in its timeline. */
+  void note(AttemptRef ref, Note note);
+
+  /** The pod (or process) that runs the attempt, once known. */
+  default void runsIn(AttemptRef ref, String where) {}
+
+  /** A note: {@code level} is info, warn or error. */
+  record Note(String level, String text, boolean milestone) {
+    public static Note info(String text) {
+      return new Note("info", text, false);
+    }
+
+    public static Note warn(String text) {
+      return new Note("warn", text, false);
+    }
+
+    public static Note error(String text) {
+      return new Note("error", text, false);
+    }
+
+    public static Note milestone(String text) {
+      return new Note("info", text, true);
+    }
+  }
+
+  AttemptEvents NONE =
+      new AttemptEvents() {
+        @Override
+        public void changed(AttemptRef ref) {}
+
+        @Override
+        public void note(AttemptRef ref, Note note) {}
+      };
+}

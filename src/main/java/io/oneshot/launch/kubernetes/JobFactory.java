@@ -1,0 +1,219 @@
+package io.oneshot.launch.kubernetes;
+
+import io.fabric8.kubernetes.api.model.Capabilities;
+import io.fabric8.kubernetes.api.model.Container;
+import io.fabric8.kubernetes.api.model.EnvVar;
+import io.fabric8.kubernetes.api.model.EnvVarBuilder;
+import io.fabric8.kubernetes.api.model.ObjectMeta;
+import io.fabric8.kubernetes.api.model.OwnerReference;
+import io.fabric8.kubernetes.api.model.OwnerReferenceBuilder;
+import io.fabric8.kubernetes.api.model.PodSecurityContext;
+import io.fabric8.kubernetes.api.model.PodSpec;
+import io.fabric8.kubernetes.api.model.PodTemplateSpec;
+import io.fabric8.kubernetes.api.model.SeccompProfile;
+import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.SecretBuilder;
+import io.fabric8.kubernetes.api.model.SecurityContext;
+import io.fabric8.kubernetes.api.model.batch.v1.Job;
+import io.fabric8.kubernetes.api.model.batch.v1.JobSpec;
+import io.fabric8.kubernetes.api.model.batch.v1.PodFailurePolicyBuilder;
+import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
+import io.oneshot.launch.Attempt;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Makes the Job and the token Secret of one attempt from its route's template. The template's shape
+ * is kept; the code sets the identity (name, namespace, labels), the token, the API URL, and the
+ * safe defaults the template left unset: restart policy {@code Never}, no retries, {@code
+ * activeDeadlineSeconds} from the route's timeout, {@code ttlSecondsAfterFinished}, a {@code
+ * podFailurePolicy} that fails the Job at once on a disruption (so that no second pod of the same
+ * attempt is ever started; oneshot requeues the build itself), no service account token, and a
+ * restricted security context.
+ */
+final class JobFactory {
+  static final String MANAGED_BY = "app.kubernetes.io/managed-by";
+  static final String BUILD = "oneshot.io/build";
+  static final String ATTEMPT = "oneshot.io/attempt";
+  static final String ROUTE = "oneshot.io/route";
+  static final String TOKEN_KEY = "token";
+
+  /**
+   * The environment the code sets in the provisionerd container; a template's values are replaced.
+   */
+  static final java.util.Set<String> SET_BY_ONESHOT =
+      java.util.Set.of(
+          "ONESHOT_API_URL",
+          "ONESHOT_TOKEN",
+          "ONESHOT_TOKEN_FILE",
+          "ONESHOT_BUILD_ID",
+          "ONESHOT_ATTEMPT");
+
+  /** Extra time past the route's timeout and grace before Kubernetes ends the Job itself. */
+  static final long DEADLINE_SLACK_SECONDS = 60;
+
+  private final JobTemplates templates;
+  private final KubernetesSerialization serialization;
+  private final String defaultNamespace;
+  private final int ttlSecondsAfterFinished;
+
+  JobFactory(
+      JobTemplates templates,
+      KubernetesSerialization serialization,
+      String defaultNamespace,
+      int ttlSecondsAfterFinished) {
+    this.templates = templates;
+    this.serialization = serialization;
+    this.defaultNamespace = defaultNamespace;
+    this.ttlSecondsAfterFinished = ttlSecondsAfterFinished;
+  }
+
+  String namespace(Attempt a) {
+    return a.route().namespace() != null ? a.route().namespace() : defaultNamespace;
+  }
+
+  static Map<String, String> labels(Attempt a) {
+    Map<String, String> l = new LinkedHashMap<>();
+    l.put(MANAGED_BY, "oneshot");
+    l.put(BUILD, Long.toString(a.buildId()));
+    l.put(ATTEMPT, Integer.toString(a.attempt()));
+    l.put(ROUTE, a.route().name());
+    return l;
+  }
+
+  Job job(Attempt a) {
+    Job job = serialization.clone(templates.get(a.route().template()));
+    ObjectMeta meta = job.getMetadata() == null ? new ObjectMeta() : job.getMetadata();
+    job.setMetadata(meta);
+    meta.setName(a.name());
+    meta.setNamespace(namespace(a));
+    meta.setGenerateName(null);
+    meta.setResourceVersion(null);
+    meta.setUid(null);
+    meta.setLabels(merged(meta.getLabels(), labels(a)));
+
+    JobSpec spec = job.getSpec();
+    spec.setBackoffLimit(0);
+    if (spec.getActiveDeadlineSeconds() == null) {
+      spec.setActiveDeadlineSeconds(
+          a.route().timeout().plus(a.route().cancelGrace()).toSeconds() + DEADLINE_SLACK_SECONDS);
+    }
+    if (spec.getTtlSecondsAfterFinished() == null) {
+      spec.setTtlSecondsAfterFinished(ttlSecondsAfterFinished);
+    }
+    if (spec.getPodFailurePolicy() == null) {
+      spec.setPodFailurePolicy(
+          new PodFailurePolicyBuilder()
+              .addNewRule()
+              .withAction("FailJob")
+              .addNewOnPodCondition()
+              .withType("DisruptionTarget")
+              .withStatus("True")
+              .endOnPodCondition()
+              .endRule()
+              .build());
+    }
+
+    PodTemplateSpec template = spec.getTemplate();
+    ObjectMeta podMeta = template.getMetadata() == null ? new ObjectMeta() : template.getMetadata();
+    template.setMetadata(podMeta);
+    podMeta.setLabels(merged(podMeta.getLabels(), labels(a)));
+
+    PodSpec pod = template.getSpec();
+    pod.setRestartPolicy("Never");
+    if (pod.getAutomountServiceAccountToken() == null) {
+      pod.setAutomountServiceAccountToken(false);
+    }
+    PodSecurityContext psc =
+        pod.getSecurityContext() == null ? new PodSecurityContext() : pod.getSecurityContext();
+    pod.setSecurityContext(psc);
+    if (psc.getRunAsNonRoot() == null) {
+      psc.setRunAsNonRoot(true);
+    }
+    if (psc.getSeccompProfile() == null) {
+      psc.setSeccompProfile(new SeccompProfile(null, "RuntimeDefault"));
+    }
+
+    Container c =
+        pod.getContainers().stream()
+            .filter(x -> JobTemplates.CONTAINER.equals(x.getName()))
+            .findFirst()
+            .orElseThrow();
+    List<EnvVar> env = new ArrayList<>();
+    if (c.getEnv() != null) {
+      for (EnvVar e : c.getEnv()) {
+        if (!SET_BY_ONESHOT.contains(e.getName())) {
+          env.add(e);
+        }
+      }
+    }
+    env.add(new EnvVar("ONESHOT_API_URL", a.apiUrl(), null));
+    env.add(
+        new EnvVarBuilder()
+            .withName("ONESHOT_TOKEN")
+            .withNewValueFrom()
+            .withNewSecretKeyRef(TOKEN_KEY, a.name(), false)
+            .endValueFrom()
+            .build());
+    env.add(new EnvVar("ONESHOT_BUILD_ID", Long.toString(a.buildId()), null));
+    env.add(new EnvVar("ONESHOT_ATTEMPT", Integer.toString(a.attempt()), null));
+    c.setEnv(env);
+    if (empty(c.getCommand()) && empty(c.getArgs())) {
+      c.setArgs(List.of("provisionerd"));
+    }
+    SecurityContext sc =
+        c.getSecurityContext() == null ? new SecurityContext() : c.getSecurityContext();
+    c.setSecurityContext(sc);
+    if (sc.getAllowPrivilegeEscalation() == null) {
+      sc.setAllowPrivilegeEscalation(false);
+    }
+    if (sc.getCapabilities() == null) {
+      sc.setCapabilities(new Capabilities(null, List.of("ALL")));
+    }
+    return job;
+  }
+
+  /** The attempt's token Secret; its owner (the Job) is set once the Job exists. */
+  Secret secret(Attempt a) {
+    return new SecretBuilder()
+        .withNewMetadata()
+        .withName(a.name())
+        .withNamespace(namespace(a))
+        .withLabels(labels(a))
+        .endMetadata()
+        .withType("Opaque")
+        .addToData(
+            TOKEN_KEY,
+            Base64.getEncoder().encodeToString(a.token().value().getBytes(StandardCharsets.UTF_8)))
+        .build();
+  }
+
+  /** The owner reference that lets Kubernetes delete the Secret with its Job. */
+  static OwnerReference ownedBy(Job job) {
+    return new OwnerReferenceBuilder()
+        .withApiVersion("batch/v1")
+        .withKind("Job")
+        .withName(job.getMetadata().getName())
+        .withUid(job.getMetadata().getUid())
+        .withBlockOwnerDeletion(false)
+        .withController(false)
+        .build();
+  }
+
+  private static Map<String, String> merged(Map<String, String> mine, Map<String, String> ours) {
+    Map<String, String> out = new LinkedHashMap<>();
+    if (mine != null) {
+      out.putAll(mine);
+    }
+    out.putAll(ours);
+    return out;
+  }
+
+  private static boolean empty(List<String> l) {
+    return l == null || l.isEmpty();
+  }
+}

@@ -1,0 +1,207 @@
+package io.oneshot.launch.kubernetes;
+
+import io.fabric8.kubernetes.api.model.ContainerStateTerminated;
+import io.fabric8.kubernetes.api.model.ContainerStateWaiting;
+import io.fabric8.kubernetes.api.model.ContainerStatus;
+import io.fabric8.kubernetes.api.model.Pod;
+import io.fabric8.kubernetes.api.model.PodCondition;
+import io.fabric8.kubernetes.api.model.batch.v1.Job;
+import io.fabric8.kubernetes.api.model.batch.v1.JobCondition;
+import io.oneshot.launch.AttemptEvents.Note;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Turns what Kubernetes reports about an attempt's pod and Job into lines for the build's log and
+ * steps in its timeline, each once: "why is it still pending" (cannot be scheduled, image cannot be
+ * pulled) and "why did it end" (OOMKilled, evicted, past its deadline) must be answerable from
+ * {@code oneshot builds show}.
+ */
+final class PodNotes {
+  private static final Set<String> WAITING_TROUBLE =
+      Set.of(
+          "ImagePullBackOff",
+          "ErrImagePull",
+          "InvalidImageName",
+          "CreateContainerConfigError",
+          "CreateContainerError",
+          "CrashLoopBackOff",
+          "RunContainerError");
+
+  /** What was already said, per attempt (Job name). */
+  private final Map<String, Set<String>> said = new ConcurrentHashMap<>();
+
+  private boolean once(String attempt, String key) {
+    return said.computeIfAbsent(attempt, k -> ConcurrentHashMap.newKeySet()).add(key);
+  }
+
+  /** Whether this pod is new to us (its name is then recorded as where the attempt runs). */
+  boolean firstSeen(Pod pod) {
+    String job = jobName(pod);
+    return job != null && once(job, "pod " + pod.getMetadata().getName());
+  }
+
+  void forget(String jobName) {
+    said.remove(jobName);
+  }
+
+  List<Note> pod(String attempt, Pod pod) {
+    List<Note> out = new ArrayList<>();
+    String name = pod.getMetadata().getName();
+    if (pod.getStatus() == null) {
+      return out;
+    }
+    for (PodCondition c : list(pod.getStatus().getConditions())) {
+      if ("PodScheduled".equals(c.getType()) && "True".equals(c.getStatus())) {
+        String node = pod.getSpec() == null ? null : pod.getSpec().getNodeName();
+        if (once(attempt, "scheduled")) {
+          out.add(
+              Note.milestone(
+                  "pod " + name + " scheduled" + (node == null ? "" : " on node " + node)));
+        }
+      } else if ("PodScheduled".equals(c.getType()) && "False".equals(c.getStatus())) {
+        String why =
+            (c.getReason() == null ? "Unschedulable" : c.getReason()) + ": " + c.getMessage();
+        if (once(attempt, "unschedulable " + why)) {
+          out.add(Note.warn("pod " + name + " cannot be scheduled yet: " + why));
+        }
+      } else if ("DisruptionTarget".equals(c.getType()) && "True".equals(c.getStatus())) {
+        if (once(attempt, "disrupted")) {
+          out.add(
+              Note.warn(
+                  "pod " + name + " is being disrupted: " + c.getReason() + ": " + c.getMessage()));
+        }
+      }
+    }
+    if ("Evicted".equals(pod.getStatus().getReason()) && once(attempt, "evicted")) {
+      out.add(Note.warn("pod " + name + " was evicted: " + pod.getStatus().getMessage()));
+    }
+    ContainerStatus cs = provisionerd(pod);
+    if (cs != null && cs.getState() != null) {
+      ContainerStateWaiting w = cs.getState().getWaiting();
+      if (w != null
+          && WAITING_TROUBLE.contains(w.getReason())
+          && once(attempt, "waiting " + w.getReason())) {
+        out.add(
+            Note.warn(
+                "container provisionerd cannot start: "
+                    + w.getReason()
+                    + (w.getMessage() == null ? "" : ": " + w.getMessage())));
+      }
+      if (cs.getState().getRunning() != null && once(attempt, "started")) {
+        out.add(Note.milestone("container provisionerd started in pod " + name));
+      }
+      ContainerStateTerminated t = cs.getState().getTerminated();
+      if (t != null && once(attempt, "terminated")) {
+        if ("OOMKilled".equals(t.getReason())) {
+          out.add(
+              Note.error(
+                  "container provisionerd was OOMKilled (exit code "
+                      + t.getExitCode()
+                      + "): it needs a higher memory limit in the Job template"));
+        } else if (t.getExitCode() != null && t.getExitCode() != 0) {
+          out.add(
+              Note.warn(
+                  "container provisionerd exited with code "
+                      + t.getExitCode()
+                      + (t.getReason() == null ? "" : " (" + t.getReason() + ")")));
+        }
+      }
+    }
+    return out;
+  }
+
+  List<Note> job(Job job) {
+    List<Note> out = new ArrayList<>();
+    if (job.getStatus() == null) {
+      return out;
+    }
+    String name = job.getMetadata().getName();
+    for (JobCondition c : list(job.getStatus().getConditions())) {
+      if ("Failed".equals(c.getType())
+          && "True".equals(c.getStatus())
+          && once(name, "job failed")) {
+        String why = c.getReason() == null ? "Failed" : c.getReason();
+        if ("DeadlineExceeded".equals(why)) {
+          out.add(
+              Note.error(
+                  "Job "
+                      + name
+                      + " passed its activeDeadlineSeconds and Kubernetes stopped it ("
+                      + c.getMessage()
+                      + ")"));
+        } else {
+          out.add(
+              Note.error(
+                  "Job "
+                      + name
+                      + " failed: "
+                      + why
+                      + (c.getMessage() == null ? "" : ": " + c.getMessage())));
+        }
+      }
+    }
+    return out;
+  }
+
+  /** A pod's provisionerd container status, or null. */
+  static ContainerStatus provisionerd(Pod pod) {
+    if (pod == null || pod.getStatus() == null) {
+      return null;
+    }
+    for (ContainerStatus cs : list(pod.getStatus().getContainerStatuses())) {
+      if (JobTemplates.CONTAINER.equals(cs.getName())) {
+        return cs;
+      }
+    }
+    return null;
+  }
+
+  /** Why a pod ended, in a few words, or null when it has not. */
+  static String whyEnded(Pod pod) {
+    if (pod == null || pod.getStatus() == null) {
+      return null;
+    }
+    if ("Evicted".equals(pod.getStatus().getReason())) {
+      return "pod " + pod.getMetadata().getName() + " evicted: " + pod.getStatus().getMessage();
+    }
+    for (PodCondition c : list(pod.getStatus().getConditions())) {
+      if ("DisruptionTarget".equals(c.getType()) && "True".equals(c.getStatus())) {
+        return "pod "
+            + pod.getMetadata().getName()
+            + " disrupted: "
+            + c.getReason()
+            + ": "
+            + c.getMessage();
+      }
+    }
+    ContainerStatus cs = provisionerd(pod);
+    if (cs != null && cs.getState() != null && cs.getState().getTerminated() != null) {
+      ContainerStateTerminated t = cs.getState().getTerminated();
+      return "pod "
+          + pod.getMetadata().getName()
+          + ": container provisionerd "
+          + (t.getReason() == null ? "ended" : t.getReason())
+          + " (exit code "
+          + t.getExitCode()
+          + ")";
+    }
+    return null;
+  }
+
+  private static String jobName(Pod pod) {
+    Map<String, String> l = pod.getMetadata().getLabels();
+    if (l == null) {
+      return null;
+    }
+    String n = l.get("batch.kubernetes.io/job-name");
+    return n != null ? n : l.get("job-name");
+  }
+
+  private static <T> List<T> list(List<T> l) {
+    return l == null ? List.of() : l;
+  }
+}

@@ -1,0 +1,171 @@
+package io.oneshot.launch.kubernetes;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.fabric8.kubernetes.api.model.Container;
+import io.fabric8.kubernetes.api.model.EnvVar;
+import io.fabric8.kubernetes.api.model.PodSpec;
+import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.batch.v1.Job;
+import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
+import io.oneshot.build.BuildToken;
+import io.oneshot.config.ConfigLoader;
+import io.oneshot.config.OneshotConfig;
+import io.oneshot.launch.Attempt;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Base64;
+import java.util.Map;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class JobFactoryTest {
+  private static final KubernetesSerialization SER = new KubernetesSerialization();
+  @TempDir Path dir;
+
+  private JobFactory factory(OneshotConfig c) {
+    return new JobFactory(JobTemplates.load(dir, c.routes(), SER), SER, "builds", 600);
+  }
+
+  private OneshotConfig config(String routes) {
+    return ConfigLoader.parse(
+        "api: {publicUrl: \"http://oneshot.oneshot.svc:8080\"}\n"
+            + "launcher: {kind: kubernetes}\n"
+            + routes,
+        "t",
+        Map.of());
+  }
+
+  private static Map<String, EnvVar> env(Container c) {
+    return c.getEnv().stream().collect(Collectors.toMap(EnvVar::getName, e -> e));
+  }
+
+  @Test
+  void aShippedTemplateGetsItsIdentityTheTokenAndSafeDefaults() throws Exception {
+    Files.copy(Path.of("job-templates/script.yaml"), dir.resolve("script.yaml"));
+    OneshotConfig c =
+        config(
+            "routes: [{name: org-a, template: script.yaml, namespace: team-a, timeout: 10m, cancelGrace: 30s}]");
+    BuildToken token = BuildToken.generate();
+    Attempt a =
+        new Attempt(
+            42,
+            3,
+            Attempt.nameOf(42, 3),
+            c.routes().get(0),
+            token,
+            "http://oneshot.oneshot.svc:8080");
+    JobFactory f = factory(c);
+
+    Job job = f.job(a);
+    assertThat(job.getMetadata().getName()).isEqualTo("oneshot-42-3");
+    assertThat(job.getMetadata().getNamespace()).isEqualTo("team-a");
+    Map<String, String> identity =
+        Map.of(
+            "app.kubernetes.io/managed-by", "oneshot",
+            "oneshot.io/build", "42",
+            "oneshot.io/attempt", "3",
+            "oneshot.io/route", "org-a");
+    assertThat(job.getMetadata().getLabels())
+        .containsAllEntriesOf(identity)
+        .containsEntry("app.kubernetes.io/component", "script");
+    assertThat(job.getSpec().getTemplate().getMetadata().getLabels())
+        .containsAllEntriesOf(identity);
+    assertThat(job.getSpec().getBackoffLimit()).isZero();
+    assertThat(job.getSpec().getActiveDeadlineSeconds()).isEqualTo(600 + 30 + 60);
+    assertThat(job.getSpec().getTtlSecondsAfterFinished()).isEqualTo(600);
+    assertThat(job.getSpec().getPodFailurePolicy().getRules().get(0).getAction())
+        .isEqualTo("FailJob");
+    assertThat(
+            job.getSpec()
+                .getPodFailurePolicy()
+                .getRules()
+                .get(0)
+                .getOnPodConditions()
+                .get(0)
+                .getType())
+        .isEqualTo("DisruptionTarget");
+    PodSpec pod = job.getSpec().getTemplate().getSpec();
+    assertThat(pod.getRestartPolicy()).isEqualTo("Never");
+    assertThat(pod.getAutomountServiceAccountToken()).isFalse();
+    assertThat(pod.getServiceAccountName()).isEqualTo("oneshot-build");
+    assertThat(pod.getSecurityContext().getRunAsNonRoot()).isTrue();
+    assertThat(pod.getSecurityContext().getSeccompProfile().getType()).isEqualTo("RuntimeDefault");
+    Container p = pod.getContainers().get(0);
+    Map<String, EnvVar> env = env(p);
+    assertThat(env.get("ONESHOT_API_URL").getValue()).isEqualTo("http://oneshot.oneshot.svc:8080");
+    assertThat(env.get("ONESHOT_TOKEN").getValue()).isNull();
+    assertThat(env.get("ONESHOT_TOKEN").getValueFrom().getSecretKeyRef().getName())
+        .isEqualTo("oneshot-42-3");
+    assertThat(env.get("ONESHOT_TOKEN").getValueFrom().getSecretKeyRef().getKey())
+        .isEqualTo("token");
+    assertThat(env.get("ONESHOT_BUILD_ID").getValue()).isEqualTo("42");
+    assertThat(env.get("ONESHOT_WORK_DIR").getValue()).as("the template's own").isEqualTo("/work");
+    assertThat(p.getSecurityContext().getAllowPrivilegeEscalation()).isFalse();
+    assertThat(p.getSecurityContext().getCapabilities().getDrop()).containsExactly("ALL");
+    assertThat(job.toString()).doesNotContain(token.value());
+
+    Secret s = f.secret(a);
+    assertThat(s.getMetadata().getName()).isEqualTo("oneshot-42-3");
+    assertThat(s.getMetadata().getNamespace()).isEqualTo("team-a");
+    assertThat(s.getMetadata().getLabels()).containsAllEntriesOf(identity);
+    assertThat(
+            new String(
+                Base64.getDecoder().decode(s.getData().get("token")), StandardCharsets.UTF_8))
+        .isEqualTo(token.value());
+  }
+
+  @Test
+  void theTemplatesOwnSettingsWinAndItsOneshotVariablesAreReplaced() throws Exception {
+    Files.writeString(
+        dir.resolve("mine.yaml"),
+        """
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {name: ignored, namespace: ignored, labels: {team: ops}}
+        spec:
+          activeDeadlineSeconds: 99
+          ttlSecondsAfterFinished: 5
+          template:
+            spec:
+              automountServiceAccountToken: true
+              securityContext: {runAsNonRoot: false}
+              nodeSelector: {gpu: "true"}
+              containers:
+                - name: provisionerd
+                  image: mine
+                  command: ["/bin/oneshot", "provisionerd"]
+                  env:
+                    - {name: ONESHOT_API_URL, value: "http://spoofed"}
+                    - {name: CLOUD, value: "aws"}
+        """);
+    OneshotConfig c = config("routes: [{name: gpu, template: mine.yaml}]");
+    Attempt a =
+        new Attempt(
+            7, 1, Attempt.nameOf(7, 1), c.routes().get(0), BuildToken.generate(), "http://api");
+    Job job = factory(c).job(a);
+    assertThat(job.getMetadata().getName()).isEqualTo("oneshot-7-1");
+    assertThat(job.getMetadata().getNamespace()).isEqualTo("builds");
+    assertThat(job.getMetadata().getLabels()).containsEntry("team", "ops");
+    assertThat(job.getSpec().getActiveDeadlineSeconds()).isEqualTo(99);
+    assertThat(job.getSpec().getTtlSecondsAfterFinished()).isEqualTo(5);
+    PodSpec pod = job.getSpec().getTemplate().getSpec();
+    assertThat(pod.getAutomountServiceAccountToken()).isTrue();
+    assertThat(pod.getSecurityContext().getRunAsNonRoot()).isFalse();
+    assertThat(pod.getNodeSelector()).containsEntry("gpu", "true");
+    Container p = pod.getContainers().get(0);
+    assertThat(p.getCommand()).containsExactly("/bin/oneshot", "provisionerd");
+    assertThat(p.getArgs()).isEmpty();
+    assertThat(env(p).get("ONESHOT_API_URL").getValue()).isEqualTo("http://api");
+    assertThat(env(p).get("CLOUD").getValue()).isEqualTo("aws");
+    assertThat(p.getEnv().stream().filter(e -> e.getName().equals("ONESHOT_API_URL"))).hasSize(1);
+  }
+
+  @Test
+  void namesStayWithinKubernetesLimits() {
+    String longest = Attempt.nameOf(Long.MAX_VALUE, 999);
+    assertThat(longest).hasSizeLessThanOrEqualTo(63).matches("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
+  }
+}

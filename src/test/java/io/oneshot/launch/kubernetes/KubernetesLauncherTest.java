@@ -1,0 +1,392 @@
+package io.oneshot.launch.kubernetes;
+
+import static io.oneshot.testing.TestServer.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.batch.v1.Job;
+import io.oneshot.build.BuildStore;
+import io.oneshot.build.BuildToken;
+import io.oneshot.build.Database;
+import io.oneshot.testing.Limits;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.StoreFixture;
+import io.oneshot.testing.TestServer;
+import io.oneshot.testing.k8s.FaultyDispatcher;
+import io.oneshot.testing.k8s.MockCluster;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The Kubernetes launcher end to end, against fabric8's mock API server in CRUD mode and a fake
+ * kubelet that runs each Job's provisionerd as a local process.
+ */
+class KubernetesLauncherTest {
+  private static final String ROUTES =
+      """
+      routes:
+        - {name: team-a, tags: {team: a}, template: script.yaml, namespace: team-a, maxConcurrent: 4, maxAttempts: 3}
+        - {name: team-b, tags: {team: b}, template: script.yaml, namespace: team-b, maxConcurrent: 3, maxAttempts: 3}
+      """;
+
+  @TempDir Path tmp;
+  private MockCluster cluster;
+  private TestServer t;
+  private int port;
+
+  @BeforeEach
+  void cluster() throws IOException {
+    cluster =
+        new MockCluster(
+            List.of("team-a", "team-b"), Files.createDirectories(tmp.resolve("kubelet")));
+    try (ServerSocket s = new ServerSocket(0)) {
+      port = s.getLocalPort();
+    }
+  }
+
+  @AfterEach
+  void tearDown() {
+    if (t != null) {
+      t.close();
+    }
+    cluster.close();
+  }
+
+  private TestServer.Builder server() {
+    return TestServer.with()
+        .api(
+            "{listen: \"127.0.0.1:%d\", publicUrl: \"http://127.0.0.1:%d\", adminToken: \"%s\"}"
+                .formatted(port, port, TestServer.ADMIN_TOKEN))
+        .launcherYaml(
+            "{kind: kubernetes, kubernetes: {namespace: team-a, templateDir: job-templates, qps: 200, burst: 400, ttlSecondsAfterFinished: 600}}")
+        .dispatch(
+            "maxConcurrent: 6, pollInterval: 200ms, rescueInterval: 300ms, heartbeatInterval: 300ms")
+        .routes(ROUTES)
+        .launchers((vertx, cfg) -> KubernetesLauncher.create(cfg, cluster.clientFor(vertx)));
+  }
+
+  private List<Job> jobsOf(long build) {
+    List<Job> out = new ArrayList<>();
+    for (String ns : List.of("team-a", "team-b")) {
+      out.addAll(
+          cluster
+              .admin
+              .batch()
+              .v1()
+              .jobs()
+              .inNamespace(ns)
+              .withLabel("oneshot.io/build", Long.toString(build))
+              .list()
+              .getItems());
+    }
+    return out;
+  }
+
+  private String awaitEnd(long id) {
+    await()
+        .atMost(2, TimeUnit.MINUTES)
+        .until(() -> List.of("succeeded", "failed", "canceled").contains(status(id)));
+    return status(id);
+  }
+
+  private static String error(long id) {
+    return (String) Sql.value("SELECT error FROM oneshot.builds WHERE id = ?", id);
+  }
+
+  @Test
+  void aHundredBuildsAcrossTwoRoutesRunAsJobs() {
+    t = server().start();
+    List<Long> ids = new ArrayList<>();
+    for (int i = 0; i < 100; i++) {
+      String team = i % 2 == 0 ? "a" : "b";
+      ids.add(
+          t.api.submitScript(
+              "{\"team\": \"" + team + "\"}",
+              "echo from-pod-" + i + "; exit " + (i % 10 == 0 ? 4 : 0)));
+    }
+    await()
+        .atMost(5, TimeUnit.MINUTES)
+        .until(
+            () -> Sql.count("SELECT count(*) FROM oneshot.builds WHERE finished_at IS NULL") == 0);
+    for (int i = 0; i < 100; i++) {
+      long id = ids.get(i);
+      assertThat(status(id)).as("build %d", id).isEqualTo(i % 10 == 0 ? "failed" : "succeeded");
+      assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
+      assertThat(jobsOf(id)).as("one Job per build").hasSize(1);
+      assertThat(
+              Sql.count(
+                  "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text = ?",
+                  id,
+                  "from-pod-" + i))
+          .isEqualTo(1);
+    }
+    Map<String, Integer> max = Limits.maxConcurrency();
+    assertThat(max.get("global")).isLessThanOrEqualTo(6);
+    assertThat(max.get("route:team-a")).isLessThanOrEqualTo(4);
+    assertThat(max.get("route:team-b")).isLessThanOrEqualTo(3);
+
+    // The Job and Secret of one build, as the API server holds them.
+    long id = ids.get(1);
+    Job job = jobsOf(id).get(0);
+    assertThat(job.getMetadata().getName()).isEqualTo("oneshot-" + id + "-1");
+    assertThat(job.getMetadata().getNamespace()).isEqualTo("team-b");
+    assertThat(job.getMetadata().getLabels())
+        .containsEntry("oneshot.io/build", Long.toString(id))
+        .containsEntry("oneshot.io/attempt", "1")
+        .containsEntry("oneshot.io/route", "team-b")
+        .containsEntry("app.kubernetes.io/managed-by", "oneshot");
+    assertThat(job.getSpec().getBackoffLimit()).isZero();
+    assertThat(job.getSpec().getTtlSecondsAfterFinished()).isEqualTo(600);
+    assertThat(job.getSpec().getTemplate().getSpec().getRestartPolicy()).isEqualTo("Never");
+    assertThat(job.getSpec().getTemplate().getSpec().getAutomountServiceAccountToken()).isFalse();
+    Secret secret =
+        cluster.admin.secrets().inNamespace("team-b").withName(job.getMetadata().getName()).get();
+    assertThat(secret.getMetadata().getOwnerReferences())
+        .singleElement()
+        .satisfies(
+            o -> {
+              assertThat(o.getKind()).isEqualTo("Job");
+              assertThat(o.getUid()).isEqualTo(job.getMetadata().getUid());
+            });
+    // kubectl logs job/<name> shows the build, because provisionerd echoes its log to stdout.
+    assertThat(cluster.kubelet.podLog("team-b", job.getMetadata().getName()))
+        .contains("from-pod-1");
+    // builds show names the Job, the pod and the kubectl command.
+    JsonNode b = t.api.get("/api/v1/builds/" + id).json();
+    assertThat(b.path("launch").path("kind").asText()).isEqualTo("kubernetes");
+    assertThat(b.path("launch").path("namespace").asText()).isEqualTo("team-b");
+    assertThat(b.path("launch").path("pod").asText()).startsWith("oneshot-" + id + "-1-");
+    java.io.StringWriter shown = new java.io.StringWriter();
+    int code =
+        io.oneshot.cli.Main.commandLine(
+                new java.io.PrintWriter(shown, true),
+                new java.io.PrintWriter(new java.io.StringWriter()))
+            .execute(
+                "builds",
+                "show",
+                Long.toString(id),
+                "--url",
+                t.api.base(),
+                "--token",
+                TestServer.ADMIN_TOKEN);
+    assertThat(code).isZero();
+    assertThat(shown.toString())
+        .contains("Job team-b/oneshot-" + id + "-1, pod oneshot-" + id + "-1-")
+        .contains("kubectl logs -n team-b job/oneshot-" + id + "-1");
+    List<String> steps = new ArrayList<>();
+    b.path("events").forEach(e -> steps.add(e.path("reason").asText()));
+    assertThat(steps)
+        .anyMatch(s -> s.startsWith("launched Job team-b/oneshot-" + id + "-1 created"))
+        .anyMatch(
+            s ->
+                s.startsWith("pod oneshot-" + id + "-1-")
+                    && s.endsWith("scheduled on node fake-node-1"))
+        .anyMatch(s -> s.startsWith("container provisionerd started in pod"));
+  }
+
+  /** A build that waits for a file, so that tests can hold it running. */
+  private long gated(String team, Path gate) {
+    return t.api.submitScript(
+        "{\"team\": \"" + team + "\"}",
+        "echo waiting; while [ ! -e " + gate + " ]; do sleep 0.1; done; echo done");
+  }
+
+  @Test
+  void aRestartedDispatcherAdoptsRemovesOrphansAndCreatesMissingJobs() throws Exception {
+    Path gate = tmp.resolve("gate");
+    t = server().start();
+    long a = gated("a", gate);
+    long b = gated("b", gate);
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(() -> status(a).equals("running") && status(b).equals("running"));
+    t.close();
+    t = null;
+
+    // While no dispatcher runs: an orphan Job appears, and a build is claimed whose Job never is.
+    Job orphan =
+        cluster
+            .admin
+            .batch()
+            .v1()
+            .jobs()
+            .inNamespace("team-a")
+            .withName(jobsOf(a).get(0).getMetadata().getName())
+            .get();
+    orphan.getMetadata().setName("oneshot-999999-1");
+    orphan.getMetadata().setUid(null);
+    orphan.getMetadata().setResourceVersion(null);
+    orphan.getMetadata().getLabels().put("oneshot.io/build", "999999");
+    orphan.getSpec().getTemplate().getMetadata().getLabels().put("oneshot.io/build", "999999");
+    orphan.setStatus(null);
+    cluster.kubelet.hold("oneshot-999999-1");
+    cluster.admin.batch().v1().jobs().inNamespace("team-a").resource(orphan).create();
+    long claimed;
+    try (StoreFixture f = new StoreFixture(ROUTES, false)) {
+      claimed =
+          Database.await(
+                  f.store.enqueue(
+                      "{\"team\": \"a\"}",
+                      "{\"provisioner\": \"script\", \"command\": [\"true\"]}",
+                      0,
+                      null))
+              .id();
+      List<BuildStore.Claimed> c =
+          Database.await(f.store.claim(10, "kubernetes", List.of(BuildToken.generate())));
+      assertThat(c).extracting(BuildStore.Claimed::id).containsExactly(claimed);
+    }
+    assertThat(jobsOf(claimed)).isEmpty();
+
+    t = server().keepQueue().start();
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () ->
+                cluster
+                        .admin
+                        .batch()
+                        .v1()
+                        .jobs()
+                        .inNamespace("team-a")
+                        .withName("oneshot-999999-1")
+                        .get()
+                    == null);
+    assertThat(awaitEnd(claimed)).isEqualTo("succeeded");
+    assertThat(jobsOf(claimed)).hasSize(1);
+    Files.writeString(gate, "open");
+    assertThat(awaitEnd(a)).isEqualTo("succeeded");
+    assertThat(awaitEnd(b)).isEqualTo("succeeded");
+    for (long id : List.of(a, b, claimed)) {
+      assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
+      assertThat(jobsOf(id)).hasSize(1);
+    }
+  }
+
+  @Test
+  void apiFailuresLoseNoBuildAndNeverMakeTwoJobs() {
+    String jobs = "^/apis/batch/v1/namespaces/team-a/jobs$";
+    cluster.dispatcher.add(
+        FaultyDispatcher.error("POST", jobs, 500, "InternalError", "etcd is having a moment"));
+    cluster.dispatcher.add(FaultyDispatcher.throttle("POST", jobs, 1));
+    cluster.dispatcher.add(FaultyDispatcher.doneButLost("POST", jobs, Duration.ofSeconds(20)));
+    cluster.dispatcher.add(
+        FaultyDispatcher.error(
+            "POST", jobs, 403, "Forbidden", "exceeded quota: builds, requested: pods=1"));
+    t = server().start();
+    List<Long> ids = new ArrayList<>();
+    for (int i = 0; i < 6; i++) {
+      ids.add(t.api.submitScript("{\"team\": \"a\"}", "echo ok"));
+    }
+    for (long id : ids) {
+      assertThat(awaitEnd(id)).isEqualTo("succeeded");
+      assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
+      assertThat(jobsOf(id)).hasSize(1);
+    }
+    assertThat(cluster.kubelet.jobsSeen).hasSize(6).doesNotHaveDuplicates();
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_logs WHERE text LIKE '%will be retried%'"))
+        .isGreaterThanOrEqualTo(3);
+  }
+
+  @Test
+  void aJobTheApiRefusesFailsTheBuildWithItsMessage() {
+    cluster.dispatcher.add(
+        FaultyDispatcher.error(
+            "POST",
+            "^/apis/batch/v1/namespaces/team-b/jobs$",
+            422,
+            "Invalid",
+            "Job.batch \\\"x\\\" is invalid: spec.template.spec.containers[0].image: Required value"));
+    t = server().start();
+    long id = t.api.submitScript("{\"team\": \"b\"}", "true");
+    assertThat(awaitEnd(id)).isEqualTo("failed");
+    assertThat(error(id))
+        .isEqualTo(
+            "launch rejected: the Kubernetes API refused Job team-b/oneshot-"
+                + id
+                + "-1: Job.batch \"x\" is invalid: spec.template.spec.containers[0].image: Required value");
+  }
+
+  @Test
+  void anEvictedPodBeforeAcquireIsRequeuedAsAttemptTwo() {
+    t = server().start();
+    cluster.kubelet.hold("oneshot-1-1");
+    long id = t.api.submitScript("{\"team\": \"a\"}", "echo second try");
+    assertThat(id).isEqualTo(1);
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text LIKE '%cannot be scheduled yet: Unschedulable: 0/3 nodes%'",
+                        id)
+                    == 1);
+    assertThat(status(id)).isEqualTo("launching");
+    cluster.kubelet.evict("team-a", "oneshot-1-1");
+    assertThat(awaitEnd(id)).isEqualTo("succeeded");
+    assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(2);
+    assertThat(jobsOf(id)).extracting(j -> j.getMetadata().getName()).contains("oneshot-1-2");
+    assertThat(
+            (String)
+                Sql.value(
+                    "SELECT reason FROM oneshot.build_events WHERE build_id = ? AND from_status = 'launching' AND to_status = 'pending'",
+                    id))
+        .contains("Job team-a/oneshot-1-1 failed: PodFailurePolicy")
+        .contains("evicted: The node was low on resource: memory.");
+  }
+
+  @Test
+  void aPodThatFailsAfterAcquireFailsTheBuildWithThePodsReason() {
+    Path gate = tmp.resolve("never");
+    t = server().start();
+    long id = gated("a", gate);
+    await().atMost(1, TimeUnit.MINUTES).until(() -> status(id).equals("running"));
+    cluster.kubelet.oomKill("team-a", "oneshot-" + id + "-1");
+    assertThat(awaitEnd(id)).isEqualTo("failed");
+    assertThat(error(id))
+        .startsWith(
+            "provisionerd ended without reporting an outcome: Job team-a/oneshot-"
+                + id
+                + "-1 failed: BackoffLimitExceeded")
+        .contains("container provisionerd OOMKilled (exit code 137)");
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text LIKE 'container provisionerd was OOMKilled%'",
+                id))
+        .isEqualTo(1);
+  }
+
+  @Test
+  void cancelDeletesTheJob() {
+    Path gate = tmp.resolve("never");
+    t = server().start();
+    long running = gated("a", gate);
+    await().atMost(1, TimeUnit.MINUTES).until(() -> status(running).equals("running"));
+    cluster.kubelet.hold("oneshot-" + (running + 1) + "-1");
+    long waiting = t.api.submitScript("{\"team\": \"a\"}", "true");
+    await().atMost(1, TimeUnit.MINUTES).until(() -> jobsOf(waiting).size() == 1);
+
+    assertThat(t.api.post("/api/v1/builds/" + waiting + "/cancel", "{}").status()).isEqualTo(202);
+    assertThat(status(waiting)).isEqualTo("canceled");
+    await().atMost(30, TimeUnit.SECONDS).until(() -> jobsOf(waiting).isEmpty());
+
+    assertThat(t.api.post("/api/v1/builds/" + running + "/cancel", "{}").status()).isEqualTo(202);
+    assertThat(awaitEnd(running)).isEqualTo("canceled");
+    String job = "oneshot-" + running + "-1";
+    await().atMost(30, TimeUnit.SECONDS).until(() -> !cluster.kubelet.running("team-a", job));
+  }
+}

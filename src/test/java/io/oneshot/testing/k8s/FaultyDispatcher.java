@@ -1,0 +1,97 @@
+package io.oneshot.testing.k8s;
+
+import io.fabric8.mockwebserver.http.Dispatcher;
+import io.fabric8.mockwebserver.http.MockResponse;
+import io.fabric8.mockwebserver.http.RecordedRequest;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.BiFunction;
+import java.util.regex.Pattern;
+
+/**
+ * The mock API server's dispatcher with faults on demand: each fault answers the next request it
+ * matches (method and path), once, in place of (or around) the CRUD dispatcher. Every request is
+ * recorded.
+ */
+public final class FaultyDispatcher extends Dispatcher {
+  /** One scripted fault. */
+  public record Fault(
+      String method, Pattern path, BiFunction<RecordedRequest, Dispatcher, MockResponse> answer) {}
+
+  private final Dispatcher crud;
+  private final List<Fault> faults = new CopyOnWriteArrayList<>();
+  public final List<String> requests = new CopyOnWriteArrayList<>();
+
+  public FaultyDispatcher(Dispatcher crud) {
+    this.crud = crud;
+  }
+
+  public void add(Fault f) {
+    faults.add(f);
+  }
+
+  @Override
+  public MockResponse dispatch(RecordedRequest request) {
+    requests.add(request.getMethod() + " " + request.getPath());
+    for (Fault f : faults) {
+      if (f.method().equals(request.getMethod()) && f.path().matcher(request.getPath()).find()) {
+        if (faults.remove(f)) {
+          return f.answer().apply(request, crud);
+        }
+      }
+    }
+    return crud.dispatch(request);
+  }
+
+  @Override
+  public void shutdown() {
+    crud.shutdown();
+  }
+
+  private static String status(int code, String reason, String message, Integer retryAfter) {
+    return "{\"kind\": \"Status\", \"apiVersion\": \"v1\", \"status\": \"Failure\", \"code\": "
+        + code
+        + ", \"reason\": \""
+        + reason
+        + "\", \"message\": \""
+        + message
+        + "\""
+        + (retryAfter == null ? "" : ", \"details\": {\"retryAfterSeconds\": " + retryAfter + "}")
+        + "}";
+  }
+
+  /** Answers with an API error and does nothing. */
+  public static Fault error(String method, String path, int code, String reason, String message) {
+    return new Fault(
+        method,
+        Pattern.compile(path),
+        (req, crud) ->
+            new MockResponse()
+                .setResponseCode(code)
+                .setHeader("Content-Type", "application/json")
+                .setBody(status(code, reason, message, null)));
+  }
+
+  /** Answers 429 asking the client to come back in {@code seconds}. */
+  public static Fault throttle(String method, String path, int seconds) {
+    return new Fault(
+        method,
+        Pattern.compile(path),
+        (req, crud) ->
+            new MockResponse()
+                .setResponseCode(429)
+                .setHeader("Content-Type", "application/json")
+                .setHeader("Retry-After", seconds)
+                .setBody(status(429, "TooManyRequests", "too many requests", seconds)));
+  }
+
+  /**
+   * Carries the request out, then holds the answer back past the client's timeout: the server did
+   * the work, the client never hears it (a connection lost after the POST was received).
+   */
+  public static Fault doneButLost(String method, String path, Duration hold) {
+    return new Fault(
+        method, Pattern.compile(path), (req, crud) -> crud.dispatch(req).setBodyDelay(hold));
+  }
+}
