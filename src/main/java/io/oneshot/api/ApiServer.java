@@ -43,7 +43,8 @@ import org.slf4j.LoggerFactory;
 public final class ApiServer implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(ApiServer.class);
   private static final Set<String> CREATE_FIELDS = Set.of("tags", "input", "priority", "workspace");
-  private static final Set<String> LINE_FIELDS = Set.of("ts", "stream", "level", "stage", "text");
+  private static final Set<String> LINE_FIELDS =
+      Set.of("ts", "stream", "level", "stage", "text", "milestone");
   private static final Set<String> STREAMS = Set.of("stdout", "stderr", "system");
   private static final int LOG_PAGE = 1000;
   private static final int MAX_LINES_PER_BATCH = 1000;
@@ -54,6 +55,7 @@ public final class ApiServer implements AutoCloseable {
   private final OneshotConfig config;
   private final LogFollowers followers;
   private final Supplier<Map<String, Object>> status;
+  private final Metrics metrics;
   private final byte[] adminToken;
   private HttpServer server;
 
@@ -65,7 +67,9 @@ public final class ApiServer implements AutoCloseable {
       BuildStore store,
       OneshotConfig config,
       LogFollowers followers,
-      Supplier<Map<String, Object>> status) {
+      Supplier<Map<String, Object>> status,
+      Metrics metrics) {
+    this.metrics = metrics;
     this.vertx = vertx;
     this.store = store;
     this.config = config;
@@ -79,6 +83,18 @@ public final class ApiServer implements AutoCloseable {
     Router router = Router.router(vertx);
     router.get("/healthz").handler(ctx -> json(ctx, 200, Map.of("status", "ok")));
     router.get("/readyz").handler(this::ready);
+    router
+        .get("/metrics")
+        .handler(
+            ctx ->
+                metrics
+                    .scrapeFresh()
+                    .onSuccess(
+                        text ->
+                            ctx.response()
+                                .putHeader("Content-Type", Metrics.contentType())
+                                .end(text))
+                    .onFailure(ctx::fail));
 
     router
         .route("/api/v1/*")
@@ -256,8 +272,8 @@ public final class ApiServer implements AutoCloseable {
     store
         .cancel(id)
         .onSuccess(
-            r -> {
-              switch (r) {
+            c -> {
+              switch (c.result()) {
                 case NOT_FOUND -> fail(ctx, ApiError.notFound("build " + id));
                 case ALREADY_FINISHED ->
                     store
@@ -276,11 +292,15 @@ public final class ApiServer implements AutoCloseable {
                                         null)))
                         .onFailure(ctx::fail);
                 case CANCELED -> {
-                  log.info("Build {}: canceled.", id);
+                  metrics.finished(c.route(), "canceled", null);
+                  log.info("Build {} (route {}): canceled.", id, c.route());
                   json(ctx, 202, Map.of("id", id, "status", "canceled"));
                 }
                 case REQUESTED -> {
-                  log.info("Build {}: cancel requested; provisionerd will stop it.", id);
+                  log.info(
+                      "Build {} (route {}): cancel requested; provisionerd will stop it.",
+                      id,
+                      c.route());
                   json(ctx, 202, Map.of("id", id, "status", "running", "cancelRequested", true));
                 }
               }
@@ -413,7 +433,16 @@ public final class ApiServer implements AutoCloseable {
                 return;
               }
               BuildStore.Acquired b = a.get();
-              log.info("Build {}: acquired by provisionerd (attempt {}).", b.id(), b.attempt());
+              if (b.first()) {
+                if (b.startSeconds() != null) {
+                  metrics.acquired(b.route(), b.startSeconds());
+                }
+                log.info(
+                    "Build {} (route {}, attempt {}): acquired by provisionerd.",
+                    b.id(),
+                    b.route(),
+                    b.attempt());
+              }
               Map<String, Object> body = new LinkedHashMap<>();
               body.put("buildId", b.id());
               body.put("attempt", b.attempt());
@@ -479,14 +508,16 @@ public final class ApiServer implements AutoCloseable {
               Future<Void> note = Future.succeededFuture();
               if (dropped > 0 && a.bytesBefore() <= config.limits().maxLogBytes()) {
                 note =
-                    store.systemLog(
-                        a.buildId(),
-                        a.attempt(),
-                        "warn",
-                        "log truncated: this build's log reached its limit of "
-                            + Units.formatSize(config.limits().maxLogBytes())
-                            + " (limits.maxLogBytes); later output is dropped, the build goes"
-                            + " on");
+                    store
+                        .systemLog(
+                            a.buildId(),
+                            a.attempt(),
+                            "warn",
+                            "log truncated: this build's log reached its limit of "
+                                + Units.formatSize(config.limits().maxLogBytes())
+                                + " (limits.maxLogBytes); later output is dropped, the build goes"
+                                + " on")
+                        .mapEmpty();
               }
               note.onComplete(
                   x ->
@@ -523,12 +554,17 @@ public final class ApiServer implements AutoCloseable {
     } catch (RuntimeException e) {
       throw ApiError.badRequest(path + ".ts", "must be an RFC 3339 time");
     }
+    JsonNode milestone = n.path("milestone");
+    if (!milestone.isMissingNode() && !milestone.isBoolean()) {
+      throw ApiError.badRequest(path + ".milestone", "must be true or false");
+    }
     return new BuildStore.NewLine(
         ts,
         stream,
         textOrNull(n, "level"),
         textOrNull(n, "stage"),
-        truncate(text.asText(), config.limits().maxLogLineBytes()));
+        truncate(text.asText(), config.limits().maxLogLineBytes()),
+        milestone.asBoolean(false));
   }
 
   private void complete(RoutingContext ctx) {
@@ -573,11 +609,14 @@ public final class ApiServer implements AutoCloseable {
         .onSuccess(
             s -> {
               if (s.isPresent()) {
+                BuildStore.Completed done = s.get();
+                metrics.finished(done.route(), done.status().wire(), done.ranSeconds());
                 log.info(
-                    "Build {}: {} (attempt {}, exit code {}).",
-                    s.get().id(),
+                    "Build {} (route {}, attempt {}): {} (exit code {}).",
+                    done.id(),
+                    done.route(),
+                    done.attempt(),
                     finalOutcome.wire(),
-                    s.get().attempt(),
                     exitCode);
                 json(ctx, 200, Map.of("status", s.get().status().wire()));
               } else {

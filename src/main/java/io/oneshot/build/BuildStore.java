@@ -71,14 +71,16 @@ public final class BuildStore {
           error = format('route %s no longer exists in the dispatcher''s configuration', route),
           reason = format('route %s no longer exists in the dispatcher''s configuration', route)
       WHERE status = 'pending' AND NOT (route = ANY ($1::text[]))
-      RETURNING id
+      RETURNING route
       """;
 
   /**
    * Writes the configured routes (in order) and size caps, which {@code oneshot.enqueue()} binds
-   * and checks against, and fails queued builds whose route is gone. Returns how many it failed.
+   * and checks against, and fails queued builds whose route is gone. Returns the routes of the
+   * builds it failed, one per build.
    */
-  public Future<Integer> mirror(List<OneshotConfig.Route> routes, OneshotConfig.Limits limits) {
+  public Future<List<String>> mirror(
+      List<OneshotConfig.Route> routes, OneshotConfig.Limits limits) {
     String[] names = routes.stream().map(OneshotConfig.Route::name).toArray(String[]::new);
     return pool.withTransaction(
         conn -> {
@@ -108,7 +110,12 @@ public final class BuildStore {
                                   limits.maxLogLineBytes(),
                                   limits.maxLogBytes())))
               .compose(x -> conn.preparedQuery(FAIL_ORPHANED).execute(Tuple.of((Object) names)))
-              .map(RowSet::rowCount);
+              .map(
+                  rows -> {
+                    List<String> failed = new ArrayList<>();
+                    rows.forEach(r -> failed.add(r.getString("route")));
+                    return failed;
+                  });
         });
   }
 
@@ -153,8 +160,17 @@ public final class BuildStore {
   // ---------------------------------------------------------------------------------------------
   // Claim
 
-  /** A build the dispatcher claimed: it is {@code launching} and owes a launch. */
-  public record Claimed(long id, int attempt, String route, String launchName, BuildToken token) {}
+  /**
+   * A build the dispatcher claimed: it is {@code launching} and owes a launch. {@code waitSeconds}:
+   * how long since it was enqueued.
+   */
+  public record Claimed(
+      long id,
+      int attempt,
+      String route,
+      String launchName,
+      BuildToken token,
+      double waitSeconds) {}
 
   private static final String CLAIM_LOCK = "SELECT pg_advisory_xact_lock($1, $2)";
 
@@ -200,7 +216,8 @@ public final class BuildStore {
           token_hash = ($2::bytea[])[p.n], reason = 'claimed by the dispatcher'
       FROM picked p
       WHERE b.id = p.id
-      RETURNING b.id, b.attempt, b.route, b.launch_name, p.n
+      RETURNING b.id, b.attempt, b.route, b.launch_name, p.n,
+                extract(epoch FROM b.claimed_at - b.created_at)::float8 AS wait
       """;
 
   /**
@@ -234,7 +251,8 @@ public final class BuildStore {
                                             r.getInteger("attempt"),
                                             r.getString("route"),
                                             r.getString("launch_name"),
-                                            tokens.get(r.getInteger("n") - 1)));
+                                            tokens.get(r.getInteger("n") - 1),
+                                            r.getDouble("wait")));
                                   }
                                   beforeCommit.accept(out);
                                   return out;
@@ -255,19 +273,28 @@ public final class BuildStore {
         UPDATE oneshot.builds
         SET launched_at = clock_timestamp(), launch_kind = $3, launch_name = $4, launch_namespace = $5
         WHERE id = $1 AND attempt = $2 AND status IN ('launching', 'running') AND launched_at IS NULL
-        RETURNING id, attempt, status
+        RETURNING id, attempt, status,
+                  extract(epoch FROM launched_at - created_at)::float8 AS dispatch
+      ), e AS (
+        INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason)
+        SELECT id, attempt, status, status, $6 FROM b
       )
-      INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason)
-      SELECT id, attempt, status, status, $6 FROM b
-      RETURNING build_id
+      SELECT dispatch FROM b
       """;
 
-  /** Records that the launcher confirmed the attempt. False: the attempt is no longer current. */
-  public Future<Boolean> markLaunched(
+  /**
+   * Records that the launcher confirmed the attempt. Empty: the attempt is no longer current;
+   * otherwise the seconds from enqueue to launch.
+   */
+  public Future<Optional<Double>> markLaunched(
       long id, int attempt, String kind, String name, String namespace, String detail) {
     return pool.preparedQuery(MARK_LAUNCHED)
         .execute(Tuple.of(id, attempt, kind, name, namespace, detail))
-        .map(rows -> rows.rowCount() == 1);
+        .map(
+            rows ->
+                rows.rowCount() == 0
+                    ? Optional.empty()
+                    : Optional.of(rows.iterator().next().getDouble("dispatch")));
   }
 
   private static final String RETOKEN =
@@ -303,7 +330,7 @@ public final class BuildStore {
           token_hash = NULL, launched_at = NULL, started_at = NULL, heartbeat_at = NULL
       FROM m
       WHERE b.id = $1 AND b.attempt = $2 AND b.status = $3
-      RETURNING b.status
+      RETURNING b.status, b.route
       """;
 
   /**
@@ -323,18 +350,32 @@ public final class BuildStore {
       UPDATE oneshot.builds
       SET status = $4, finished_at = clock_timestamp(), error = $5, reason = $5
       WHERE id = $1 AND attempt = $2 AND status = $3
+      RETURNING route, extract(epoch FROM finished_at - started_at)::float8 AS ran
       """;
 
-  /** Ends a build as failed or canceled from the dispatcher's side. False: lost race. */
-  public Future<Boolean> finish(
+  /** A build the dispatcher ended: its route, and how long it ran (null: it never ran). */
+  public record Ended(String route, Double ranSeconds) {}
+
+  /** Ends a build as failed or canceled from the dispatcher's side. Empty: lost race. */
+  public Future<Optional<Ended>> finish(
       long id, int attempt, BuildState from, BuildState to, String reason) {
     return pool.preparedQuery(FINISH)
         .execute(Tuple.of(id, attempt, from.wire(), to.wire(), reason))
-        .map(rows -> rows.rowCount() == 1);
+        .map(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Optional.empty();
+              }
+              Row r = rows.iterator().next();
+              return Optional.of(new Ended(r.getString("route"), r.getDouble("ran")));
+            });
   }
 
   // ---------------------------------------------------------------------------------------------
   // Cancel
+
+  /** What a cancel did, and the build's route. */
+  public record Canceled(CancelResult result, String route) {}
 
   /** What a cancel did. */
   public enum CancelResult {
@@ -350,7 +391,7 @@ public final class BuildStore {
   private static final String CANCEL =
       """
       WITH cur AS (
-        SELECT id, status FROM oneshot.builds WHERE id = $1 FOR UPDATE
+        SELECT id, status, route FROM oneshot.builds WHERE id = $1 FOR UPDATE
       ), upd AS (
         UPDATE oneshot.builds b
         SET status = CASE WHEN cur.status = 'running' THEN b.status ELSE 'canceled' END,
@@ -364,7 +405,7 @@ public final class BuildStore {
         WHERE b.id = cur.id AND cur.status IN ('pending', 'launching', 'running')
         RETURNING b.id
       )
-      SELECT cur.status, (SELECT count(*) FROM upd) AS updated FROM cur
+      SELECT cur.status, cur.route, (SELECT count(*) FROM upd) AS updated FROM cur
       """;
 
   /**
@@ -372,7 +413,7 @@ public final class BuildStore {
    * attempt), by request when it runs (provisionerd learns it on its next heartbeat). Notifies
    * {@code oneshot_cancel} with the build id so the dispatcher acts without waiting for a tick.
    */
-  public Future<CancelResult> cancel(long id) {
+  public Future<Canceled> cancel(long id) {
     return pool.withTransaction(
         conn ->
             conn.preparedQuery(CANCEL)
@@ -380,17 +421,21 @@ public final class BuildStore {
                 .compose(
                     rows -> {
                       if (rows.rowCount() == 0) {
-                        return Future.succeededFuture(CancelResult.NOT_FOUND);
+                        return Future.succeededFuture(new Canceled(CancelResult.NOT_FOUND, null));
                       }
                       Row r = rows.iterator().next();
+                      String route = r.getString("route");
                       BuildState was = BuildState.ofWire(r.getString("status"));
                       if (was.terminal()) {
-                        return Future.succeededFuture(CancelResult.ALREADY_FINISHED);
+                        return Future.succeededFuture(
+                            new Canceled(CancelResult.ALREADY_FINISHED, route));
                       }
-                      CancelResult result =
-                          was == BuildState.RUNNING
-                              ? CancelResult.REQUESTED
-                              : CancelResult.CANCELED;
+                      Canceled result =
+                          new Canceled(
+                              was == BuildState.RUNNING
+                                  ? CancelResult.REQUESTED
+                                  : CancelResult.CANCELED,
+                              route);
                       if (was == BuildState.PENDING) {
                         return Future.succeededFuture(result);
                       }
@@ -418,7 +463,9 @@ public final class BuildStore {
       long cancelGraceMs,
       boolean cancelRequested,
       Integer stateVersion,
-      String state) {}
+      String state,
+      boolean first,
+      Double startSeconds) {}
 
   /**
    * Acquire is idempotent for the running attempt, so that a retried call gets the same answer, the
@@ -426,7 +473,11 @@ public final class BuildStore {
    */
   private static final String ACQUIRE =
       """
-      WITH b AS (
+      WITH old AS (
+        SELECT id, status FROM oneshot.builds
+        WHERE token_hash = $1 AND status IN ('launching', 'running')
+        FOR UPDATE
+      ), b AS (
         UPDATE oneshot.builds x
         SET status = 'running', started_at = coalesce(x.started_at, clock_timestamp()),
             heartbeat_at = clock_timestamp(),
@@ -436,9 +487,12 @@ public final class BuildStore {
                    ELSE coalesce(x.state_read_version,
                                  (SELECT max(w.version) FROM oneshot.workspace_states w
                                   WHERE w.workspace = x.workspace), 0) END
-        WHERE x.token_hash = $1 AND x.status IN ('launching', 'running')
+        FROM old
+        WHERE x.id = old.id
         RETURNING x.id, x.attempt, x.route, x.workspace, x.input::text AS input,
-                  x.cancel_requested_at IS NOT NULL AS cancel_requested, x.state_read_version
+                  x.cancel_requested_at IS NOT NULL AS cancel_requested, x.state_read_version,
+                  old.status = 'launching' AS first,
+                  extract(epoch FROM x.started_at - x.launched_at)::float8 AS start_seconds
       )
       SELECT b.*, coalesce(r.timeout_ms, 3600000) AS timeout_ms,
              coalesce(r.cancel_grace_ms, 60000) AS cancel_grace_ms, w.state
@@ -468,7 +522,9 @@ public final class BuildStore {
                       r.getLong("cancel_grace_ms"),
                       r.getBoolean("cancel_requested"),
                       r.getInteger("state_read_version"),
-                      r.getString("state")));
+                      r.getString("state"),
+                      r.getBoolean("first"),
+                      r.getDouble("start_seconds")));
             });
   }
 
@@ -615,8 +671,12 @@ public final class BuildStore {
                     : Optional.of(rows.iterator().next().getBoolean("cancel_requested")));
   }
 
-  /** A log line as provisionerd sends it. */
-  public record NewLine(Instant ts, String stream, String level, String stage, String text) {}
+  /**
+   * A log line as provisionerd sends it; a {@code milestone} line also marks a step in the build's
+   * timeline (terraform plan started).
+   */
+  public record NewLine(
+      Instant ts, String stream, String level, String stage, String text, boolean milestone) {}
 
   /**
    * The answer to a log batch: {@code fresh} lines were new (the rest had been delivered before),
@@ -649,8 +709,9 @@ public final class BuildStore {
         FROM prev
       ), lines AS (
         SELECT t.*, sum(octet_length(t.text)) OVER (ORDER BY t.ord) AS cum
-        FROM unnest($4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[])
-             WITH ORDINALITY AS t(ts, stream, level, stage, text, ord), fresh
+        FROM unnest($4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[],
+                    $10::boolean[])
+             WITH ORDINALITY AS t(ts, stream, level, stage, text, milestone, ord), fresh
         WHERE $3::bigint + t.ord - 1 > fresh.seen
       ), b AS (
         UPDATE oneshot.builds x
@@ -670,6 +731,11 @@ public final class BuildStore {
         FROM b, lines l
         WHERE b.bytes_before + l.cum <= $9
         RETURNING 1
+      ), steps AS (
+        INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason, at)
+        SELECT b.id, b.attempt, 'running', 'running', l.text, l.ts
+        FROM b, lines l
+        WHERE l.milestone
       )
       SELECT b.id, b.attempt, b.cancel_requested, b.bytes_before,
              (SELECT n FROM fresh)::int AS fresh, (SELECT count(*) FROM ins)::int AS accepted
@@ -688,6 +754,7 @@ public final class BuildStore {
     String[] level = new String[n];
     String[] stage = new String[n];
     String[] text = new String[n];
+    Boolean[] milestone = new Boolean[n];
     for (int i = 0; i < n; i++) {
       NewLine l = lines.get(i);
       ts[i] = OffsetDateTime.ofInstant(l.ts(), ZoneOffset.UTC);
@@ -695,6 +762,7 @@ public final class BuildStore {
       level[i] = l.level();
       stage[i] = l.stage();
       text[i] = l.text();
+      milestone[i] = l.milestone();
     }
     Tuple t =
         Tuple.tuple()
@@ -706,7 +774,8 @@ public final class BuildStore {
             .addArrayOfString(level)
             .addArrayOfString(stage)
             .addArrayOfString(text)
-            .addLong(maxLogBytes);
+            .addLong(maxLogBytes)
+            .addArrayOfBoolean(milestone);
     return pool.preparedQuery(APPEND_LOGS)
         .execute(t)
         .map(
@@ -752,15 +821,26 @@ public final class BuildStore {
   private static final String SYSTEM_LOG =
       """
       WITH b AS (
-        UPDATE oneshot.builds SET log_seq = log_seq + 1 WHERE id = $1 RETURNING id, log_seq
+        UPDATE oneshot.builds SET log_seq = log_seq + 1 WHERE id = $1 RETURNING id, log_seq, route
+      ), line AS (
+        INSERT INTO oneshot.build_logs (build_id, seq, ts, attempt, stream, level, stage, text)
+        SELECT b.id, b.log_seq, clock_timestamp(), $2, 'system', $3, NULL, $4 FROM b
       )
-      INSERT INTO oneshot.build_logs (build_id, seq, ts, attempt, stream, level, stage, text)
-      SELECT b.id, b.log_seq, clock_timestamp(), $2, 'system', $3, NULL, $4 FROM b
+      SELECT route FROM b
       """;
 
-  /** Appends a line from oneshot itself (the dispatcher, the launcher) to a build's log. */
-  public Future<Void> systemLog(long id, int attempt, String level, String text) {
-    return pool.preparedQuery(SYSTEM_LOG).execute(Tuple.of(id, attempt, level, text)).mapEmpty();
+  /**
+   * Appends a line from oneshot itself (the dispatcher, the launcher) to a build's log; returns the
+   * build's route, empty when there is no such build.
+   */
+  public Future<Optional<String>> systemLog(long id, int attempt, String level, String text) {
+    return pool.preparedQuery(SYSTEM_LOG)
+        .execute(Tuple.of(id, attempt, level, text))
+        .map(
+            rows ->
+                rows.rowCount() == 0
+                    ? Optional.empty()
+                    : Optional.of(rows.iterator().next().getString("route")));
   }
 
   private static final String COMPLETE =
@@ -769,7 +849,8 @@ public final class BuildStore {
       SET status = $2, finished_at = clock_timestamp(), exit_code = $3, error = $4,
           outputs = $5::text::jsonb, reason = $6
       WHERE token_hash = $1 AND status = 'running'
-      RETURNING id, attempt, status
+      RETURNING id, attempt, status, route,
+                extract(epoch FROM finished_at - started_at)::float8 AS ran
       """;
 
   /**
@@ -784,11 +865,29 @@ public final class BuildStore {
       String reason,
       StateUpload state) {}
 
+  /** A build provisionerd ended: which, its outcome, route and run time. */
+  public record Completed(
+      long id, int attempt, BuildState status, String route, double ranSeconds) {}
+
+  private static Optional<Completed> firstCompleted(RowSet<Row> rows) {
+    if (rows.rowCount() == 0) {
+      return Optional.empty();
+    }
+    Row r = rows.iterator().next();
+    return Optional.of(
+        new Completed(
+            r.getLong("id"),
+            r.getInteger("attempt"),
+            BuildState.ofWire(r.getString("status")),
+            r.getString("route"),
+            r.getDouble("ran")));
+  }
+
   /**
    * Ends the running attempt's build with provisionerd's outcome (and stores its final state).
    * Empty: the token is not the running attempt's (see {@link #tokenState}).
    */
-  public Future<Optional<TokenState>> complete(byte[] tokenHash, Completion c) {
+  public Future<Optional<Completed>> complete(byte[] tokenHash, Completion c) {
     Tuple t =
         Tuple.tuple()
             .addBuffer(Buffer.buffer(tokenHash))
@@ -798,13 +897,13 @@ public final class BuildStore {
             .addString(c.outputs() == null ? null : Json.write(c.outputs()))
             .addString(c.reason());
     if (c.state() == null) {
-      return pool.preparedQuery(COMPLETE).execute(t).map(BuildStore::firstTokenState);
+      return pool.preparedQuery(COMPLETE).execute(t).map(BuildStore::firstCompleted);
     }
     return pool.withTransaction(
         conn ->
             saveState(conn, tokenHash, c.state(), true)
                 .compose(
-                    x -> conn.preparedQuery(COMPLETE).execute(t).map(BuildStore::firstTokenState)));
+                    x -> conn.preparedQuery(COMPLETE).execute(t).map(BuildStore::firstCompleted)));
   }
 
   /** Where a token's build stands, for telling a refused runner call why. */
@@ -1036,7 +1135,10 @@ public final class BuildStore {
             });
   }
 
-  /** A route with its queue: what {@code GET /api/v1/routes} and {@code oneshot routes} show. */
+  /**
+   * A route with its queue: what {@code GET /api/v1/routes} and {@code oneshot routes} show. The
+   * wait percentiles are over builds claimed in the last hour (null when there were none).
+   */
   public record RouteStatus(
       String name,
       Map<String, String> tags,
@@ -1044,19 +1146,30 @@ public final class BuildStore {
       int maxConcurrent,
       long queued,
       long running,
-      Long oldestQueuedMs) {}
+      Long oldestQueuedMs,
+      Long waitP50Ms,
+      Long waitP95Ms) {}
 
   private static final String ROUTES =
       """
       SELECT r.name, r.tags::text AS tags, r.template, r.max_concurrent,
-             count(b.id) FILTER (WHERE b.status = 'pending') AS queued,
-             count(b.id) FILTER (WHERE b.status IN ('launching', 'running')) AS running,
-             (extract(epoch FROM clock_timestamp()
-                - min(b.created_at) FILTER (WHERE b.status = 'pending')) * 1000)::bigint AS oldest
+             (SELECT count(*) FROM oneshot.builds b
+              WHERE b.route = r.name AND b.status = 'pending') AS queued,
+             (SELECT count(*) FROM oneshot.builds b
+              WHERE b.route = r.name AND b.status IN ('launching', 'running')) AS running,
+             (SELECT (extract(epoch FROM clock_timestamp() - b.created_at) * 1000)::bigint
+              FROM oneshot.builds b WHERE b.route = r.name AND b.status = 'pending'
+              ORDER BY b.id LIMIT 1) AS oldest,
+             w.p50, w.p95
       FROM oneshot.routes r
-      LEFT JOIN oneshot.builds b
-        ON b.route = r.name AND b.status IN ('pending', 'launching', 'running')
-      GROUP BY r.name, r.position
+      LEFT JOIN LATERAL (
+        SELECT (percentile_cont(0.5) WITHIN GROUP (
+                  ORDER BY extract(epoch FROM c.claimed_at - c.created_at)) * 1000)::bigint AS p50,
+               (percentile_cont(0.95) WITHIN GROUP (
+                  ORDER BY extract(epoch FROM c.claimed_at - c.created_at)) * 1000)::bigint AS p95
+        FROM oneshot.builds c
+        WHERE c.route = r.name AND c.claimed_at > clock_timestamp() - interval '1 hour'
+      ) w ON true
       ORDER BY r.position
       """;
 
@@ -1075,7 +1188,9 @@ public final class BuildStore {
                         r.getInteger("max_concurrent"),
                         r.getLong("queued"),
                         r.getLong("running"),
-                        r.getLong("oldest")));
+                        r.getLong("oldest"),
+                        r.getLong("p50"),
+                        r.getLong("p95")));
               }
               return out;
             });

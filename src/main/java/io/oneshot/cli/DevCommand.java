@@ -117,6 +117,7 @@ final class DevCommand implements Callable<Integer> {
                         ? base.launcher().local().pluginCacheDir()
                         : dir.resolve("plugin-cache")),
                 base.launcher().kubernetes()),
+            base.logging(),
             base.routes());
     OneshotServer server;
     try {

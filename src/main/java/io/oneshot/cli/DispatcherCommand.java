@@ -46,6 +46,7 @@ final class DispatcherCommand implements Callable<Integer> {
                       "  " + r.name() + " " + r.tags() + " maxConcurrent=" + r.maxConcurrent()));
       return Main.OK;
     }
+    LogConfigurator.apply(c.logging().format(), c.logging().levels());
     OneshotServer server = OneshotServer.start(c);
     Lifecycle.runUntilSignal(server::close);
     return Main.OK;

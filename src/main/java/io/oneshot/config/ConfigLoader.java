@@ -92,7 +92,7 @@ public final class ConfigLoader {
 
   private static OneshotConfig read(Node root, Map<String, String> env) {
     root.requireObject();
-    root.allowOnly("database", "api", "dispatch", "limits", "launcher", "routes");
+    root.allowOnly("database", "api", "dispatch", "limits", "launcher", "logging", "routes");
 
     Node db = root.object("database");
     db.allowOnly("url", "poolSize");
@@ -223,6 +223,26 @@ public final class ConfigLoader {
                   + " http://oneshot.oneshot.svc:8080");
     }
 
+    Node lg = root.object("logging");
+    lg.allowOnly("format", "levels");
+    String format = lg.string("format", "text");
+    if (!format.equals("text") && !format.equals("json")) {
+      throw lg.child("format").invalid("must be text or json", format);
+    }
+    Map<String, String> levels = new LinkedHashMap<>();
+    Node lv = lg.object("levels");
+    for (Iterator<String> it = lv.node.fieldNames(); it.hasNext(); ) {
+      String name = it.next();
+      String level = lv.string(name, null);
+      if (level == null
+          || !List.of("trace", "debug", "info", "warn", "error", "off")
+              .contains(level.toLowerCase())) {
+        throw lv.child(name).invalid("must be trace, debug, info, warn, error or off", level);
+      }
+      levels.put(name, level);
+    }
+    OneshotConfig.Logging logging = new OneshotConfig.Logging(format, Map.copyOf(levels));
+
     List<Route> routes = readRoutes(root);
     if (kind.equals("kubernetes")) {
       for (int i = 0; i < routes.size(); i++) {
@@ -235,7 +255,7 @@ public final class ConfigLoader {
         }
       }
     }
-    return new OneshotConfig(database, api, dispatch, limits, launcher, routes);
+    return new OneshotConfig(database, api, dispatch, limits, launcher, logging, routes);
   }
 
   private static List<Route> readRoutes(Node root) {

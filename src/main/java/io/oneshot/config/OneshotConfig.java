@@ -16,7 +16,14 @@ public record OneshotConfig(
     Dispatch dispatch,
     Limits limits,
     Launcher launcher,
+    Logging logging,
     List<Route> routes) {
+
+  /**
+   * The dispatcher's own log: {@code text} or {@code json}, and levels by logger name ({@code
+   * io.oneshot.dispatch: debug}). The environment's {@code ONESHOT_LOG_*} variables win.
+   */
+  public record Logging(String format, Map<String, String> levels) {}
 
   /** Where the queue lives. {@code url} may come from {@code ONESHOT_DATABASE_URL}. */
   public record Database(String url, int poolSize) {}

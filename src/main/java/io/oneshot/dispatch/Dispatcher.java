@@ -1,5 +1,6 @@
 package io.oneshot.dispatch;
 
+import io.oneshot.api.Metrics;
 import io.oneshot.build.BuildState;
 import io.oneshot.build.BuildStore;
 import io.oneshot.build.BuildStore.Claimed;
@@ -48,6 +49,9 @@ public final class Dispatcher implements AutoCloseable {
   private final ScheduledExecutorService retries;
   private final Deque<BuildToken> spareTokens = new ArrayDeque<>();
   private final AtomicLong cycles = new AtomicLong();
+  private final AtomicLong polls = new AtomicLong();
+  private final AtomicLong pollsWithWork = new AtomicLong();
+  private final Metrics metrics;
   private volatile boolean running;
   private Thread thread;
 
@@ -56,7 +60,9 @@ public final class Dispatcher implements AutoCloseable {
       Launcher launcher,
       OneshotConfig config,
       String apiUrl,
-      BooleanSupplier leader) {
+      BooleanSupplier leader,
+      Metrics metrics) {
+    this.metrics = metrics;
     this.store = store;
     this.launcher = launcher;
     this.config = config;
@@ -86,6 +92,16 @@ public final class Dispatcher implements AutoCloseable {
     return cycles.get();
   }
 
+  /** Cycles the poll tick started (rather than a wake). */
+  public long polls() {
+    return polls.get();
+  }
+
+  /** Polls that claimed builds: work no notification had announced in time. */
+  public long pollsWithWork() {
+    return pollsWithWork.get();
+  }
+
   /** Whether a launch of this build is under way here; the rescuer leaves such builds alone. */
   public boolean launching(long buildId) {
     return inFlight.contains(buildId);
@@ -95,11 +111,17 @@ public final class Dispatcher implements AutoCloseable {
     long poll = config.dispatch().pollInterval().toMillis();
     while (running) {
       try {
-        wakeup.await(jitter(poll));
+        boolean woken = wakeup.await(jitter(poll));
         if (!running) {
           break;
         }
-        cycle();
+        int claimed = cycle();
+        if (!woken) {
+          polls.incrementAndGet();
+          if (claimed > 0) {
+            pollsWithWork.incrementAndGet();
+          }
+        }
       } catch (InterruptedException e) {
         break;
       } catch (RuntimeException e) {
@@ -153,6 +175,9 @@ public final class Dispatcher implements AutoCloseable {
     }
     returnUnused(tokens, claimed);
     for (Claimed c : claimed) {
+      if (c.attempt() == 1) {
+        metrics.claimed(c.route(), c.waitSeconds());
+      }
       Optional<OneshotConfig.Route> route = config.route(c.route());
       if (route.isEmpty()) {
         launches.execute(() -> unknownRoute(c));
@@ -186,12 +211,19 @@ public final class Dispatcher implements AutoCloseable {
             }
           } catch (RuntimeException e) {
             inFlight.remove(buildId);
-            log.warn("Build {}: cannot renew its token to launch again: {}.", buildId, describe(e));
+            log.warn(
+                "Build {} (route {}, attempt {}): cannot renew its token to launch again: {}.",
+                buildId,
+                route.get().name(),
+                attempt,
+                describe(e));
             return;
           }
           log.info(
-              "Build {}: launching attempt {} again; its launch was never recorded.",
+              "Build {} (route {}, attempt {}): launching {} again; its launch was never recorded.",
               buildId,
+              route.get().name(),
+              attempt,
               launchName);
           launch(new Attempt(buildId, attempt, launchName, route.get(), token, apiUrl), 0);
         });
@@ -213,14 +245,21 @@ public final class Dispatcher implements AutoCloseable {
         case LaunchOutcome.AlreadyLaunched l ->
             record(a, l.namespace(), "already launched: " + l.detail(), started);
         case LaunchOutcome.Rejected r -> {
-          log.warn("Build {}: launch of {} rejected: {}.", a.buildId(), a.name(), r.reason());
+          log.warn(
+              "Build {} (route {}, attempt {}): launch of {} rejected: {}.",
+              a.buildId(),
+              a.route().name(),
+              a.attempt(),
+              a.name(),
+              r.reason());
           Database.await(
-              store.finish(
-                  a.buildId(),
-                  a.attempt(),
-                  BuildState.LAUNCHING,
-                  BuildState.FAILED,
-                  "launch rejected: " + r.reason()));
+                  store.finish(
+                      a.buildId(),
+                      a.attempt(),
+                      BuildState.LAUNCHING,
+                      BuildState.FAILED,
+                      "launch rejected: " + r.reason()))
+              .ifPresent(e -> metrics.finished(e.route(), "failed", e.ranSeconds()));
         }
         case LaunchOutcome.RetryLater r -> {
           done = false;
@@ -241,25 +280,31 @@ public final class Dispatcher implements AutoCloseable {
   }
 
   private void record(Attempt a, String namespace, String detail, long startedNanos) {
-    boolean current =
+    Optional<Double> dispatch =
         Database.await(
             store.markLaunched(
                 a.buildId(), a.attempt(), launcher.kind(), a.name(), namespace, detail));
     long ms = (System.nanoTime() - startedNanos) / 1_000_000;
-    if (current) {
+    if (dispatch.isPresent()) {
+      if (a.attempt() == 1) {
+        metrics.launched(a.route().name(), dispatch.get());
+      }
       log.info(
-          "Build {}: {} on route {} ({}, {} ms).",
+          "Build {} (route {}, attempt {}): {} ({}, {} ms).",
           a.buildId(),
-          detail,
           a.route().name(),
+          a.attempt(),
+          detail,
           a.name(),
           ms);
     } else {
       log.info(
-          "Build {}: {} but attempt {} is no longer current; the rescuer will remove it.",
+          "Build {} (route {}, attempt {}): {} but the attempt is no longer current; the rescuer"
+              + " will remove it.",
           a.buildId(),
-          detail,
-          a.attempt());
+          a.route().name(),
+          a.attempt(),
+          detail);
     }
   }
 
@@ -310,14 +355,20 @@ public final class Dispatcher implements AutoCloseable {
   private void unknownRoute(Claimed c) {
     try {
       Database.await(
-          store.finish(
-              c.id(),
-              c.attempt(),
-              BuildState.LAUNCHING,
-              BuildState.FAILED,
-              "route " + c.route() + " is not in this dispatcher's configuration"));
+              store.finish(
+                  c.id(),
+                  c.attempt(),
+                  BuildState.LAUNCHING,
+                  BuildState.FAILED,
+                  "route " + c.route() + " is not in this dispatcher's configuration"))
+          .ifPresent(e -> metrics.finished(e.route(), "failed", e.ranSeconds()));
     } catch (RuntimeException e) {
-      log.warn("Build {}: cannot fail it for its unknown route: {}.", c.id(), describe(e));
+      log.warn(
+          "Build {} (route {}, attempt {}): cannot fail it for its unknown route: {}.",
+          c.id(),
+          c.route(),
+          c.attempt(),
+          describe(e));
     } finally {
       inFlight.remove(c.id());
     }

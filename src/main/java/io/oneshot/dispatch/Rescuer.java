@@ -1,5 +1,6 @@
 package io.oneshot.dispatch;
 
+import io.oneshot.api.Metrics;
 import io.oneshot.build.BuildState;
 import io.oneshot.build.BuildStore;
 import io.oneshot.build.BuildStore.Current;
@@ -70,6 +71,7 @@ public final class Rescuer implements AutoCloseable {
   private final OneshotConfig config;
   private final Dispatcher dispatcher;
   private final BooleanSupplier leader;
+  private final Metrics metrics;
   private final Wakeup wakeup = new Wakeup();
   private volatile boolean running;
   private Thread thread;
@@ -79,7 +81,9 @@ public final class Rescuer implements AutoCloseable {
       Launcher launcher,
       OneshotConfig config,
       Dispatcher dispatcher,
-      BooleanSupplier leader) {
+      BooleanSupplier leader,
+      Metrics metrics) {
+    this.metrics = metrics;
     this.store = store;
     this.launcher = launcher;
     this.config = config;
@@ -157,15 +161,22 @@ public final class Rescuer implements AutoCloseable {
         case AttemptState.Running r -> {
           boolean adopted =
               Database.await(
-                  store.markLaunched(
-                      b.id(),
-                      b.attempt(),
-                      launcher.kind(),
-                      ref.name(),
-                      ref.namespace(),
-                      "adopted after a dispatcher restart: " + r.detail()));
+                      store.markLaunched(
+                          b.id(),
+                          b.attempt(),
+                          launcher.kind(),
+                          ref.name(),
+                          ref.namespace(),
+                          "adopted after a dispatcher restart: " + r.detail()))
+                  .isPresent();
           if (adopted) {
-            log.info("Build {}: adopted attempt {} ({}).", b.id(), ref, r.detail());
+            log.info(
+                "Build {} (route {}, attempt {}): adopted {} ({}).",
+                b.id(),
+                b.route(),
+                b.attempt(),
+                ref,
+                r.detail());
           }
         }
         case AttemptState.Missing m ->
@@ -177,7 +188,8 @@ public final class Rescuer implements AutoCloseable {
                 "attempt "
                     + ref.name()
                     + " ended before provisionerd acquired the build: "
-                    + e.detail());
+                    + e.detail(),
+                Metrics.Requeue.ENDED_BEFORE_ACQUIRE);
       }
       return;
     }
@@ -191,7 +203,8 @@ public final class Rescuer implements AutoCloseable {
                   + Units.format(route.launchTimeout())
                   + " ("
                   + r.detail()
-                  + ")");
+                  + ")",
+              Metrics.Requeue.LAUNCH_TIMEOUT);
         }
       }
       case AttemptState.Exited e ->
@@ -201,7 +214,8 @@ public final class Rescuer implements AutoCloseable {
               "attempt "
                   + ref.name()
                   + " ended before provisionerd acquired the build: "
-                  + e.detail());
+                  + e.detail(),
+              Metrics.Requeue.ENDED_BEFORE_ACQUIRE);
       case AttemptState.Missing m ->
           requeue(
               b,
@@ -209,7 +223,8 @@ public final class Rescuer implements AutoCloseable {
               "attempt "
                   + ref.name()
                   + " vanished before provisionerd acquired the build: "
-                  + m.detail());
+                  + m.detail(),
+              Metrics.Requeue.VANISHED);
     }
   }
 
@@ -224,7 +239,7 @@ public final class Rescuer implements AutoCloseable {
     if (ended.isPresent()) {
       String why = "provisionerd ended without reporting an outcome: " + ended.get();
       if (route.retryAfterAcquire() && "script".equals(b.provisioner())) {
-        requeue(b, ref, why);
+        requeue(b, ref, why, Metrics.Requeue.LOST_AFTER_ACQUIRE);
       } else {
         end(b, ref, BuildState.FAILED, why);
       }
@@ -269,25 +284,40 @@ public final class Rescuer implements AutoCloseable {
   }
 
   /** Kills the attempt, then requeues the build (or fails it, on its last attempt). */
-  private void requeue(LiveBuild b, AttemptRef ref, String why) {
+  private void requeue(LiveBuild b, AttemptRef ref, String why, Metrics.Requeue kind) {
     launcher.kill(ref, Duration.ZERO, why);
     Optional<BuildState> now = Database.await(store.requeue(b.id(), b.attempt(), b.status(), why));
     if (now.isEmpty()) {
       return;
     }
+    boolean again = now.get() == BuildState.PENDING;
+    if (again) {
+      metrics.requeued(b.route(), kind);
+    } else {
+      metrics.finished(b.route(), "failed", null);
+    }
     String line =
-        now.get() == BuildState.PENDING
+        again
             ? why + "; requeued for attempt " + (b.attempt() + 1)
             : why + "; no attempts left, the build failed";
-    log.warn("Build {}: {}.", b.id(), line);
-    systemLog(b, now.get() == BuildState.PENDING ? "warn" : "error", line);
+    log.warn("Build {} (route {}, attempt {}): {}.", b.id(), b.route(), b.attempt(), line);
+    systemLog(b, again ? "warn" : "error", line);
   }
 
   /** Kills the attempt, then ends the build in {@code to}. */
   private void end(LiveBuild b, AttemptRef ref, BuildState to, String why) {
     launcher.kill(ref, Duration.ZERO, why);
-    if (Database.await(store.finish(b.id(), b.attempt(), b.status(), to, why))) {
-      log.warn("Build {}: {}: {}.", b.id(), to.wire(), why);
+    Optional<BuildStore.Ended> ended =
+        Database.await(store.finish(b.id(), b.attempt(), b.status(), to, why));
+    if (ended.isPresent()) {
+      metrics.finished(ended.get().route(), to.wire(), ended.get().ranSeconds());
+      log.warn(
+          "Build {} (route {}, attempt {}): {}: {}.",
+          b.id(),
+          b.route(),
+          b.attempt(),
+          to.wire(),
+          why);
       systemLog(b, "error", why);
     }
   }

@@ -17,6 +17,9 @@ public interface AttemptEvents {
   /** The pod (or process) that runs the attempt, once known. */
   default void runsIn(AttemptRef ref, String where) {}
 
+  /** A call the launcher made to its platform's API, and the status it got (0: no answer). */
+  default void apiCall(String verb, int code) {}
+
   /** A note: {@code level} is info, warn or error. */
   record Note(String level, String text, boolean milestone) {
     public static Note info(String text) {

@@ -27,9 +27,10 @@ final class LogShipper implements AutoCloseable {
   static final int BATCH_LINES = 100;
   static final long BATCH_MS = 250;
 
-  private record Line(Instant ts, String stream, String level, String stage, String text) {}
+  private record Line(
+      Instant ts, String stream, String level, String stage, String text, boolean milestone) {}
 
-  private static final Line END = new Line(null, null, null, null, null);
+  private static final Line END = new Line(null, null, null, null, null, false);
 
   private final RunnerClient client;
   private final PrintStream echo;
@@ -55,6 +56,15 @@ final class LogShipper implements AutoCloseable {
   }
 
   void add(String stream, String level, String stage, String text) {
+    add(stream, level, stage, text, false);
+  }
+
+  /** A line that also marks a step in the build's timeline. */
+  void milestone(String stage, String text) {
+    add(LogLine.SYSTEM, "info", stage, text, true);
+  }
+
+  private void add(String stream, String level, String stage, String text, boolean milestone) {
     if (closed) {
       return;
     }
@@ -62,7 +72,7 @@ final class LogShipper implements AutoCloseable {
       echo.println(LogLine.SYSTEM.equals(stream) ? "[oneshot] " + text : text);
     }
     try {
-      queue.put(new Line(Instant.now(), stream, level, stage, text));
+      queue.put(new Line(Instant.now(), stream, level, stage, text, milestone));
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
@@ -114,6 +124,9 @@ final class LogShipper implements AutoCloseable {
         n.put("stage", l.stage());
       }
       n.put("text", l.text());
+      if (l.milestone()) {
+        n.put("milestone", true);
+      }
     }
     next += batch.size();
     try {

@@ -112,6 +112,11 @@ final class RunContext {
         why.outcome == null ? BuildState.FAILED : why.outcome, exitCode, error);
   }
 
+  /** Marks a step in the build's timeline (and its log). */
+  void milestone(String stage, String text) {
+    log.milestone(stage, text);
+  }
+
   void system(String level, String text) {
     log.add(LogLine.SYSTEM, level, null, text);
   }

@@ -27,7 +27,7 @@ final class ScriptProvisioner implements Provisioner {
     ProcessBuilder pb = new ProcessBuilder(command).directory(ctx.workDir().toFile());
     pb.environment().clear();
     pb.environment().putAll(env);
-    ctx.system("info", "running " + display(command));
+    ctx.milestone("script", "script started: " + display(command));
     RunContext.Exit exit;
     try {
       exit = ctx.run(pb, RunContext.Interrupt.TERM, "script", null);

@@ -129,7 +129,7 @@ final class TerraformProvisioner implements Provisioner {
     ProcessBuilder pb = new ProcessBuilder(cmd).directory(ctx.workDir().toFile());
     pb.environment().clear();
     pb.environment().putAll(env);
-    ctx.system("info", "terraform " + String.join(" ", args));
+    ctx.milestone(stage, "terraform " + stage + " started: terraform " + String.join(" ", args));
     JsonEvents events = new JsonEvents(ctx, stage);
     long started = System.nanoTime();
     RunContext.Exit exit;

@@ -1,5 +1,6 @@
 package io.oneshot.server;
 
+import io.oneshot.api.Metrics;
 import io.oneshot.build.BuildStore;
 import io.oneshot.dispatch.Rescuer;
 import io.oneshot.launch.AttemptEvents;
@@ -17,10 +18,17 @@ final class LaunchEvents implements AttemptEvents {
 
   private final BuildStore store;
   private final Rescuer rescuer;
+  private final Metrics metrics;
 
-  LaunchEvents(BuildStore store, Rescuer rescuer) {
+  LaunchEvents(BuildStore store, Rescuer rescuer, Metrics metrics) {
     this.store = store;
     this.rescuer = rescuer;
+    this.metrics = metrics;
+  }
+
+  @Override
+  public void apiCall(String verb, int code) {
+    metrics.kubernetes(verb, code);
   }
 
   @Override
@@ -30,10 +38,26 @@ final class LaunchEvents implements AttemptEvents {
 
   @Override
   public void note(AttemptRef ref, Note note) {
-    log.info("Build {}: {} ({}).", ref.buildId(), note.text(), ref);
     store
         .systemLog(ref.buildId(), ref.attempt(), note.level(), note.text())
-        .onFailure(e -> log.debug("Build {}: cannot log a note: {}", ref.buildId(), e.toString()));
+        .onSuccess(
+            route ->
+                log.info(
+                    "Build {} (route {}, attempt {}): {} ({}).",
+                    ref.buildId(),
+                    route.orElse("-"),
+                    ref.attempt(),
+                    note.text(),
+                    ref))
+        .onFailure(
+            e ->
+                log.info(
+                    "Build {} (attempt {}): {} ({}); not in its log: {}",
+                    ref.buildId(),
+                    ref.attempt(),
+                    note.text(),
+                    ref,
+                    e.toString()));
     if (note.milestone()) {
       store
           .milestone(ref.buildId(), ref.attempt(), note.text())

@@ -2,6 +2,7 @@ package io.oneshot.server;
 
 import io.oneshot.api.ApiServer;
 import io.oneshot.api.LogFollowers;
+import io.oneshot.api.Metrics;
 import io.oneshot.build.BuildStore;
 import io.oneshot.build.Database;
 import io.oneshot.build.Migrator;
@@ -22,6 +23,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.function.BiFunction;
 import org.slf4j.Logger;
@@ -46,6 +48,7 @@ public final class OneshotServer implements AutoCloseable {
   private final Rescuer rescuer;
   private final Listener listener;
   private final Leadership leadership;
+  private final Metrics metrics;
 
   private OneshotServer(
       Vertx vertx,
@@ -57,7 +60,9 @@ public final class OneshotServer implements AutoCloseable {
       Dispatcher dispatcher,
       Rescuer rescuer,
       Listener listener,
-      Leadership leadership) {
+      Leadership leadership,
+      Metrics metrics) {
+    this.metrics = metrics;
     this.vertx = vertx;
     this.db = db;
     this.store = store;
@@ -103,13 +108,18 @@ public final class OneshotServer implements AutoCloseable {
           Database.open(vertx, config.database().url(), config.database().poolSize(), "dispatcher");
       migrateWhenReachable(db, config.database().url());
       BuildStore store = new BuildStore(db.pool());
-      int orphaned = Database.await(store.mirror(config.routes(), config.limits()));
-      if (orphaned > 0) {
-        log.warn("Failed {} queued builds whose route is no longer configured.", orphaned);
+      Metrics metrics = new Metrics();
+      List<String> orphaned = Database.await(store.mirror(config.routes(), config.limits()));
+      orphaned.forEach(route -> metrics.finished(route, "failed", null));
+      if (!orphaned.isEmpty()) {
+        log.warn(
+            "Failed {} queued builds whose route is no longer configured: routes {}.",
+            orphaned.size(),
+            new java.util.TreeSet<>(orphaned));
       }
       LogFollowers followers = new LogFollowers();
       Holder holder = new Holder();
-      ApiServer api = new ApiServer(vertx, store, config, followers, holder::status);
+      ApiServer api = new ApiServer(vertx, store, config, followers, holder::status, metrics);
       int port = Database.await(api.start());
       String apiUrl =
           config.api().publicUrl() != null
@@ -125,9 +135,11 @@ public final class OneshotServer implements AutoCloseable {
                   holder.wakeAll();
                 }
               });
-      Dispatcher dispatcher = new Dispatcher(store, launcher, config, apiUrl, leadership::isLeader);
-      Rescuer rescuer = new Rescuer(store, launcher, config, dispatcher, leadership::isLeader);
-      launcher.events(new LaunchEvents(store, rescuer));
+      Dispatcher dispatcher =
+          new Dispatcher(store, launcher, config, apiUrl, leadership::isLeader, metrics);
+      Rescuer rescuer =
+          new Rescuer(store, launcher, config, dispatcher, leadership::isLeader, metrics);
+      launcher.events(new LaunchEvents(store, rescuer, metrics));
       // Everything the launcher already runs is known before the first claim or rescue.
       launcher.start();
       Listener listener =
@@ -144,6 +156,13 @@ public final class OneshotServer implements AutoCloseable {
               },
               config.dispatch().listenerHealthInterval());
       holder.set(dispatcher, rescuer, listener, leadership);
+      metrics.watch(
+          leadership::isLeader,
+          listener::reconnects,
+          listener::notifications,
+          dispatcher::polls,
+          dispatcher::pollsWithWork);
+      metrics.beforeScrape(new QueueGauges(store, metrics, leadership::isLeader)::refresh);
       listener.start();
       leadership.start();
       dispatcher.start();
@@ -155,7 +174,17 @@ public final class OneshotServer implements AutoCloseable {
           launcher.kind(),
           config.routes().size());
       return new OneshotServer(
-          vertx, db, store, launcher, api, apiUrl, dispatcher, rescuer, listener, leadership);
+          vertx,
+          db,
+          store,
+          launcher,
+          api,
+          apiUrl,
+          dispatcher,
+          rescuer,
+          listener,
+          leadership,
+          metrics);
     } catch (RuntimeException e) {
       if (launcher != null) {
         try {
@@ -313,6 +342,10 @@ public final class OneshotServer implements AutoCloseable {
 
   public Vertx vertx() {
     return vertx;
+  }
+
+  public Metrics metrics() {
+    return metrics;
   }
 
   /** Stops claiming, stops serving, and releases everything; attempts keep running. */

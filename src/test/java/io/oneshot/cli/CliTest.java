@@ -14,6 +14,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -63,13 +64,34 @@ class CliTest {
   }
 
   @Test
-  void submitWaitShowsProgressAndEndsWithTheBuildsExitCode() {
-    Run ok = oneshot("submit", "--script", "echo hi", "--tag", "team=a", "--wait");
+  void submitWaitShowsProgressAndEndsWithTheBuildsExitCode(@TempDir Path dir) throws Exception {
+    // The build runs until the progress line has shown it running, so that no poll can skip it.
+    Path go = dir.resolve("go");
+    String script = "while [ ! -e '" + go + "' ]; do sleep 0.05; done; echo hi";
+    StringWriter progress = new StringWriter();
+    CompletableFuture<Integer> waiting =
+        CompletableFuture.supplyAsync(
+            () ->
+                Main.commandLine(
+                        new PrintWriter(new StringWriter(), true), new PrintWriter(progress, true))
+                    .execute(
+                        "submit",
+                        "--script",
+                        script,
+                        "--tag",
+                        "team=a",
+                        "--wait",
+                        "--url",
+                        t.api.base(),
+                        "--token",
+                        TestServer.ADMIN_TOKEN));
+    await().atMost(30, TimeUnit.SECONDS).until(() -> progress.toString().contains("  running  "));
+    Files.createFile(go);
+    Run ok = new Run(waiting.get(30, TimeUnit.SECONDS), "", progress.toString());
     assertThat(ok.code()).as(ok.err()).isZero();
     assertThat(ok.err())
-        .contains("queued on route a")
-        .contains("  running  ")
-        .containsPattern("build \\d+ succeeded in ");
+        .containsSubsequence(
+            "queued on route a", "  launching  ", "  running  ", "  succeeded  ", " succeeded in ");
 
     Run failed = oneshot("submit", "--script", "exit 7", "--tag", "team=b", "--wait");
     assertThat(failed.code()).isEqualTo(Main.BUILD_FAILED);

@@ -75,7 +75,7 @@ class ConfigLoaderTest {
     refused(
         "dispatc: {}\n" + ROUTES,
         "dispatc: unknown field (did you mean dispatch?); known fields: database, api, dispatch,"
-            + " limits, launcher, routes");
+            + " limits, launcher, logging, routes");
   }
 
   @Test

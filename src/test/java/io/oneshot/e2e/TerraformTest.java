@@ -9,6 +9,7 @@ import io.oneshot.api.Json;
 import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.testing.Api;
 import io.oneshot.testing.Sql;
+import io.oneshot.testing.TerraformOnPath;
 import io.oneshot.testing.TestServer;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -17,7 +18,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -39,17 +39,8 @@ class TerraformTest {
   @TempDir Path tmp;
 
   @BeforeAll
-  static void needTerraform() throws Exception {
-    boolean found;
-    try {
-      found = new ProcessBuilder("terraform", "version").start().waitFor() == 0;
-    } catch (java.io.IOException e) {
-      found = false;
-    }
-    if (!found && "1".equals(System.getenv("ONESHOT_REQUIRE_TERRAFORM"))) {
-      throw new AssertionError("terraform is not on PATH, and ONESHOT_REQUIRE_TERRAFORM=1");
-    }
-    Assumptions.assumeTrue(found, "terraform is not on PATH: the terraform tests are skipped");
+  static void needTerraform() {
+    TerraformOnPath.assume();
   }
 
   @AfterEach

@@ -247,6 +247,20 @@ public final class KubernetesLauncher implements Launcher {
     }
   }
 
+  /** One call to the API server: rate-limited, and counted with the status it got. */
+  private <T> T call(String verb, java.util.function.Supplier<T> request)
+      throws InterruptedException {
+    limiter.acquire();
+    try {
+      T result = request.get();
+      events.apiCall(verb, verb.equals("create") ? 201 : 200);
+      return result;
+    } catch (KubernetesClientException e) {
+      events.apiCall(verb, Math.max(0, e.getCode()));
+      throw e;
+    }
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Launch
 
@@ -261,14 +275,14 @@ public final class KubernetesLauncher implements Launcher {
       Job created;
       boolean existed = false;
       try {
-        limiter.acquire();
-        created = client.batch().v1().jobs().inNamespace(ns).resource(job).create();
+        created =
+            call("create", () -> client.batch().v1().jobs().inNamespace(ns).resource(job).create());
       } catch (KubernetesClientException e) {
         if (e.getCode() != 409) {
           throw e;
         }
-        limiter.acquire();
-        created = client.batch().v1().jobs().inNamespace(ns).withName(a.name()).get();
+        created =
+            call("get", () -> client.batch().v1().jobs().inNamespace(ns).withName(a.name()).get());
         if (created == null) {
           return new LaunchOutcome.RetryLater(
               Duration.ofSeconds(1), "Job " + where + " is being deleted; trying again");
@@ -302,22 +316,23 @@ public final class KubernetesLauncher implements Launcher {
   private void putSecret(Secret secret) throws InterruptedException {
     String ns = secret.getMetadata().getNamespace();
     try {
-      limiter.acquire();
-      client.secrets().inNamespace(ns).resource(secret).create();
+      call("create", () -> client.secrets().inNamespace(ns).resource(secret).create());
     } catch (KubernetesClientException e) {
       if (e.getCode() != 409) {
         throw e;
       }
-      limiter.acquire();
-      client
-          .secrets()
-          .inNamespace(ns)
-          .withName(secret.getMetadata().getName())
-          .edit(
-              s -> {
-                s.setData(secret.getData());
-                return s;
-              });
+      call(
+          "patch",
+          () ->
+              client
+                  .secrets()
+                  .inNamespace(ns)
+                  .withName(secret.getMetadata().getName())
+                  .edit(
+                      s -> {
+                        s.setData(secret.getData());
+                        return s;
+                      }));
     }
   }
 
@@ -328,16 +343,18 @@ public final class KubernetesLauncher implements Launcher {
       return;
     }
     try {
-      limiter.acquire();
-      client
-          .secrets()
-          .inNamespace(secret.getMetadata().getNamespace())
-          .withName(secret.getMetadata().getName())
-          .edit(
-              s -> {
-                s.getMetadata().setOwnerReferences(List.of(JobFactory.ownedBy(job)));
-                return s;
-              });
+      call(
+          "patch",
+          () ->
+              client
+                  .secrets()
+                  .inNamespace(secret.getMetadata().getNamespace())
+                  .withName(secret.getMetadata().getName())
+                  .edit(
+                      s -> {
+                        s.getMetadata().setOwnerReferences(List.of(JobFactory.ownedBy(job)));
+                        return s;
+                      }));
     } catch (KubernetesClientException e) {
       // The Job runs either way; an unowned Secret is removed with the attempt by the rescuer.
       log.warn(
@@ -408,8 +425,9 @@ public final class KubernetesLauncher implements Launcher {
     Job job = cachedJob(ns, ref.name());
     if (job == null) {
       try {
-        limiter.acquire();
-        job = client.batch().v1().jobs().inNamespace(ns).withName(ref.name()).get();
+        job =
+            call(
+                "get", () -> client.batch().v1().jobs().inNamespace(ns).withName(ref.name()).get());
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new IllegalStateException("interrupted");
@@ -516,19 +534,26 @@ public final class KubernetesLauncher implements Launcher {
   public void kill(AttemptRef ref, Duration grace, String reason) {
     String ns = ref.namespace() != null ? ref.namespace() : firstNamespace();
     try {
-      limiter.acquire();
-      client
-          .batch()
-          .v1()
-          .jobs()
-          .inNamespace(ns)
-          .withName(ref.name())
-          .withPropagationPolicy(DeletionPropagation.BACKGROUND)
-          .withGracePeriod(grace.toSeconds())
-          .delete();
-      limiter.acquire();
-      client.secrets().inNamespace(ns).withName(ref.name()).delete();
-      log.info("Build {}: deleted Job {}/{}: {}.", ref.buildId(), ns, ref.name(), reason);
+      call(
+          "delete",
+          () ->
+              client
+                  .batch()
+                  .v1()
+                  .jobs()
+                  .inNamespace(ns)
+                  .withName(ref.name())
+                  .withPropagationPolicy(DeletionPropagation.BACKGROUND)
+                  .withGracePeriod(grace.toSeconds())
+                  .delete());
+      call("delete", () -> client.secrets().inNamespace(ns).withName(ref.name()).delete());
+      log.info(
+          "Build {} (attempt {}): deleted Job {}/{}: {}.",
+          ref.buildId(),
+          ref.attempt(),
+          ns,
+          ref.name(),
+          reason);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new IllegalStateException("interrupted");

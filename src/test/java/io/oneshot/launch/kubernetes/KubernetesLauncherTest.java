@@ -10,9 +10,11 @@ import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.oneshot.build.BuildStore;
 import io.oneshot.build.BuildToken;
 import io.oneshot.build.Database;
+import io.oneshot.testing.Api;
 import io.oneshot.testing.Limits;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.StoreFixture;
+import io.oneshot.testing.TerraformOnPath;
 import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.FaultyDispatcher;
 import io.oneshot.testing.k8s.MockCluster;
@@ -21,6 +23,7 @@ import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -388,5 +391,111 @@ class KubernetesLauncherTest {
     assertThat(awaitEnd(running)).isEqualTo("canceled");
     String job = "oneshot-" + running + "-1";
     await().atMost(30, TimeUnit.SECONDS).until(() -> !cluster.kubelet.running("team-a", job));
+  }
+
+  @Test
+  void aTerraformBuildsTimelineHasEveryStageInOrder() {
+    TerraformOnPath.assume();
+    t =
+        server()
+            .routes("routes: [{name: tf, template: terraform.yaml, namespace: team-a}]")
+            .start();
+    // provisionerd starts once the container's start is in the timeline, as on a real cluster
+    // (where the informer hears of it long before a JVM has started and acquired).
+    cluster.kubelet.beforeStart(
+        job ->
+            await()
+                .atMost(30, TimeUnit.SECONDS)
+                .until(
+                    () ->
+                        Sql.count(
+                                "SELECT count(*) FROM oneshot.build_events WHERE build_id = ?"
+                                    + " AND reason LIKE 'container provisionerd started%'",
+                                Long.parseLong(job.split("-")[1]))
+                            == 1));
+    String body =
+        """
+        {"workspace": "timeline", "input": {"provisioner": "terraform", "transition": "apply",
+         "files": {"main.tf": "resource \\"terraform_data\\" \\"x\\" { input = 1 }"}}}
+        """;
+    Api.Response r = t.api.post("/api/v1/builds", body);
+    assertThat(r.status()).as(r.text()).isEqualTo(201);
+    long id = r.json().path("id").asLong();
+    assertThat(awaitEnd(id)).isEqualTo("succeeded");
+
+    JsonNode b = t.api.get("/api/v1/builds/" + id).json();
+    List<String> stages = new ArrayList<>();
+    Instant last = Instant.EPOCH;
+    for (JsonNode e : b.path("events")) {
+      Instant at = Instant.parse(e.path("at").asText());
+      assertThat(at).as("events in time order").isAfterOrEqualTo(last);
+      last = at;
+      stages.add(stage(e));
+    }
+    assertThat(stages)
+        .containsExactly(
+            "enqueued",
+            "claimed",
+            "Job created",
+            "pod scheduled",
+            "container started",
+            "acquired",
+            "terraform init",
+            "terraform plan",
+            "terraform apply",
+            "finished");
+
+    java.io.StringWriter shown = new java.io.StringWriter();
+    int code =
+        io.oneshot.cli.Main.commandLine(
+                new java.io.PrintWriter(shown, true),
+                new java.io.PrintWriter(new java.io.StringWriter()))
+            .execute(
+                "builds",
+                "show",
+                Long.toString(id),
+                "--url",
+                t.api.base(),
+                "--token",
+                TestServer.ADMIN_TOKEN);
+    assertThat(code).isZero();
+    assertThat(shown.toString())
+        .containsSubsequence(
+            "timeline",
+            "enqueued",
+            "queued → launching",
+            "launched Job team-a/oneshot-" + id + "-1 created",
+            "scheduled on node fake-node-1",
+            "container provisionerd started",
+            "launching → running",
+            "terraform init started",
+            "terraform plan started",
+            "terraform apply started",
+            "running → succeeded");
+  }
+
+  /** What step of a build's life a timeline event marks. */
+  private static String stage(JsonNode e) {
+    String from = e.path("from").isNull() ? null : e.path("from").asText();
+    String to = e.path("to").asText();
+    String why = e.path("reason").asText();
+    if (from == null) {
+      return "enqueued";
+    } else if (from.equals("pending") && to.equals("launching")) {
+      return "claimed";
+    } else if (from.equals("launching") && to.equals("running")) {
+      return "acquired";
+    } else if (from.equals("running") && to.equals("succeeded")) {
+      return "finished";
+    } else if (why.startsWith("launched Job ")) {
+      return "Job created";
+    } else if (why.contains(" scheduled on node ")) {
+      return "pod scheduled";
+    } else if (why.startsWith("container provisionerd started")) {
+      return "container started";
+    } else if (why.matches("terraform (init|plan|apply) started: .*")) {
+      return why.substring(0, why.indexOf(" started"));
+    }
+    return from + " → " + to + ": " + why;
   }
 }

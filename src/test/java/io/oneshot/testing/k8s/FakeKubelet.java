@@ -10,6 +10,7 @@ import io.fabric8.kubernetes.api.model.PodBuilder;
 import io.fabric8.kubernetes.api.model.PodCondition;
 import io.fabric8.kubernetes.api.model.PodConditionBuilder;
 import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.VolumeMount;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.api.model.batch.v1.JobConditionBuilder;
 import io.fabric8.kubernetes.api.model.batch.v1.JobStatusBuilder;
@@ -35,6 +36,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 
 /**
  * The Job controller and the kubelet, for tests: each Job created on the mock API server gets a
@@ -44,7 +46,8 @@ import java.util.concurrent.TimeUnit;
  * Succeeded/Complete or Failed/Failed. A deleted Job takes its process with it. Tests can hold a
  * Job's pod unschedulable, evict it, or have it OOMKilled.
  *
- * <p>Its limits: no real scheduling, images or resource limits; status is written with plain
+ * <p>Its limits: no real scheduling, images or resource limits; a volume mount is a directory of
+ * the run, seen only through variables that name a path under it; status is written with plain
  * updates (the mock lets them overwrite status).
  */
 public final class FakeKubelet implements AutoCloseable {
@@ -55,6 +58,7 @@ public final class FakeKubelet implements AutoCloseable {
   private final Set<String> held = ConcurrentHashMap.newKeySet();
   private final List<Watch> watches = new ArrayList<>();
   private final ExecutorService work = Executors.newVirtualThreadPerTaskExecutor();
+  private volatile Consumer<String> beforeStart = name -> {};
 
   /** Every Job this kubelet saw created, by namespace/name, in order. */
   public final List<String> jobsSeen = new CopyOnWriteArrayList<>();
@@ -108,6 +112,14 @@ public final class FakeKubelet implements AutoCloseable {
 
   private static String key(String ns, String name) {
     return ns + "/" + name;
+  }
+
+  /**
+   * Called with the Job's name after its pod is reported running and before its process starts, on
+   * the kubelet's thread: a test can wait there for what should be seen before provisionerd runs.
+   */
+  public void beforeStart(Consumer<String> hook) {
+    this.beforeStart = hook;
   }
 
   /** Keeps the pods of Jobs with this name pending ("Unschedulable") until {@link #release}. */
@@ -238,15 +250,23 @@ public final class FakeKubelet implements AutoCloseable {
                 Base64.getDecoder().decode(s.getData().get(ref.getKey())), StandardCharsets.UTF_8));
       }
     }
+    // Mounts become directories of the run: a variable naming a path under a mount is moved there.
+    for (var m : c.getVolumeMounts() == null ? List.<VolumeMount>of() : c.getVolumeMounts()) {
+      Path local = r.dir.resolve("volumes").resolve(m.getName());
+      try {
+        Files.createDirectories(local);
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+      env.replaceAll(
+          (k, v) ->
+              v.equals(m.getMountPath()) || v.startsWith(m.getMountPath() + "/")
+                  ? local + v.substring(m.getMountPath().length())
+                  : v);
+    }
     env.put("ONESHOT_WORK_DIR", r.dir.resolve("work").toString());
     pb.redirectOutput(r.dir.resolve("stdout.log").toFile());
     pb.redirectError(r.dir.resolve("stderr.log").toFile());
-    try {
-      Files.createDirectories(r.dir.resolve("work"));
-      r.process = pb.start();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
     updatePod(
         r,
         p -> {
@@ -265,6 +285,13 @@ public final class FakeKubelet implements AutoCloseable {
                                   .build())
                           .build()));
         });
+    beforeStart.accept(r.job.getMetadata().getName());
+    try {
+      Files.createDirectories(r.dir.resolve("work"));
+      r.process = pb.start();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
     updateJob(r, "active", null, null);
     r.process.onExit().thenRun(() -> work.execute(() -> exited(r)));
   }

@@ -1,0 +1,255 @@
+package io.oneshot.api;
+
+import io.oneshot.build.BuildStore.RouteStatus;
+import io.prometheus.metrics.core.metrics.Counter;
+import io.prometheus.metrics.core.metrics.CounterWithCallback;
+import io.prometheus.metrics.core.metrics.Gauge;
+import io.prometheus.metrics.core.metrics.GaugeWithCallback;
+import io.prometheus.metrics.core.metrics.Histogram;
+import io.prometheus.metrics.expositionformats.PrometheusTextFormatWriter;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import io.vertx.core.Future;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.function.BooleanSupplier;
+import java.util.function.LongSupplier;
+import java.util.function.Supplier;
+
+/**
+ * Every metric oneshot exports at {@code /metrics}, named in one place. Labels are bounded: route
+ * and outcome, a requeue's kind, a Kubernetes verb and status code; never a build or workspace.
+ *
+ * <p>Queue depth ({@code oneshot_builds_queued}, {@code oneshot_builds_running}) is computed from
+ * the database by the leading replica only; the others export no such series. Summing them across
+ * replicas is therefore right. The histograms and counters are counted where the event happens, on
+ * whichever replica handled it; summing those is right too.
+ */
+public final class Metrics {
+  /** For builds: 100 ms to 1 h. */
+  static final double[] BUILD_BUCKETS = {
+    0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600
+  };
+
+  /** For dispatch: 1 ms to 10 s. */
+  static final double[] DISPATCH_BUCKETS = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
+  };
+
+  /** The kinds of requeue, the label values of {@code oneshot_build_requeues_total}. */
+  public enum Requeue {
+    /** The attempt ended before provisionerd acquired the build. */
+    ENDED_BEFORE_ACQUIRE("ended_before_acquire"),
+    /** The attempt vanished (its process or Job is gone) before acquire. */
+    VANISHED("vanished"),
+    /** The attempt did not acquire within the route's launch timeout. */
+    LAUNCH_TIMEOUT("launch_timeout"),
+    /** A script build's attempt was lost after acquire, on a route that allows retrying it. */
+    LOST_AFTER_ACQUIRE("lost_after_acquire");
+
+    final String label;
+
+    Requeue(String label) {
+      this.label = label;
+    }
+  }
+
+  private final PrometheusRegistry registry = new PrometheusRegistry();
+  private final Gauge queued;
+  private final Gauge running;
+  private final Histogram queueWait;
+  private final Histogram dispatch;
+  private final Histogram start;
+  private final Histogram duration;
+  private final Counter builds;
+  private final Counter requeues;
+  private final Counter kubernetesRequests;
+  private final Set<String> routesShown = new HashSet<>();
+  private volatile Supplier<Future<Void>> beforeScrape = Future::succeededFuture;
+
+  public Metrics() {
+    queued =
+        Gauge.builder()
+            .name("oneshot_builds_queued")
+            .help("Builds waiting in the queue, per route (exported by the leading replica)")
+            .labelNames("route")
+            .register(registry);
+    running =
+        Gauge.builder()
+            .name("oneshot_builds_running")
+            .help("Builds launching or running, per route (exported by the leading replica)")
+            .labelNames("route")
+            .register(registry);
+    queueWait =
+        Histogram.builder()
+            .name("oneshot_build_queue_wait_seconds")
+            .help("Time from enqueue to claim, for first attempts")
+            .labelNames("route")
+            .classicOnly()
+            .classicUpperBounds(BUILD_BUCKETS)
+            .register(registry);
+    dispatch =
+        Histogram.builder()
+            .name("oneshot_build_dispatch_seconds")
+            .help("Time from enqueue to the first attempt launched (Job created, process started)")
+            .labelNames("route")
+            .classicOnly()
+            .classicUpperBounds(DISPATCH_BUCKETS)
+            .register(registry);
+    start =
+        Histogram.builder()
+            .name("oneshot_build_start_seconds")
+            .help("Time from the attempt launched to provisionerd acquiring the build")
+            .labelNames("route")
+            .classicOnly()
+            .classicUpperBounds(BUILD_BUCKETS)
+            .register(registry);
+    duration =
+        Histogram.builder()
+            .name("oneshot_build_duration_seconds")
+            .help("Time from acquire to the outcome, for builds that ran")
+            .labelNames("route", "outcome")
+            .classicOnly()
+            .classicUpperBounds(BUILD_BUCKETS)
+            .register(registry);
+    builds =
+        Counter.builder()
+            .name("oneshot_builds_total")
+            .help("Builds that ended, by outcome (succeeded, failed, canceled)")
+            .labelNames("route", "outcome")
+            .register(registry);
+    requeues =
+        Counter.builder()
+            .name("oneshot_build_requeues_total")
+            .help("Attempts that failed for an infrastructure reason and went back to the queue")
+            .labelNames("route", "reason")
+            .register(registry);
+    kubernetesRequests =
+        Counter.builder()
+            .name("oneshot_kubernetes_requests_total")
+            .help(
+                "Calls to the Kubernetes API by the launcher, by verb and status code (0: no answer)")
+            .labelNames("verb", "code")
+            .register(registry);
+  }
+
+  /**
+   * Exports what the dispatcher already counts: whether it leads, the listener's reconnects and
+   * notifications, and its polls (and those that found work a notification had not announced).
+   */
+  public void watch(
+      BooleanSupplier leader,
+      LongSupplier reconnects,
+      LongSupplier notifications,
+      LongSupplier polls,
+      LongSupplier pollsWithWork) {
+    GaugeWithCallback.builder()
+        .name("oneshot_dispatcher_leader")
+        .help("1 on the replica that claims and launches builds, 0 on the others")
+        .callback(cb -> cb.call(leader.getAsBoolean() ? 1 : 0))
+        .register(registry);
+    CounterWithCallback.builder()
+        .name("oneshot_listener_reconnects_total")
+        .help("Times the LISTEN connection was lost and made again")
+        .callback(cb -> cb.call(reconnects.getAsLong()))
+        .register(registry);
+    CounterWithCallback.builder()
+        .name("oneshot_listener_notifications_total")
+        .help("Notifications received on the LISTEN connection")
+        .callback(cb -> cb.call(notifications.getAsLong()))
+        .register(registry);
+    CounterWithCallback.builder()
+        .name("oneshot_dispatch_polls_total")
+        .help("Dispatch cycles started by the poll tick rather than by a notification")
+        .callback(cb -> cb.call(polls.getAsLong()))
+        .register(registry);
+    CounterWithCallback.builder()
+        .name("oneshot_dispatch_polls_with_work_total")
+        .help("Polls that claimed builds: work that no notification announced in time")
+        .callback(cb -> cb.call(pollsWithWork.getAsLong()))
+        .register(registry);
+  }
+
+  /** Sets the queue gauges from the routes' counts (on the leader). */
+  public synchronized void queue(List<RouteStatus> routes) {
+    Set<String> now = new HashSet<>();
+    for (RouteStatus r : routes) {
+      queued.labelValues(r.name()).set(r.queued());
+      running.labelValues(r.name()).set(r.running());
+      now.add(r.name());
+    }
+    for (String gone : routesShown) {
+      if (!now.contains(gone)) {
+        queued.remove(gone);
+        running.remove(gone);
+      }
+    }
+    routesShown.clear();
+    routesShown.addAll(now);
+  }
+
+  /** Drops the queue gauges (this replica stopped leading). */
+  public synchronized void noQueue() {
+    queued.clear();
+    running.clear();
+    routesShown.clear();
+  }
+
+  public void claimed(String route, double waitSeconds) {
+    queueWait.labelValues(route).observe(waitSeconds);
+  }
+
+  public void launched(String route, double dispatchSeconds) {
+    dispatch.labelValues(route).observe(dispatchSeconds);
+  }
+
+  public void acquired(String route, double startSeconds) {
+    start.labelValues(route).observe(startSeconds);
+  }
+
+  /** A build ended; {@code ranSeconds} is null when it never ran. */
+  public void finished(String route, String outcome, Double ranSeconds) {
+    builds.labelValues(route, outcome).inc();
+    if (ranSeconds != null) {
+      duration.labelValues(route, outcome).observe(ranSeconds);
+    }
+  }
+
+  public void requeued(String route, Requeue why) {
+    requeues.labelValues(route, why.label).inc();
+  }
+
+  public void kubernetes(String verb, int code) {
+    kubernetesRequests.labelValues(verb, Integer.toString(code)).inc();
+  }
+
+  /** What brings the gauges read from elsewhere up to date before each scrape. */
+  public void beforeScrape(Supplier<Future<Void>> refresh) {
+    this.beforeScrape = refresh;
+  }
+
+  /** Refreshes what must be read at scrape time, then scrapes. */
+  public Future<String> scrapeFresh() {
+    return beforeScrape.get().map(v -> scrape());
+  }
+
+  /** The text exposition format, as Prometheus scrapes it. */
+  public String scrape() {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    try {
+      PrometheusTextFormatWriter.create()
+          .write(out, registry.scrape(), io.prometheus.metrics.config.EscapingScheme.ALLOW_UTF8);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return out.toString(StandardCharsets.UTF_8);
+  }
+
+  public static String contentType() {
+    return PrometheusTextFormatWriter.CONTENT_TYPE;
+  }
+}

@@ -1,0 +1,224 @@
+package io.oneshot.chart;
+
+import static io.oneshot.testing.TestServer.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import com.marcnuri.helm.Helm;
+import com.marcnuri.helm.LintResult;
+import io.oneshot.api.Json;
+import io.oneshot.launch.kubernetes.KubernetesLauncher;
+import io.oneshot.testing.PromText;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TestServer;
+import io.oneshot.testing.k8s.MockCluster;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The chart's alerts and dashboard, rendered by Helm, read against what a dispatcher really exports
+ * after builds of every kind (succeeded, failed, requeued) ran through the Kubernetes launcher.
+ */
+class MonitoringTest {
+  private static final Path CHART = Path.of("charts", "oneshot");
+  private static final Pattern METRIC = Pattern.compile("\\boneshot_[a-z0-9_]+\\b");
+
+  private static List<JsonNode> rendered;
+  private static Set<String> exported;
+
+  @TempDir static Path tmp;
+
+  @BeforeAll
+  static void renderAndRun() throws Exception {
+    String yaml =
+        new Helm(CHART)
+            .template()
+            .withName("ops")
+            .withNamespace("oneshot")
+            .set("prometheusRule.enabled", "true")
+            .set("grafanaDashboard.enabled", "true")
+            .call();
+    rendered = new ArrayList<>();
+    try (var parser = new YAMLFactory().createParser(yaml)) {
+      new ObjectMapper(new YAMLFactory())
+          .readValues(parser, JsonNode.class)
+          .forEachRemaining(
+              d -> {
+                if (d != null && !d.isMissingNode() && !d.isNull()) {
+                  rendered.add(d);
+                }
+              });
+    }
+    exported = scrapeAfterARun();
+  }
+
+  /** Runs a succeeded, a failed and a requeued build through Jobs, then scrapes /metrics. */
+  private static Set<String> scrapeAfterARun() throws IOException {
+    int port;
+    try (ServerSocket s = new ServerSocket(0)) {
+      port = s.getLocalPort();
+    }
+    try (MockCluster cluster =
+            new MockCluster(List.of("team-a"), Files.createDirectories(tmp.resolve("kubelet")));
+        TestServer t =
+            TestServer.with()
+                .api(
+                    "{listen: \"127.0.0.1:%d\", publicUrl: \"http://127.0.0.1:%d\", adminToken: \"%s\"}"
+                        .formatted(port, port, TestServer.ADMIN_TOKEN))
+                .launcherYaml(
+                    "{kind: kubernetes, kubernetes: {namespace: team-a, templateDir: job-templates}}")
+                .routes(
+                    "routes: [{name: a, template: script.yaml, namespace: team-a, maxAttempts: 2}]")
+                .launchers((vertx, cfg) -> KubernetesLauncher.create(cfg, cluster.clientFor(vertx)))
+                .start()) {
+      cluster.kubelet.hold("oneshot-1-1");
+      long requeued = t.api.submitScript("{}", "echo second try");
+      await()
+          .atMost(1, TimeUnit.MINUTES)
+          .until(
+              () ->
+                  Sql.count(
+                          "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ?"
+                              + " AND text LIKE '%cannot be scheduled yet%'",
+                          requeued)
+                      == 1);
+      cluster.kubelet.evict("team-a", "oneshot-1-1");
+      long failed = t.api.submitScript("{}", "exit 2");
+      List<Long> ids = List.of(requeued, failed);
+      await()
+          .atMost(2, TimeUnit.MINUTES)
+          .until(() -> ids.stream().allMatch(id -> status(id).matches("succeeded|failed")));
+      assertThat(status(requeued)).isEqualTo("succeeded");
+      assertThat(status(failed)).isEqualTo("failed");
+      // Counters are counted just after the database changes: wait until the scrape has them all.
+      await()
+          .atMost(10, TimeUnit.SECONDS)
+          .until(() -> scrape(t).sum("oneshot_builds_total") == 2.0);
+      return scrape(t).sampleNames();
+    }
+  }
+
+  private static PromText scrape(TestServer t) {
+    return PromText.parse(t.api.get("/metrics").text());
+  }
+
+  private JsonNode only(String kind) {
+    List<JsonNode> found =
+        rendered.stream().filter(d -> d.path("kind").asText().equals(kind)).toList();
+    assertThat(found).as(kind).hasSize(1);
+    return found.get(0);
+  }
+
+  private static Set<String> metricsIn(String promql) {
+    Set<String> out = new TreeSet<>();
+    Matcher m = METRIC.matcher(promql);
+    while (m.find()) {
+      out.add(m.group());
+    }
+    return out;
+  }
+
+  @Test
+  void theChartPassesHelmLint() {
+    LintResult r = new Helm(CHART).lint().strict().call();
+    assertThat(r.isFailed()).as(String.join("\n", r.getMessages())).isFalse();
+  }
+
+  @Test
+  void theAlertsReferOnlyToExportedMetrics() {
+    JsonNode rule = only("PrometheusRule");
+    List<String> alerts = new ArrayList<>();
+    for (JsonNode group : rule.path("spec").path("groups")) {
+      for (JsonNode r : group.path("rules")) {
+        alerts.add(r.path("alert").asText());
+        String expr = r.path("expr").asText();
+        assertThat(metricsIn(expr)).as(expr).isNotEmpty();
+        assertThat(exported).as(r.path("alert").asText()).containsAll(metricsIn(expr));
+        assertThat(r.path("annotations").path("runbook_url").asText())
+            .endsWith("docs/operating.md#" + r.path("alert").asText().toLowerCase());
+      }
+    }
+    assertThat(alerts)
+        .containsExactlyInAnyOrder(
+            "OneshotQueueBacklog",
+            "OneshotBuildFailureRate",
+            "OneshotQueueWaitHigh",
+            "OneshotBuildsSlow",
+            "OneshotNoLeader",
+            "OneshotListenerReconnecting");
+  }
+
+  @Test
+  void everyAlertHasARunbookInTheOperatorsGuide() throws IOException {
+    String guide = Files.readString(Path.of("docs", "operating.md"));
+    for (JsonNode group : only("PrometheusRule").path("spec").path("groups")) {
+      for (JsonNode r : group.path("rules")) {
+        assertThat(guide).contains("### " + r.path("alert").asText() + "\n");
+      }
+    }
+  }
+
+  @Test
+  void theDashboardRefersOnlyToExportedMetricsAndRealColumns() {
+    JsonNode map = only("ConfigMap");
+    assertThat(map.path("metadata").path("labels").path("grafana_dashboard").asText())
+        .isEqualTo("1");
+    JsonNode dashboard = Json.tree(map.path("data").path("oneshot.json").asText());
+    List<String> titles = new ArrayList<>();
+    Set<String> used = new TreeSet<>();
+    for (JsonNode panel : dashboard.path("panels")) {
+      titles.add(panel.path("title").asText());
+      for (JsonNode target : panel.path("targets")) {
+        if (target.has("expr")) {
+          Set<String> names = metricsIn(target.path("expr").asText());
+          assertThat(names).as(target.path("expr").asText()).isNotEmpty();
+          used.addAll(names);
+        } else {
+          // A table read from the oneshot database: its query runs against the real schema.
+          Sql.rows(target.path("rawSql").asText());
+        }
+      }
+    }
+    assertThat(exported).containsAll(used);
+    assertThat(used)
+        .contains(
+            "oneshot_builds_queued",
+            "oneshot_builds_running",
+            "oneshot_build_dispatch_seconds_bucket",
+            "oneshot_build_start_seconds_bucket",
+            "oneshot_builds_total",
+            "oneshot_build_requeues_total");
+    assertThat(titles).anyMatch(s -> s.toLowerCase().contains("slowest"));
+  }
+
+  @Test
+  void thePrometheusRuleIsValidYamlForTheOperator() {
+    JsonNode rule = only("PrometheusRule");
+    assertThat(rule.path("apiVersion").asText()).isEqualTo("monitoring.coreos.com/v1");
+    assertThat(rule.path("metadata").path("name").asText()).isEqualTo("ops-oneshot");
+    // Every duration the operator reads parses as a Prometheus duration.
+    for (JsonNode r : rule.path("spec").path("groups").get(0).path("rules")) {
+      if (r.has("for")) {
+        assertThat(r.path("for").asText()).matches("[0-9]+[smh]");
+      }
+    }
+    // Prometheus' own templates survive Helm's: the annotation still names the route.
+    assertThat(rule.path("spec").path("groups").get(0).path("rules").get(0).path("annotations"))
+        .anySatisfy(a -> assertThat(a.asText()).contains("{{ $labels.route }}"));
+  }
+}

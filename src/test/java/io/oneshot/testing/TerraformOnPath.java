@@ -1,0 +1,27 @@
+package io.oneshot.testing;
+
+import java.io.IOException;
+import org.junit.jupiter.api.Assumptions;
+
+/**
+ * Tests that run real terraform: skipped without it, unless {@code ONESHOT_REQUIRE_TERRAFORM=1}.
+ */
+public final class TerraformOnPath {
+  private TerraformOnPath() {}
+
+  public static void assume() {
+    boolean found;
+    try {
+      found = new ProcessBuilder("terraform", "version").start().waitFor() == 0;
+    } catch (IOException e) {
+      found = false;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      found = false;
+    }
+    if (!found && "1".equals(System.getenv("ONESHOT_REQUIRE_TERRAFORM"))) {
+      throw new AssertionError("terraform is not on PATH, and ONESHOT_REQUIRE_TERRAFORM=1");
+    }
+    Assumptions.assumeTrue(found, "terraform is not on PATH: the terraform tests are skipped");
+  }
+}
