@@ -22,3 +22,46 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: dispatcher
 {{- end -}}
+
+{{/* The image of the dispatcher and, unless a template names another, of build pods. */}}
+{{- define "oneshot.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The ServiceAccount of build pods: no Role, no token. */}}
+{{- define "oneshot.buildServiceAccount" -}}
+{{- printf "%s-build" (include "oneshot.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The namespace of routes without their own. */}}
+{{- define "oneshot.buildNamespace" -}}
+{{- .Values.buildNamespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* Every namespace a route's Jobs run in, one per line, sorted. */}}
+{{- define "oneshot.buildNamespaces" -}}
+{{- $all := list (include "oneshot.buildNamespace" .) -}}
+{{- range .Values.routes -}}
+{{- if .namespace -}}{{- $all = append $all .namespace -}}{{- end -}}
+{{- end -}}
+{{- $all | uniq | sortAlpha | join "\n" -}}
+{{- end -}}
+
+{{/* The URL build pods reach the API at. */}}
+{{- define "oneshot.publicUrl" -}}
+{{- .Values.publicUrl | default (printf "http://%s.%s.svc:%v" (include "oneshot.fullname" .) .Release.Namespace .Values.service.port) -}}
+{{- end -}}
+
+{{/* The Secret holding the database URL. */}}
+{{- define "oneshot.databaseSecret" -}}
+{{- if .Values.database.url -}}
+{{- printf "%s-database" (include "oneshot.fullname" .) -}}
+{{- else -}}
+{{- required "database: set database.existingSecret (a Secret with the database URL) or database.url" .Values.database.existingSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the admin token. */}}
+{{- define "oneshot.adminTokenSecret" -}}
+{{- .Values.adminToken.existingSecret | default (printf "%s-admin-token" (include "oneshot.fullname" .)) -}}
+{{- end -}}

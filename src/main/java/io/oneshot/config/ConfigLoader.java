@@ -127,7 +127,8 @@ public final class ConfigLoader {
     if (token != null && tokenFile != null) {
       throw apiNode.child("adminTokenFile").invalid("give adminToken or adminTokenFile, not both");
     }
-    if (tokenFile != null) {
+    // The environment wins over both, and then the file need not exist.
+    if (tokenFile != null && !env.containsKey(ENV_ADMIN_TOKEN)) {
       try {
         token = Files.readString(Path.of(tokenFile)).strip();
       } catch (IOException e) {

@@ -175,7 +175,11 @@ class MonitoringTest {
 
   @Test
   void theDashboardRefersOnlyToExportedMetricsAndRealColumns() {
-    JsonNode map = only("ConfigMap");
+    JsonNode map =
+        rendered.stream()
+            .filter(d -> d.path("metadata").path("name").asText().equals("ops-oneshot-dashboard"))
+            .findFirst()
+            .orElseThrow();
     assertThat(map.path("metadata").path("labels").path("grafana_dashboard").asText())
         .isEqualTo("1");
     JsonNode dashboard = Json.tree(map.path("data").path("oneshot.json").asText());

@@ -1,0 +1,472 @@
+package io.oneshot.chart;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import com.marcnuri.helm.Helm;
+import com.marcnuri.helm.LintResult;
+import com.marcnuri.helm.TemplateCommand;
+import io.fabric8.kubernetes.api.model.ConfigMap;
+import io.fabric8.kubernetes.api.model.Container;
+import io.fabric8.kubernetes.api.model.GenericKubernetesResource;
+import io.fabric8.kubernetes.api.model.HasMetadata;
+import io.fabric8.kubernetes.api.model.KubernetesResource;
+import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.Service;
+import io.fabric8.kubernetes.api.model.ServiceAccount;
+import io.fabric8.kubernetes.api.model.apps.Deployment;
+import io.fabric8.kubernetes.api.model.batch.v1.Job;
+import io.fabric8.kubernetes.api.model.networking.v1.NetworkPolicy;
+import io.fabric8.kubernetes.api.model.policy.v1.PodDisruptionBudget;
+import io.fabric8.kubernetes.api.model.rbac.PolicyRule;
+import io.fabric8.kubernetes.api.model.rbac.Role;
+import io.fabric8.kubernetes.api.model.rbac.RoleBinding;
+import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
+import io.oneshot.config.ConfigLoader;
+import io.oneshot.config.OneshotConfig;
+import io.oneshot.launch.kubernetes.JobTemplates;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.UnaryOperator;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The Helm chart rendered by Helm itself (helm-java ships it as a native library), offline: every
+ * object parses as its Kubernetes kind, RBAC grants exactly what the dispatcher uses, build pods
+ * get an account with no permissions, and the configuration the chart writes loads through the
+ * dispatcher's own loader.
+ */
+class ChartTest {
+  private static final Path CHART = Path.of("charts", "oneshot");
+  private static final Path ORGS = CHART.resolve("examples/organisations.yaml");
+  private static final Path GPU = CHART.resolve("examples/gpu.yaml");
+  private static final KubernetesSerialization K8S = new KubernetesSerialization();
+  private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
+
+  /** What the dispatcher calls on the API server, by resource (KubernetesLauncher). */
+  private static final Map<String, Set<String>> DISPATCHER_VERBS =
+      Map.of(
+          "batch/jobs", Set.of("create", "get", "list", "watch", "delete"),
+          "/pods", Set.of("get", "list", "watch"),
+          "/secrets", Set.of("create", "get", "list", "watch", "patch", "delete"));
+
+  @TempDir Path tmp;
+
+  private static List<HasMetadata> render(UnaryOperator<TemplateCommand> values) {
+    String yaml =
+        values
+            .apply(new Helm(CHART).template().withName("oneshot").withNamespace("oneshot"))
+            .call();
+    List<HasMetadata> out = new ArrayList<>();
+    for (String doc : yaml.split("(?m)^---\\s*$")) {
+      if (doc.lines().allMatch(l -> l.isBlank() || l.startsWith("#"))) {
+        continue;
+      }
+      out.add(parse(doc));
+    }
+    return out;
+  }
+
+  /**
+   * Parses one manifest as its kind and checks that nothing in it is unknown to that kind's model
+   * (a misspelt field would be dropped silently by the API server or refused by it).
+   */
+  private static HasMetadata parse(String doc) {
+    Object typed = K8S.unmarshal(doc, KubernetesResource.class);
+    assertThat(typed).as(doc).isInstanceOf(HasMetadata.class);
+    if (!(typed instanceof GenericKubernetesResource)) {
+      JsonNode original = tree(doc);
+      JsonNode back = YAML.valueToTree(typed);
+      assertThat(withoutNulls(back)).as(doc).isEqualTo(withoutNulls(original));
+    }
+    return (HasMetadata) typed;
+  }
+
+  private static JsonNode tree(String yaml) {
+    try {
+      return YAML.readTree(yaml);
+    } catch (IOException e) {
+      throw new AssertionError(e);
+    }
+  }
+
+  private static JsonNode withoutNulls(JsonNode n) {
+    if (n.isObject()) {
+      ObjectNode o = YAML.createObjectNode();
+      n.properties()
+          .forEach(
+              e -> {
+                JsonNode v = withoutNulls(e.getValue());
+                boolean empty = v.isNull() || (v.isContainerNode() && v.isEmpty());
+                if (!empty) {
+                  o.set(e.getKey(), v);
+                }
+              });
+      return o;
+    }
+    if (n.isArray()) {
+      var a = YAML.createArrayNode();
+      n.forEach(x -> a.add(withoutNulls(x)));
+      return a;
+    }
+    // Numbers and strings alike compare by their text (int-or-string ports, quantities).
+    return n.isValueNode() && !n.isNull() ? YAML.getNodeFactory().textNode(n.asText()) : n;
+  }
+
+  private static <T extends HasMetadata> List<T> all(List<HasMetadata> objs, Class<T> kind) {
+    return objs.stream().filter(kind::isInstance).map(kind::cast).toList();
+  }
+
+  private static <T extends HasMetadata> T one(List<HasMetadata> objs, Class<T> kind, String name) {
+    return all(objs, kind).stream()
+        .filter(o -> o.getMetadata().getName().equals(name))
+        .findFirst()
+        .orElseThrow(() -> new AssertionError("no " + kind.getSimpleName() + " " + name));
+  }
+
+  private static Set<String> kinds(List<HasMetadata> objs) {
+    return objs.stream().map(HasMetadata::getKind).collect(Collectors.toCollection(TreeSet::new));
+  }
+
+  @Test
+  void helmLintPassesAndEveryExampleRenders() {
+    LintResult r = new Helm(CHART).lint().strict().call();
+    assertThat(r.isFailed()).as(String.join("\n", r.getMessages())).isFalse();
+    // helm lint takes no values file here; rendering each example parses every object it makes.
+    for (Path values : List.of(ORGS, GPU)) {
+      assertThat(render(t -> t.withValuesFile(values))).as(values.toString()).isNotEmpty();
+    }
+  }
+
+  @Test
+  void theDefaultsRenderTheDispatcherAndNothingOptional() {
+    List<HasMetadata> objs = render(t -> t);
+    assertThat(kinds(objs))
+        .containsExactly(
+            "ConfigMap",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount");
+    assertThat(objs).noneMatch(o -> o.getKind().startsWith("Cluster"));
+
+    Deployment d = one(objs, Deployment.class, "oneshot");
+    assertThat(d.getSpec().getReplicas()).isEqualTo(2);
+    var pod = d.getSpec().getTemplate().getSpec();
+    assertThat(pod.getServiceAccountName()).isEqualTo("oneshot");
+    assertThat(pod.getSecurityContext().getRunAsNonRoot()).isTrue();
+    assertThat(pod.getSecurityContext().getSeccompProfile().getType()).isEqualTo("RuntimeDefault");
+    assertThat(pod.getTerminationGracePeriodSeconds()).isEqualTo(30L);
+    Container c = pod.getContainers().get(0);
+    assertThat(c.getImage()).isEqualTo("ghcr.io/oneshot-dev/oneshot:0.1.0");
+    assertThat(c.getArgs())
+        .containsExactly("dispatcher", "--config", "/etc/oneshot/config/oneshot.yaml");
+    assertThat(c.getReadinessProbe().getHttpGet().getPath()).isEqualTo("/readyz");
+    assertThat(c.getLivenessProbe().getHttpGet().getPath()).isEqualTo("/healthz");
+    assertThat(c.getSecurityContext().getAllowPrivilegeEscalation()).isFalse();
+    assertThat(c.getSecurityContext().getReadOnlyRootFilesystem()).isTrue();
+    assertThat(c.getSecurityContext().getCapabilities().getDrop()).containsExactly("ALL");
+    assertThat(c.getResources().getLimits()).containsKey("memory");
+    // The database URL comes from the Secret the operator made (the default name).
+    var url =
+        c.getEnv().stream().filter(e -> e.getName().equals("ONESHOT_DATABASE_URL")).findFirst();
+    assertThat(url.orElseThrow().getValueFrom().getSecretKeyRef().getName())
+        .isEqualTo("oneshot-database");
+
+    PodDisruptionBudget pdb = one(objs, PodDisruptionBudget.class, "oneshot");
+    assertThat(pdb.getSpec().getSelector().getMatchLabels())
+        .isEqualTo(d.getSpec().getSelector().getMatchLabels());
+    Service svc = one(objs, Service.class, "oneshot");
+    assertThat(svc.getSpec().getSelector()).isEqualTo(d.getSpec().getSelector().getMatchLabels());
+    assertThat(svc.getSpec().getPorts().get(0).getPort()).isEqualTo(8080);
+
+    // The admin token: a Secret generated once by a pre-install hook (Helm renders hooks apart
+    // from the release's objects, so it is read from its template here).
+    assertThat(all(objs, Secret.class)).isEmpty();
+    assertThat(
+            pod.getVolumes().stream()
+                .filter(v -> v.getName().equals("admin-token"))
+                .findFirst()
+                .orElseThrow()
+                .getSecret()
+                .getSecretName())
+        .isEqualTo("oneshot-admin-token");
+  }
+
+  @Test
+  void theGeneratedAdminTokenIsMadeOnceAtInstall() throws IOException {
+    String template = Files.readString(CHART.resolve("templates/secrets.yaml"));
+    String token =
+        template.substring(template.indexOf("{{- if not .Values.adminToken.existingSecret }}"));
+    assertThat(token)
+        .contains("helm.sh/hook: pre-install")
+        .contains("helm.sh/resource-policy: keep")
+        .contains("randAlphaNum 48")
+        .doesNotContain("lookup");
+  }
+
+  @Test
+  void theRoleGrantsExactlyWhatTheDispatcherUsesInEachBuildNamespace() {
+    List<HasMetadata> objs = render(t -> t.withValuesFile(ORGS));
+    List<Role> roles = all(objs, Role.class);
+    assertThat(roles.stream().map(r -> r.getMetadata().getNamespace()))
+        .containsExactlyInAnyOrder(
+            "oneshot", "builds-default", "builds-experimental", "builds-demo");
+    for (Role role : roles) {
+      Map<String, Set<String>> granted = new java.util.HashMap<>();
+      for (PolicyRule rule : role.getRules()) {
+        assertThat(rule.getResourceNames()).isNullOrEmpty();
+        assertThat(rule.getNonResourceURLs()).isNullOrEmpty();
+        for (String group : rule.getApiGroups()) {
+          for (String res : rule.getResources()) {
+            granted
+                .computeIfAbsent(group + "/" + res, k -> new TreeSet<>())
+                .addAll(rule.getVerbs());
+          }
+        }
+      }
+      assertThat(granted).as(role.getMetadata().getNamespace()).isEqualTo(DISPATCHER_VERBS);
+    }
+    for (RoleBinding b : all(objs, RoleBinding.class)) {
+      assertThat(b.getRoleRef().getKind()).isEqualTo("Role");
+      assertThat(b.getSubjects())
+          .singleElement()
+          .satisfies(
+              s -> {
+                assertThat(s.getName()).isEqualTo("oneshot");
+                assertThat(s.getNamespace()).isEqualTo("oneshot");
+              });
+    }
+  }
+
+  @Test
+  void buildPodsRunAsAnAccountWithNoPermissionsAndNoToken() {
+    List<HasMetadata> objs = render(t -> t.withValuesFile(ORGS));
+    List<ServiceAccount> build =
+        all(objs, ServiceAccount.class).stream()
+            .filter(a -> a.getMetadata().getName().equals("oneshot-build"))
+            .toList();
+    assertThat(build.stream().map(a -> a.getMetadata().getNamespace()))
+        .containsExactlyInAnyOrder(
+            "oneshot", "builds-default", "builds-experimental", "builds-demo");
+    assertThat(build).allMatch(a -> Boolean.FALSE.equals(a.getAutomountServiceAccountToken()));
+    assertThat(all(objs, RoleBinding.class))
+        .allSatisfy(
+            b -> assertThat(b.getSubjects()).noneMatch(s -> s.getName().equals("oneshot-build")));
+
+    ConfigMap templates = one(objs, ConfigMap.class, "oneshot-job-templates");
+    assertThat(templates.getData()).containsOnlyKeys("script.yaml", "terraform.yaml");
+    templates
+        .getData()
+        .forEach(
+            (file, yaml) -> {
+              Job job = K8S.unmarshal(yaml, Job.class);
+              var pod = job.getSpec().getTemplate().getSpec();
+              assertThat(pod.getServiceAccountName()).as(file).isEqualTo("oneshot-build");
+              assertThat(pod.getAutomountServiceAccountToken()).as(file).isFalse();
+              assertThat(pod.getContainers())
+                  .filteredOn(c -> c.getName().equals("provisionerd"))
+                  .singleElement()
+                  .satisfies(
+                      c -> assertThat(c.getImage()).isEqualTo("ghcr.io/oneshot-dev/oneshot:0.1.0"));
+            });
+  }
+
+  /** Writes the chart's two ConfigMaps where the Deployment mounts them, under {@code root}. */
+  private static OneshotConfig loadLikeTheDispatcher(List<HasMetadata> objs, Path root)
+      throws IOException {
+    Deployment d = one(objs, Deployment.class, "oneshot");
+    var pod = d.getSpec().getTemplate().getSpec();
+    Container c = pod.getContainers().get(0);
+    Map<String, String> mountOfVolume =
+        c.getVolumeMounts().stream()
+            .collect(Collectors.toMap(m -> m.getName(), m -> m.getMountPath()));
+    for (var v : pod.getVolumes()) {
+      if (v.getConfigMap() == null) {
+        continue;
+      }
+      Path dir = root.resolve(mountOfVolume.get(v.getName()).substring(1));
+      Files.createDirectories(dir);
+      for (var e : one(objs, ConfigMap.class, v.getConfigMap().getName()).getData().entrySet()) {
+        Files.writeString(dir.resolve(e.getKey()), e.getValue());
+      }
+    }
+    Path file = root.resolve(c.getArgs().get(2).substring(1));
+    // The mounted Secrets stand in the environment, as the Deployment's env and files would.
+    OneshotConfig config =
+        ConfigLoader.load(
+            file,
+            Map.of(
+                "ONESHOT_DATABASE_URL", "postgresql://oneshot@db:5432/oneshot",
+                "ONESHOT_ADMIN_TOKEN", "a-token-of-the-chart-0123456789"));
+    String templateDir = config.launcher().kubernetes().templateDir().toString();
+    assertThat(mountOfVolume).containsValue(templateDir);
+    JobTemplates.load(root.resolve(templateDir.substring(1)), config.routes(), K8S);
+    return config;
+  }
+
+  @Test
+  void routesAndTemplatesReachTheConfigIntactAndLoadThroughTheDispatchersLoader()
+      throws IOException {
+    List<HasMetadata> objs = render(t -> t.withValuesFile(ORGS));
+    OneshotConfig config = loadLikeTheDispatcher(objs, tmp);
+    assertThat(config.launcher().kind()).isEqualTo("kubernetes");
+    assertThat(config.api().publicUrl()).isEqualTo("http://oneshot.oneshot.svc:8080");
+    assertThat(config.dispatch().maxConcurrent()).isEqualTo(10);
+    assertThat(config.routes())
+        .extracting(
+            OneshotConfig.Route::name, OneshotConfig.Route::maxConcurrent, r -> r.namespace())
+        .containsExactly(
+            org.assertj.core.groups.Tuple.tuple("default", 6, "builds-default"),
+            org.assertj.core.groups.Tuple.tuple("experimental", 2, "builds-experimental"),
+            org.assertj.core.groups.Tuple.tuple("demo", 2, "builds-demo"));
+    assertThat(config.routes().get(0).tags()).isEqualTo(Map.of("org", "default"));
+    assertThat(config.routes().get(2).retryAfterAcquire()).isTrue();
+    assertThat(config.routes().get(1).timeout()).isEqualTo(java.time.Duration.ofMinutes(30));
+
+    // The admin token file the config names is where the Deployment mounts the Secret's key.
+    String cfg = one(objs, ConfigMap.class, "oneshot-config").getData().get("oneshot.yaml");
+    String tokenFile = tree(cfg).path("api").path("adminTokenFile").asText();
+    Deployment d = one(objs, Deployment.class, "oneshot");
+    var tokenMount =
+        d.getSpec().getTemplate().getSpec().getContainers().get(0).getVolumeMounts().stream()
+            .filter(m -> m.getName().equals("admin-token"))
+            .findFirst()
+            .orElseThrow();
+    var tokenVolume =
+        d.getSpec().getTemplate().getSpec().getVolumes().stream()
+            .filter(v -> v.getName().equals("admin-token"))
+            .findFirst()
+            .orElseThrow();
+    assertThat(
+            tokenMount.getMountPath() + "/" + tokenVolume.getSecret().getItems().get(0).getPath())
+        .isEqualTo(tokenFile);
+  }
+
+  @Test
+  void aGpuRouteKeepsItsNodeSelectorAndTolerations() throws IOException {
+    List<HasMetadata> objs = render(t -> t.withValuesFile(GPU));
+    OneshotConfig config = loadLikeTheDispatcher(objs, tmp);
+    assertThat(config.routes())
+        .extracting(OneshotConfig.Route::name)
+        .containsExactly("default", "gpu");
+    assertThat(config.routes().get(1).tags()).isEqualTo(Map.of("gpu", "true"));
+
+    ConfigMap templates = one(objs, ConfigMap.class, "oneshot-job-templates");
+    assertThat(templates.getData()).containsKeys("gpu.yaml", "script.yaml", "terraform.yaml");
+    var pod =
+        K8S.unmarshal(templates.getData().get("gpu.yaml"), Job.class)
+            .getSpec()
+            .getTemplate()
+            .getSpec();
+    assertThat(pod.getNodeSelector()).isEqualTo(Map.of("node.kubernetes.io/pool", "gpu"));
+    assertThat(pod.getTolerations())
+        .singleElement()
+        .satisfies(
+            t -> {
+              assertThat(t.getKey()).isEqualTo("nvidia.com/gpu");
+              assertThat(t.getEffect()).isEqualTo("NoSchedule");
+            });
+    assertThat(pod.getContainers().get(0).getResources().getLimits()).containsKey("nvidia.com/gpu");
+    assertThat(pod.getServiceAccountName()).isEqualTo("oneshot-build");
+  }
+
+  @Test
+  void optionalObjectsAppearOnlyWhenEnabled() {
+    assertThat(kinds(render(t -> t)))
+        .doesNotContain("NetworkPolicy", "ServiceMonitor", "PrometheusRule");
+    assertThat(render(t -> t).stream().map(o -> o.getMetadata().getName()))
+        .doesNotContain("oneshot-dashboard");
+
+    List<HasMetadata> net = render(t -> t.set("networkPolicy.enabled", "true"));
+    NetworkPolicy np = one(net, NetworkPolicy.class, "oneshot-builds");
+    assertThat(np.getSpec().getPolicyTypes()).containsExactly("Ingress", "Egress");
+    assertThat(np.getSpec().getIngress()).isEmpty();
+    assertThat(np.getSpec().getPodSelector().getMatchExpressions())
+        .singleElement()
+        .satisfies(e -> assertThat(e.getKey()).isEqualTo("oneshot.io/build"));
+    // Egress to the dispatcher's pods on the API port.
+    assertThat(np.getSpec().getEgress())
+        .filteredOn(e -> !e.getTo().isEmpty())
+        .singleElement()
+        .satisfies(
+            e -> {
+              assertThat(e.getTo().get(0).getPodSelector().getMatchLabels())
+                  .containsEntry("app.kubernetes.io/component", "dispatcher");
+              assertThat(e.getPorts().get(0).getPort().getIntVal()).isEqualTo(8080);
+            });
+    assertThat(kinds(net)).contains("NetworkPolicy").doesNotContain("ServiceMonitor");
+
+    List<HasMetadata> mon = render(t -> t.set("serviceMonitor.enabled", "true"));
+    GenericKubernetesResource sm =
+        all(mon, GenericKubernetesResource.class).stream()
+            .filter(o -> o.getKind().equals("ServiceMonitor"))
+            .findFirst()
+            .orElseThrow();
+    assertThat(sm.getApiVersion()).isEqualTo("monitoring.coreos.com/v1");
+    assertThat(kinds(mon)).doesNotContain("NetworkPolicy", "PrometheusRule");
+
+    assertThat(kinds(render(t -> t.set("prometheusRule.enabled", "true"))))
+        .contains("PrometheusRule")
+        .doesNotContain("ServiceMonitor");
+    assertThat(
+            render(t -> t.set("grafanaDashboard.enabled", "true")).stream()
+                .map(o -> o.getMetadata().getName()))
+        .contains("oneshot-dashboard");
+  }
+
+  @Test
+  void aDatabaseUrlGivenAsAValueIsKeptInASecretOfTheChart() {
+    List<HasMetadata> objs =
+        render(t -> t.set("database.url", "postgresql://oneshot:pw@db:5432/oneshot"));
+    Secret s = one(objs, Secret.class, "oneshot-database");
+    assertThat(s.getStringData()).containsEntry("url", "postgresql://oneshot:pw@db:5432/oneshot");
+    Container c =
+        one(objs, Deployment.class, "oneshot")
+            .getSpec()
+            .getTemplate()
+            .getSpec()
+            .getContainers()
+            .get(0);
+    assertThat(c.getEnv().get(0).getValueFrom().getSecretKeyRef().getName())
+        .isEqualTo("oneshot-database");
+
+    assertThatThrownBy(() -> render(t -> t.set("database.existingSecret", "")))
+        .hasMessageContaining("database.existingSecret");
+  }
+
+  @Test
+  void anExistingAdminTokenSecretIsUsedInsteadOfAGeneratedOne() {
+    List<HasMetadata> objs =
+        render(
+            t -> t.set("adminToken.existingSecret", "ops-token").set("adminToken.secretKey", "t"));
+    assertThat(all(objs, Secret.class)).isEmpty();
+    var token =
+        one(objs, Deployment.class, "oneshot")
+            .getSpec()
+            .getTemplate()
+            .getSpec()
+            .getVolumes()
+            .stream()
+            .filter(v -> v.getName().equals("admin-token"))
+            .findFirst()
+            .orElseThrow()
+            .getSecret();
+    assertThat(token.getSecretName()).isEqualTo("ops-token");
+    assertThat(token.getItems().get(0).getKey()).isEqualTo("t");
+  }
+}
