@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import com.marcnuri.helm.Helm;
 import com.marcnuri.helm.LintResult;
@@ -14,7 +13,6 @@ import io.fabric8.kubernetes.api.model.ConfigMap;
 import io.fabric8.kubernetes.api.model.Container;
 import io.fabric8.kubernetes.api.model.GenericKubernetesResource;
 import io.fabric8.kubernetes.api.model.HasMetadata;
-import io.fabric8.kubernetes.api.model.KubernetesResource;
 import io.fabric8.kubernetes.api.model.Secret;
 import io.fabric8.kubernetes.api.model.Service;
 import io.fabric8.kubernetes.api.model.ServiceAccount;
@@ -29,10 +27,10 @@ import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
 import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.kubernetes.JobTemplates;
+import io.oneshot.testing.Chart;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -55,75 +53,25 @@ class ChartTest {
   private static final KubernetesSerialization K8S = new KubernetesSerialization();
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
 
-  /** What the dispatcher calls on the API server, by resource (KubernetesLauncher). */
-  private static final Map<String, Set<String>> DISPATCHER_VERBS =
-      Map.of(
-          "batch/jobs", Set.of("create", "get", "list", "watch", "delete"),
-          "/pods", Set.of("get", "list", "watch"),
-          "/secrets", Set.of("create", "get", "list", "watch", "patch", "delete"));
-
-  @TempDir Path tmp;
-
   private static List<HasMetadata> render(UnaryOperator<TemplateCommand> values) {
-    String yaml =
-        values
-            .apply(new Helm(CHART).template().withName("oneshot").withNamespace("oneshot"))
-            .call();
-    List<HasMetadata> out = new ArrayList<>();
-    for (String doc : yaml.split("(?m)^---\\s*$")) {
-      if (doc.lines().allMatch(l -> l.isBlank() || l.startsWith("#"))) {
-        continue;
-      }
-      out.add(parse(doc));
-    }
-    return out;
-  }
-
-  /**
-   * Parses one manifest as its kind and checks that nothing in it is unknown to that kind's model
-   * (a misspelt field would be dropped silently by the API server or refused by it).
-   */
-  private static HasMetadata parse(String doc) {
-    Object typed = K8S.unmarshal(doc, KubernetesResource.class);
-    assertThat(typed).as(doc).isInstanceOf(HasMetadata.class);
-    if (!(typed instanceof GenericKubernetesResource)) {
-      JsonNode original = tree(doc);
-      JsonNode back = YAML.valueToTree(typed);
-      assertThat(withoutNulls(back)).as(doc).isEqualTo(withoutNulls(original));
-    }
-    return (HasMetadata) typed;
+    return Chart.render(values);
   }
 
   private static JsonNode tree(String yaml) {
-    try {
-      return YAML.readTree(yaml);
-    } catch (IOException e) {
-      throw new AssertionError(e);
-    }
+    return Chart.tree(yaml);
   }
 
-  private static JsonNode withoutNulls(JsonNode n) {
-    if (n.isObject()) {
-      ObjectNode o = YAML.createObjectNode();
-      n.properties()
-          .forEach(
-              e -> {
-                JsonNode v = withoutNulls(e.getValue());
-                boolean empty = v.isNull() || (v.isContainerNode() && v.isEmpty());
-                if (!empty) {
-                  o.set(e.getKey(), v);
-                }
-              });
-      return o;
-    }
-    if (n.isArray()) {
-      var a = YAML.createArrayNode();
-      n.forEach(x -> a.add(withoutNulls(x)));
-      return a;
-    }
-    // Numbers and strings alike compare by their text (int-or-string ports, quantities).
-    return n.isValueNode() && !n.isNull() ? YAML.getNodeFactory().textNode(n.asText()) : n;
-  }
+  /**
+   * What the dispatcher calls on the API server, by resource (KubernetesLauncher; checked against
+   * its real calls by KubernetesLauncherTest).
+   */
+  private static final Map<String, Set<String>> DISPATCHER_VERBS =
+      Map.of(
+          "batch/jobs", Set.of("create", "get", "list", "watch", "delete"),
+          "/pods", Set.of("list", "watch"),
+          "/secrets", Set.of("create", "get", "list", "watch", "patch", "delete"));
+
+  @TempDir Path tmp;
 
   private static <T extends HasMetadata> List<T> all(List<HasMetadata> objs, Class<T> kind) {
     return objs.stream().filter(kind::isInstance).map(kind::cast).toList();
@@ -468,5 +416,55 @@ class ChartTest {
             .getSecret();
     assertThat(token.getSecretName()).isEqualTo("ops-token");
     assertThat(token.getItems().get(0).getKey()).isEqualTo("t");
+  }
+
+  /**
+   * No Docker engine runs here, so the image is checked against the chart that runs it: the same
+   * user, the same configuration path, the same entrypoint commands and work directory.
+   */
+  @Test
+  void theImageAndTheChartAgreeOnUserPathsAndCommands() throws IOException {
+    String dockerfile = Files.readString(Path.of("Dockerfile"));
+    List<HasMetadata> objs = render(t -> t);
+    var pod = one(objs, Deployment.class, "oneshot").getSpec().getTemplate().getSpec();
+    long uid = pod.getSecurityContext().getRunAsUser();
+    assertThat(dockerfile).contains("USER " + uid + ":" + uid).contains("ARG UID=" + uid);
+    assertThat(dockerfile)
+        .contains("CMD [\"" + String.join("\", \"", pod.getContainers().get(0).getArgs()) + "\"]");
+    assertThat(dockerfile).contains("ENTRYPOINT [\"/usr/local/bin/oneshot\"]");
+    // Terraform is pinned and verified.
+    assertThat(dockerfile)
+        .containsPattern("ARG TERRAFORM_VERSION=[0-9]+\\.[0-9]+\\.[0-9]+")
+        .containsPattern("ARG TERRAFORM_SHA256_AMD64=[0-9a-f]{64}")
+        .contains("sha256sum -c");
+    // Build pods: the templates' command, user and work directory are the image's.
+    for (String yaml : one(objs, ConfigMap.class, "oneshot-job-templates").getData().values()) {
+      var spec = K8S.unmarshal(yaml, Job.class).getSpec().getTemplate().getSpec();
+      Container c = spec.getContainers().get(0);
+      assertThat(c.getArgs()).containsExactly("provisionerd");
+      assertThat(dockerfile).contains("  provisionerd)");
+      assertThat(spec.getSecurityContext().getRunAsUser()).isEqualTo(uid);
+      assertThat(c.getVolumeMounts()).anyMatch(m -> m.getMountPath().equals("/work"));
+      assertThat(dockerfile).contains("ONESHOT_WORK_DIR=/work");
+    }
+  }
+
+  @Test
+  void everyDocumentedValueIsInTheChartsReadme() throws IOException {
+    String readme = Files.readString(CHART.resolve("README.md"));
+    java.util.regex.Matcher m =
+        java.util.regex.Pattern.compile("(?m)^\\s*# ([A-Za-z0-9_.]+) -- (.+)$")
+            .matcher(Files.readString(CHART.resolve("values.yaml")));
+    int documented = 0;
+    while (m.find()) {
+      documented++;
+      assertThat(readme)
+          .as("scripts/chart-readme writes the table")
+          .contains("| `" + m.group(1) + "` | " + m.group(2) + " |");
+    }
+    assertThat(documented).isGreaterThan(40);
+    // Every top-level key of values.yaml is documented.
+    JsonNode values = YAML.readTree(CHART.resolve("values.yaml").toFile());
+    values.properties().forEach(e -> assertThat(readme).contains("| `" + e.getKey() + "` |"));
   }
 }

@@ -27,6 +27,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -391,6 +392,42 @@ class KubernetesLauncherTest {
     assertThat(awaitEnd(running)).isEqualTo("canceled");
     String job = "oneshot-" + running + "-1";
     await().atMost(30, TimeUnit.SECONDS).until(() -> !cluster.kubelet.running("team-a", job));
+  }
+
+  /**
+   * The dispatcher's real calls (told from the fake kubelet's by their User-Agent) through a
+   * build's whole life, a cancel and a restart that adopts a running Job: the Helm chart's Role
+   * grants every one of them, and nothing they do not need.
+   */
+  @Test
+  void theDispatcherAsksTheApiServerForNothingTheChartsRoleDoesNotGrant() throws Exception {
+    Path gate = tmp.resolve("gate");
+    t = server().start();
+    long ok = t.api.submitScript("{\"team\": \"b\"}", "echo fine");
+    assertThat(awaitEnd(ok)).isEqualTo("succeeded");
+    long adopted = gated("b", gate);
+    await().atMost(1, TimeUnit.MINUTES).until(() -> status(adopted).equals("running"));
+    // Canceled while its pod cannot start: the dispatcher deletes the Job and its Secret.
+    cluster.kubelet.hold("oneshot-" + (adopted + 1) + "-1");
+    long canceled = t.api.submitScript("{\"team\": \"a\"}", "true");
+    await().atMost(1, TimeUnit.MINUTES).until(() -> jobsOf(canceled).size() == 1);
+    assertThat(t.api.post("/api/v1/builds/" + canceled + "/cancel", "{}").status()).isEqualTo(202);
+    await().atMost(30, TimeUnit.SECONDS).until(() -> jobsOf(canceled).isEmpty());
+    t.close();
+    t = server().keepQueue().start();
+    Files.createFile(gate);
+    assertThat(awaitEnd(adopted)).isEqualTo("succeeded");
+
+    Set<String> used = cluster.dispatcherAccess();
+    Set<String> granted =
+        io.oneshot.testing.Chart.roleAccess(
+            io.oneshot.testing.Chart.render(c -> c.set("buildNamespace", "team-a")));
+    assertThat(granted).containsAll(used);
+    // A Job is read by name only when the informer has not seen it yet (a race this run may not
+    // hit); everything else the Role grants, this run used.
+    Set<String> unused = new java.util.TreeSet<>(granted);
+    unused.removeAll(used);
+    assertThat(unused).isSubsetOf("batch/jobs get");
   }
 
   @Test

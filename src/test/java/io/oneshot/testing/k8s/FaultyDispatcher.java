@@ -12,7 +12,8 @@ import java.util.regex.Pattern;
 /**
  * The mock API server's dispatcher with faults on demand: each fault answers the next request it
  * matches (method and path), once, in place of (or around) the CRUD dispatcher. Every request is
- * recorded.
+ * recorded with the client's User-Agent, so that the dispatcher's calls can be told from the fake
+ * kubelet's.
  */
 public final class FaultyDispatcher extends Dispatcher {
   /** One scripted fault. */
@@ -21,7 +22,10 @@ public final class FaultyDispatcher extends Dispatcher {
 
   private final Dispatcher crud;
   private final List<Fault> faults = new CopyOnWriteArrayList<>();
-  public final List<String> requests = new CopyOnWriteArrayList<>();
+  public final List<Request> requests = new CopyOnWriteArrayList<>();
+
+  /** One request as the server received it. */
+  public record Request(String userAgent, String method, String path) {}
 
   public FaultyDispatcher(Dispatcher crud) {
     this.crud = crud;
@@ -33,7 +37,8 @@ public final class FaultyDispatcher extends Dispatcher {
 
   @Override
   public MockResponse dispatch(RecordedRequest request) {
-    requests.add(request.getMethod() + " " + request.getPath());
+    requests.add(
+        new Request(request.getHeader("User-Agent"), request.getMethod(), request.getPath()));
     for (Fault f : faults) {
       if (f.method().equals(request.getMethod()) && f.path().matcher(request.getPath()).find()) {
         if (faults.remove(f)) {

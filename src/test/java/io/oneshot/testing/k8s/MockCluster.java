@@ -46,9 +46,33 @@ public final class MockCluster implements AutoCloseable {
     kubelet.start();
   }
 
-  /** A client as the dispatcher gets one: on its Vert.x, with fabric8's own retries off. */
+  /** The User-Agent of {@link #clientFor}'s requests. */
+  public static final String DISPATCHER_AGENT = "oneshot-dispatcher-under-test";
+
+  /**
+   * A client as the dispatcher gets one: on its Vert.x, with fabric8's own retries off, and a
+   * User-Agent of its own ({@link #DISPATCHER_AGENT}).
+   */
   public KubernetesClient clientFor(Vertx vertx) {
-    return server.createClient(b -> b.withHttpClientFactory(new VertxHttpClientFactory(vertx)));
+    Config config =
+        new io.fabric8.kubernetes.client.ConfigBuilder(admin.getConfiguration())
+            .withUserAgent(DISPATCHER_AGENT)
+            .build();
+    return server.createClient(
+        b -> b.withConfig(config).withHttpClientFactory(new VertxHttpClientFactory(vertx)));
+  }
+
+  /**
+   * The dispatcher's calls so far, as RBAC sees them: "group/resource verb" ("batch/jobs create").
+   */
+  public java.util.Set<String> dispatcherAccess() {
+    java.util.Set<String> out = new java.util.TreeSet<>();
+    for (FaultyDispatcher.Request r : dispatcher.requests) {
+      if (DISPATCHER_AGENT.equals(r.userAgent())) {
+        out.add(Rbac.access(r.method(), r.path()));
+      }
+    }
+    return out;
   }
 
   @Override
