@@ -57,6 +57,9 @@ public final class ApiServer implements AutoCloseable {
   private final Supplier<Map<String, Object>> status;
   private final Metrics metrics;
   private final byte[] adminToken;
+  private final java.util.concurrent.atomic.AtomicInteger inFlight =
+      new java.util.concurrent.atomic.AtomicInteger();
+  private volatile boolean draining;
   private HttpServer server;
 
   /**
@@ -81,6 +84,7 @@ public final class ApiServer implements AutoCloseable {
   /** Starts listening; returns the bound port (useful with port 0). */
   public Future<Integer> start() {
     Router router = Router.router(vertx);
+    router.route().handler(this::track);
     router.get("/healthz").handler(ctx -> json(ctx, 200, Map.of("status", "ok")));
     router.get("/readyz").handler(this::ready);
     router
@@ -143,6 +147,48 @@ public final class ApiServer implements AutoCloseable {
 
   // ---------------------------------------------------------------------------------------------
   // Health
+
+  /**
+   * Counts requests in flight, for {@link #drain}; while draining, answers new ones (but liveness)
+   * with 503, which provisionerd and the CLI retry, and which sends them to another replica.
+   */
+  private void track(RoutingContext ctx) {
+    if (draining && !ctx.request().path().equals("/healthz")) {
+      ctx.response().putHeader("Connection", "close");
+      json(
+          ctx,
+          503,
+          Map.of(
+              "error",
+              "this replica is shutting down",
+              "detail",
+              "try again: another replica serves the same API"));
+      return;
+    }
+    inFlight.incrementAndGet();
+    ctx.addEndHandler(v -> inFlight.decrementAndGet());
+    ctx.next();
+  }
+
+  /**
+   * Stops taking requests and waits up to {@code timeout} for those in flight to finish; log
+   * streams that follow a build end now (the CLI picks up after their last line elsewhere). Returns
+   * how many were still running when it gave up.
+   */
+  public int drain(java.time.Duration timeout) {
+    draining = true;
+    followers.wakeAll();
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (inFlight.get() > 0 && System.nanoTime() < deadline) {
+      try {
+        Thread.sleep(20);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+    return inFlight.get();
+  }
 
   private void ready(RoutingContext ctx) {
     Map<String, Object> body = new LinkedHashMap<>(status.get());
@@ -273,6 +319,7 @@ public final class ApiServer implements AutoCloseable {
         .cancel(id)
         .onSuccess(
             c -> {
+              io.oneshot.dispatch.FaultPoint.AFTER_CANCEL.reach();
               switch (c.result()) {
                 case NOT_FOUND -> fail(ctx, ApiError.notFound("build " + id));
                 case ALREADY_FINISHED ->
@@ -375,7 +422,7 @@ public final class ApiServer implements AutoCloseable {
                   } else {
                     context.runOnContext(v -> next());
                   }
-                } else if (!follow || page.get().status().terminal()) {
+                } else if (!follow || page.get().status().terminal() || draining) {
                   resp.end();
                 } else {
                   waitForMore();

@@ -159,7 +159,8 @@ final class DevCommand implements Callable<Integer> {
           if (pg != null) {
             pg.close();
           }
-        });
+        },
+        cfg.dispatch().shutdownGrace());
     return Main.OK;
   }
 

@@ -4,6 +4,7 @@ import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.server.OneshotServer;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -48,7 +49,13 @@ final class DispatcherCommand implements Callable<Integer> {
     }
     LogConfigurator.apply(c.logging().format(), c.logging().levels());
     OneshotServer server = OneshotServer.start(c);
-    Lifecycle.runUntilSignal(server::close);
+    Duration grace = c.dispatch().shutdownGrace();
+    // The API's drain leaves a little of the grace period for closing everything else.
+    Duration drain =
+        grace.minusSeconds(2).compareTo(Duration.ofSeconds(1)) < 0
+            ? Duration.ofSeconds(1)
+            : grace.minusSeconds(2);
+    Lifecycle.runUntilSignal(() -> server.close(drain), grace);
     return Main.OK;
   }
 }

@@ -21,7 +21,8 @@ import picocli.CommandLine.Spec;
     description = {
       "Shows the routes in the order they match: their limit, builds running and queued, how long"
           + " the oldest queued build has waited, and the median and 95th percentile wait of the"
-          + " builds claimed in the last hour. `oneshot top` is `oneshot routes --watch`."
+          + " builds claimed in the last hour (the last 1,000 at most). `oneshot top` is `oneshot"
+          + " routes --watch`."
     },
     footer = {"", "Examples:", "  oneshot routes", "  oneshot routes --watch", "  oneshot top"})
 final class RoutesCommand implements Callable<Integer> {

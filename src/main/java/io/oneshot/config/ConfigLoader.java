@@ -148,7 +148,9 @@ public final class ConfigLoader {
         "pollInterval",
         "rescueInterval",
         "listenerHealthInterval",
-        "heartbeatInterval");
+        "heartbeatInterval",
+        "leaderInterval",
+        "shutdownGrace");
     Dispatch dispatch =
         new Dispatch(
             d.integer("maxConcurrent", 100, 1, 100_000),
@@ -156,7 +158,9 @@ public final class ConfigLoader {
             d.duration("pollInterval", "2s", Duration.ofMillis(10)),
             d.duration("rescueInterval", "5s", Duration.ofMillis(10)),
             d.duration("listenerHealthInterval", "10s", Duration.ofMillis(100)),
-            d.duration("heartbeatInterval", "1s", Duration.ofMillis(100)));
+            d.duration("heartbeatInterval", "1s", Duration.ofMillis(100)),
+            d.duration("leaderInterval", "1s", Duration.ofMillis(50)),
+            d.duration("shutdownGrace", "20s", Duration.ofSeconds(1)));
 
     Node l = root.object("limits");
     l.allowOnly(

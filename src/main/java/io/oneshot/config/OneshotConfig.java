@@ -41,7 +41,9 @@ public record OneshotConfig(
       Duration pollInterval,
       Duration rescueInterval,
       Duration listenerHealthInterval,
-      Duration heartbeatInterval) {}
+      Duration heartbeatInterval,
+      Duration leaderInterval,
+      Duration shutdownGrace) {}
 
   /**
    * Size caps, enforced by the API and (input and tags) mirrored into the database for SQL

@@ -6,6 +6,8 @@ import io.oneshot.build.BuildStore;
 import io.oneshot.build.BuildStore.Claimed;
 import io.oneshot.build.BuildToken;
 import io.oneshot.build.Database;
+import io.oneshot.build.FencedOutException;
+import io.oneshot.build.LeaderFence;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.LaunchOutcome;
@@ -24,7 +26,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -42,7 +44,8 @@ public final class Dispatcher implements AutoCloseable {
   private final Launcher launcher;
   private final OneshotConfig config;
   private final String apiUrl;
-  private final BooleanSupplier leader;
+  private final Supplier<LeaderFence> fence;
+  private volatile boolean fencedOut;
   private final Wakeup wakeup = new Wakeup();
   private final Set<Long> inFlight = ConcurrentHashMap.newKeySet();
   private final ExecutorService launches = Executors.newVirtualThreadPerTaskExecutor();
@@ -60,14 +63,14 @@ public final class Dispatcher implements AutoCloseable {
       Launcher launcher,
       OneshotConfig config,
       String apiUrl,
-      BooleanSupplier leader,
+      Supplier<LeaderFence> fence,
       Metrics metrics) {
     this.metrics = metrics;
     this.store = store;
     this.launcher = launcher;
     this.config = config;
     this.apiUrl = apiUrl;
-    this.leader = leader;
+    this.fence = fence;
     this.retries =
         Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().name("oneshot-launch-retry").daemon().factory());
@@ -145,7 +148,8 @@ public final class Dispatcher implements AutoCloseable {
    * claimed. Public so that tests can drive the loop one step at a time.
    */
   public int cycle() {
-    if (!leader.getAsBoolean()) {
+    LeaderFence leading = fence.get();
+    if (leading == null) {
       return 0;
     }
     int batch = Math.min(config.dispatch().claimBatch(), config.dispatch().maxConcurrent());
@@ -161,17 +165,30 @@ public final class Dispatcher implements AutoCloseable {
                   config.dispatch().maxConcurrent(),
                   launcher.kind(),
                   tokens,
+                  leading,
                   c -> {
                     for (Claimed x : c) {
                       inFlight.add(x.id());
                       registered.add(x.id());
                     }
                   }));
+    } catch (FencedOutException e) {
+      returnUnused(tokens, List.of());
+      if (!fencedOut) {
+        fencedOut = true;
+        log.warn(
+            "Claimed nothing: {}. Claims wait until this replica leads again.", e.getMessage());
+      }
+      return 0;
     } catch (RuntimeException e) {
       registered.forEach(inFlight::remove);
       throw e;
     } finally {
       cycles.incrementAndGet();
+    }
+    fencedOut = false;
+    if (!claimed.isEmpty()) {
+      FaultPoint.AFTER_CLAIM.reach();
     }
     returnUnused(tokens, claimed);
     for (Claimed c : claimed) {
@@ -240,8 +257,10 @@ public final class Dispatcher implements AutoCloseable {
     boolean done = true;
     try {
       switch (outcome) {
-        case LaunchOutcome.Launched l ->
-            record(a, l.namespace(), "launched " + l.detail(), started);
+        case LaunchOutcome.Launched l -> {
+          FaultPoint.AFTER_LAUNCH.reach();
+          record(a, l.namespace(), "launched " + l.detail(), started);
+        }
         case LaunchOutcome.AlreadyLaunched l ->
             record(a, l.namespace(), "already launched: " + l.detail(), started);
         case LaunchOutcome.Rejected r -> {

@@ -1,6 +1,7 @@
 package io.oneshot.dispatch;
 
 import io.oneshot.build.AdvisoryLocks;
+import io.oneshot.build.LeaderFence;
 import io.vertx.core.Context;
 import io.vertx.core.Vertx;
 import io.vertx.pgclient.PgConnectOptions;
@@ -15,7 +16,9 @@ import org.slf4j.LoggerFactory;
  * Decides which dispatcher replica claims: the one whose dedicated connection holds the session
  * advisory lock {@link AdvisoryLocks#LEADER}. The others try again every {@code interval}. The
  * leader checks its connection at the same interval and steps down at once when the check fails or
- * the connection closes (PostgreSQL releases the lock with the session).
+ * the connection closes (PostgreSQL releases the lock with the session). Claims carry the lock
+ * session's {@link LeaderFence}, so a replica that lost the lock cannot claim even before it
+ * notices.
  */
 public final class Leadership implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(Leadership.class);
@@ -26,6 +29,7 @@ public final class Leadership implements AutoCloseable {
   private final long intervalMs;
   private final Consumer<Boolean> onChange;
   private volatile boolean leader;
+  private volatile LeaderFence fence;
   private volatile boolean open;
   private PgConnection conn;
   private long timer = -1;
@@ -48,6 +52,11 @@ public final class Leadership implements AutoCloseable {
     return leader;
   }
 
+  /** The session that holds the lock while this replica leads; null when it does not. */
+  public LeaderFence fence() {
+    return leader ? fence : null;
+  }
+
   private void connect() {
     if (!open) {
       return;
@@ -61,7 +70,19 @@ public final class Leadership implements AutoCloseable {
               }
               conn = c;
               c.closeHandler(v -> lost(c, "its database connection closed"));
-              tryLock(c);
+              // A leader that vanishes without closing its connection (its node lost, a
+              // partition) must not hold the lock for TCP's default hours: the server probes the
+              // idle session and ends it within a few intervals. Ignored over a Unix socket.
+              long idle = Math.max(1, 2 * intervalMs / 1000);
+              long probe = Math.max(1, intervalMs / 1000);
+              c.query(
+                      "SET tcp_keepalives_idle = "
+                          + idle
+                          + "; SET tcp_keepalives_interval = "
+                          + probe
+                          + "; SET tcp_keepalives_count = 3")
+                  .execute()
+                  .onComplete(r -> tryLock(c));
             })
         .onFailure(
             e -> {
@@ -74,11 +95,16 @@ public final class Leadership implements AutoCloseable {
     if (conn != c || !open) {
       return;
     }
-    c.preparedQuery("SELECT pg_try_advisory_lock($1, $2) AS locked")
+    c.preparedQuery(
+            "SELECT pg_try_advisory_lock($1, $2) AS locked, pg_backend_pid() AS pid,"
+                + " (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())"
+                + " AS since")
         .execute(Tuple.of(AdvisoryLocks.CLASS, AdvisoryLocks.LEADER))
         .onSuccess(
             rows -> {
-              if (rows.iterator().next().getBoolean("locked")) {
+              var row = rows.iterator().next();
+              if (row.getBoolean("locked")) {
+                fence = new LeaderFence(row.getInteger("pid"), row.getOffsetDateTime("since"));
                 promote();
                 later(() -> check(c));
               } else {

@@ -196,7 +196,7 @@ public final class Rescuer implements AutoCloseable {
     switch (state) {
       case AttemptState.Running r -> {
         if (b.claimedAgoMs() > route.launchTimeout().toMillis()) {
-          requeue(
+          revokeAndRequeue(
               b,
               ref,
               "provisionerd did not acquire the build within "
@@ -286,11 +286,15 @@ public final class Rescuer implements AutoCloseable {
   /** Kills the attempt, then requeues the build (or fails it, on its last attempt). */
   private void requeue(LiveBuild b, AttemptRef ref, String why, Metrics.Requeue kind) {
     launcher.kill(ref, Duration.ZERO, why);
+    FaultPoint.DURING_REQUEUE.reach();
     Optional<BuildState> now = Database.await(store.requeue(b.id(), b.attempt(), b.status(), why));
-    if (now.isEmpty()) {
-      return;
+    if (now.isPresent()) {
+      requeued(b, now.get(), why, kind);
     }
-    boolean again = now.get() == BuildState.PENDING;
+  }
+
+  private void requeued(LiveBuild b, BuildState now, String why, Metrics.Requeue kind) {
+    boolean again = now == BuildState.PENDING;
     if (again) {
       metrics.requeued(b.route(), kind);
     } else {
@@ -302,6 +306,23 @@ public final class Rescuer implements AutoCloseable {
             : why + "; no attempts left, the build failed";
     log.warn("Build {} (route {}, attempt {}): {}.", b.id(), b.route(), b.attempt(), line);
     systemLog(b, again ? "warn" : "error", line);
+  }
+
+  /**
+   * Requeues a build whose attempt still runs but has not acquired it in time, then kills the
+   * attempt. The order matters: the requeue is a compare-and-set on {@code launching} that also
+   * revokes the attempt's token, so an attempt that acquires at that very moment either wins (the
+   * requeue does nothing, and it is left running) or can no longer acquire. Killing first could
+   * kill an attempt that had just acquired, and fail its build.
+   */
+  private void revokeAndRequeue(LiveBuild b, AttemptRef ref, String why, Metrics.Requeue kind) {
+    Optional<BuildState> now = Database.await(store.requeue(b.id(), b.attempt(), b.status(), why));
+    if (now.isEmpty()) {
+      return; // it acquired meanwhile: it runs the build
+    }
+    FaultPoint.DURING_REQUEUE.reach();
+    launcher.kill(ref, Duration.ZERO, why);
+    requeued(b, now.get(), why, kind);
   }
 
   /** Kills the attempt, then ends the build in {@code to}. */
@@ -353,8 +374,9 @@ public final class Rescuer implements AutoCloseable {
           && cur.attempt() == ref.attempt()
           && cur.started()
           && cur.finishedAgoMs() != null
-          && cur.finishedAgoMs() < FINISHING.toMillis()) {
-        continue; // its provisionerd reported and is exiting by itself
+          && cur.finishedAgoMs() < FINISHING.toMillis()
+          && windingDown(ref)) {
+        continue; // its provisionerd reported and the attempt is ending by itself
       }
       String why =
           cur == null
@@ -367,12 +389,26 @@ public final class Rescuer implements AutoCloseable {
                   + cur.attempt()
                   + ")";
       try {
+        FaultPoint.BEFORE_KILL.reach();
         launcher.kill(ref, Duration.ZERO, why);
       } catch (RuntimeException e) {
         log.warn(
             "Cannot remove attempt {} ({}): {}. Will try again.", ref, why, Dispatcher.describe(e));
       }
     }
+  }
+
+  /**
+   * Whether a finished build's attempt is still ending by itself: running, or ended but kept by its
+   * launcher (a Job the Job controller has yet to mark complete). A local attempt that ended leaves
+   * only its directory, which can go at once.
+   */
+  private boolean windingDown(AttemptRef ref) {
+    return switch (launcher.inspect(ref)) {
+      case AttemptState.Running r -> true;
+      case AttemptState.Exited e -> launcher.keepsEndedAttempts();
+      case AttemptState.Missing m -> false;
+    };
   }
 
   private static String key(long id, int attempt) {

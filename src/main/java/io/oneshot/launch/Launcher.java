@@ -47,6 +47,15 @@ public interface Launcher extends AutoCloseable {
    */
   default void start() {}
 
+  /**
+   * Whether an attempt whose process ended still holds something worth keeping until the platform
+   * removes it (a Job, whose pod's log {@code kubectl logs} reads, until its TTL): then the rescuer
+   * leaves a finished build's attempt alone while it winds down, instead of removing it at once.
+   */
+  default boolean keepsEndedAttempts() {
+    return false;
+  }
+
   /** Releases the launcher's own resources. Running attempts are left running. */
   @Override
   void close();

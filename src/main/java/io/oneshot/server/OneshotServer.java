@@ -129,14 +129,14 @@ public final class OneshotServer implements AutoCloseable {
           new Leadership(
               vertx,
               db.connectOptions("leader"),
-              Duration.ofSeconds(1),
+              config.dispatch().leaderInterval(),
               leading -> {
                 if (leading) {
                   holder.wakeAll();
                 }
               });
       Dispatcher dispatcher =
-          new Dispatcher(store, launcher, config, apiUrl, leadership::isLeader, metrics);
+          new Dispatcher(store, launcher, config, apiUrl, leadership::fence, metrics);
       Rescuer rescuer =
           new Rescuer(store, launcher, config, dispatcher, leadership::isLeader, metrics);
       launcher.events(new LaunchEvents(store, rescuer, metrics));
@@ -351,9 +351,28 @@ public final class OneshotServer implements AutoCloseable {
   /** Stops claiming, stops serving, and releases everything; attempts keep running. */
   @Override
   public void close() {
+    close(Duration.ZERO);
+  }
+
+  /**
+   * Stops gracefully: leadership is released first (another replica can claim at once, and this
+   * one's fence no longer passes), then claiming and rescuing stop, then the API finishes the
+   * requests in flight for up to {@code drain} while it refuses new ones. Attempts keep running and
+   * report to whichever replica serves the API.
+   */
+  public void close(Duration drain) {
     leadership.close();
     dispatcher.close();
     rescuer.close();
+    if (!drain.isZero()) {
+      int left = api.drain(drain);
+      if (left > 0) {
+        log.warn(
+            "{} API requests were still running after {} s; closing them.",
+            left,
+            drain.toSeconds());
+      }
+    }
     api.close();
     listener.close();
     launcher.close();

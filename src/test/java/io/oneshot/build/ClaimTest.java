@@ -263,4 +263,61 @@ class ClaimTest {
         .as("the limits were reached, so they were tested")
         .isEqualTo(global);
   }
+
+  /**
+   * The fence: a claim names the leadership session it was made under and commits only while that
+   * session holds the leader lock. A replica whose session ended, or whose lock another replica now
+   * holds, claims nothing, even if it has not noticed yet.
+   */
+  @Test
+  void aDeposedLeaderCannotClaim() {
+    f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 10}\n");
+    long first = enqueue("{}", 0, null);
+    io.oneshot.dispatch.Leadership a =
+        new io.oneshot.dispatch.Leadership(
+            f.vertx, f.db.connectOptions("leader-a"), java.time.Duration.ofMillis(100), x -> {});
+    io.oneshot.dispatch.Leadership b =
+        new io.oneshot.dispatch.Leadership(
+            f.vertx, f.db.connectOptions("leader-b"), java.time.Duration.ofMillis(100), x -> {});
+    try {
+      a.start();
+      await().atMost(10, TimeUnit.SECONDS).until(a::isLeader);
+      b.start();
+      LeaderFence fenceA = a.fence();
+      assertThat(fenceA).isNotNull();
+      assertThat(b.fence()).as("b does not lead").isNull();
+      assertThat(Database.await(f.store.claim(10, "test", tokens(5), fenceA, c -> {})))
+          .extracting(BuildStore.Claimed::id)
+          .containsExactly(first);
+
+      // A's lock session ends (as when its replica is partitioned or killed); B takes the lock.
+      long second = enqueue("{}", 0, null);
+      Sql.exec("SELECT pg_terminate_backend(?)", fenceA.pid());
+      await().atMost(10, TimeUnit.SECONDS).until(() -> b.isLeader());
+      assertThat(b.fence()).isNotEqualTo(fenceA);
+
+      // A claims with the fence it had: refused, and nothing is claimed.
+      assertThatFencedOut(fenceA);
+      // Nor does a fence of a live session that does not hold the lock pass.
+      int someSession = ((Number) Sql.value("SELECT pg_backend_pid()")).intValue();
+      assertThatFencedOut(
+          new LeaderFence(someSession, java.time.OffsetDateTime.now(java.time.ZoneOffset.UTC)));
+      assertThat(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", second))
+          .isEqualTo("pending");
+
+      assertThat(Database.await(f.store.claim(10, "test", tokens(5), b.fence(), c -> {})))
+          .extracting(BuildStore.Claimed::id)
+          .containsExactly(second);
+    } finally {
+      a.close();
+      b.close();
+    }
+  }
+
+  private void assertThatFencedOut(LeaderFence stale) {
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+            () -> Database.await(f.store.claim(10, "test", tokens(5), stale, c -> {})))
+        .isInstanceOf(FencedOutException.class)
+        .hasMessageContaining("does not lead");
+  }
 }

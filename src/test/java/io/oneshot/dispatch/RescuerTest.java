@@ -122,7 +122,10 @@ class RescuerTest {
     start();
     long id = enqueue("{}");
     Attempt first = awaitLaunch(id, 1);
-    Sql.exec("UPDATE oneshot.builds SET claimed_at = now() - interval '1 hour' WHERE id = ?", id);
+    Sql.exec(
+        "UPDATE oneshot.builds SET claimed_at = now() - interval '1 hour',"
+            + " launched_at = now() - interval '1 hour' WHERE id = ?",
+        id);
     awaitLaunch(id, 2);
     assertThat(launcher.killed).extracting(r -> r.name()).contains(first.name());
     assertThat(systemLog(id).get(0)).startsWith("provisionerd did not acquire the build within 5m");

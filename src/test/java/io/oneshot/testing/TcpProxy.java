@@ -15,20 +15,25 @@ import java.util.concurrent.CopyOnWriteArrayList;
 /**
  * A TCP proxy in front of the test PostgreSQL, for faults: {@link #cut()} drops every connection
  * and refuses new ones; {@link #freeze()} keeps connections open but stops moving bytes (a network
- * partition); {@link #restore()} ends either.
+ * partition); {@link #restore()} ends either. With several targets it stands for a Kubernetes
+ * Service: each connection goes to the next target that accepts it (round robin).
  */
 public final class TcpProxy implements AutoCloseable {
   private final ServerSocket server;
-  private final String targetHost;
-  private final int targetPort;
+  private final List<InetSocketAddress> targets;
+  private final java.util.concurrent.atomic.AtomicInteger next =
+      new java.util.concurrent.atomic.AtomicInteger();
   private final List<Socket> sockets = new CopyOnWriteArrayList<>();
   private volatile boolean cut;
   private volatile boolean frozen;
   private final Object gate = new Object();
 
   public TcpProxy(String targetHost, int targetPort) {
-    this.targetHost = targetHost;
-    this.targetPort = targetPort;
+    this(List.of(new InetSocketAddress(targetHost, targetPort)));
+  }
+
+  public TcpProxy(List<InetSocketAddress> targets) {
+    this.targets = List.copyOf(targets);
     try {
       server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
     } catch (IOException e) {
@@ -56,8 +61,11 @@ public final class TcpProxy implements AutoCloseable {
           client.close();
           continue;
         }
-        Socket upstream = new Socket();
-        upstream.connect(new InetSocketAddress(targetHost, targetPort), 5000);
+        Socket upstream = connectUpstream();
+        if (upstream == null) {
+          client.close();
+          continue;
+        }
         sockets.add(client);
         sockets.add(upstream);
         pipe(client, upstream);
@@ -66,6 +74,26 @@ public final class TcpProxy implements AutoCloseable {
         // closed, or the target refused: the client sees its connection drop
       }
     }
+  }
+
+  /** The next target that accepts a connection, or null when none does. */
+  private Socket connectUpstream() {
+    int start = next.getAndIncrement();
+    for (int i = 0; i < targets.size(); i++) {
+      Socket upstream = new Socket();
+      try {
+        upstream.connect(targets.get(Math.floorMod(start + i, targets.size())), 2000);
+        return upstream;
+      } catch (IOException e) {
+        close(upstream);
+      }
+    }
+    return null;
+  }
+
+  /** The port the proxy listens on (127.0.0.1). */
+  public int port() {
+    return server.getLocalPort();
   }
 
   private void pipe(Socket from, Socket to) {

@@ -198,6 +198,18 @@ public final class KubernetesLauncher implements Launcher {
                 });
           }
         });
+    // An API server that fails a list or a watch (at start too: a 500, a dropped connection) is
+    // tried again with fabric8's backoff, rather than leaving the informer, or the dispatcher,
+    // dead.
+    informer.exceptionHandler(
+        (started, e) -> {
+          log.warn(
+              "Watching {}s failed{}: {}. Will try again.",
+              informer.getApiTypeClass().getSimpleName(),
+              started ? "" : " before the first list",
+              rootMessage(e));
+          return true;
+        });
     return informer;
   }
 
@@ -418,6 +430,11 @@ public final class KubernetesLauncher implements Launcher {
 
   // ---------------------------------------------------------------------------------------------
   // Inspect, kill, list
+
+  @Override
+  public boolean keepsEndedAttempts() {
+    return true;
+  }
 
   @Override
   public AttemptState inspect(AttemptRef ref) {

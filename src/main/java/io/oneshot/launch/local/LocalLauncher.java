@@ -64,6 +64,10 @@ public final class LocalLauncher implements Launcher {
   private static final String LOG_FILE = "provisionerd.log";
 
   private final Path runDir;
+
+  /** On the command line of every provisionerd: {@code -Doneshot.attempt=<attempt dir>}. */
+  static final String MARKER = "-Doneshot.attempt=";
+
   private final List<String> command;
   private final Map<String, String> baseEnv;
   private final String setsid;
@@ -192,7 +196,13 @@ public final class LocalLauncher implements Launcher {
       if (setsid != null) {
         cmd.add(setsid);
       }
-      cmd.addAll(command);
+      cmd.add(command.get(0));
+      if (Path.of(command.get(0)).getFileName().toString().equals("java")) {
+        // Names the attempt on the process's command line: a dispatcher that died between
+        // starting the process and recording its pid can still be found (see byMarker).
+        cmd.add(MARKER + dir.toAbsolutePath());
+      }
+      cmd.addAll(command.subList(1, command.size()));
       ProcessBuilder pb = new ProcessBuilder(cmd).directory(work.toFile());
       Map<String, String> env = pb.environment();
       env.clear();
@@ -244,7 +254,7 @@ public final class LocalLauncher implements Launcher {
     Proc proc = procs.get(ref.name());
     if (proc == null) {
       Path dir = runDir.resolve(ref.name());
-      if (!Files.exists(dir.resolve(ATTEMPT_FILE))) {
+      if (!Files.exists(dir.resolve(ATTEMPT_FILE)) && !recordMarked(ref, dir)) {
         return new AttemptState.Missing("no process for attempt " + ref.name());
       }
       Optional<Proc> found = find(ref, dir);
@@ -308,7 +318,7 @@ public final class LocalLauncher implements Launcher {
   public void kill(AttemptRef ref, Duration grace, String reason) {
     Path dir = runDir.resolve(ref.name());
     Proc proc = procs.get(ref.name());
-    if (proc == null && Files.exists(dir.resolve(ATTEMPT_FILE))) {
+    if (proc == null && (Files.exists(dir.resolve(ATTEMPT_FILE)) || recordMarked(ref, dir))) {
       proc = find(ref, dir).orElse(null);
     }
     if (proc == null) {
@@ -392,13 +402,64 @@ public final class LocalLauncher implements Launcher {
     }
   }
 
+  /**
+   * An attempt whose directory exists without its attempt file: its dispatcher died between
+   * starting the process and recording it. Looks for a live process that carries the attempt's
+   * marker and, when there is one, records it now. True when the attempt file exists afterwards.
+   */
+  private boolean recordMarked(AttemptRef ref, Path dir) {
+    if (!Files.isDirectory(dir)) {
+      return false;
+    }
+    String marker = MARKER + dir.toAbsolutePath();
+    Optional<ProcessHandle> found =
+        ProcessHandle.allProcesses()
+            .filter(ProcessHandle::isAlive)
+            .filter(h -> commandLine(h).contains(marker))
+            .findFirst();
+    if (found.isEmpty()) {
+      return false;
+    }
+    try {
+      writeAttemptFile(dir, ref.buildId(), ref.attempt(), found.get());
+      log.info(
+          "Build {}: found attempt {} running as process {}, never recorded; recorded it now.",
+          ref.buildId(),
+          ref,
+          found.get().pid());
+      return true;
+    } catch (IOException e) {
+      log.warn("Attempt {}: cannot record process {}: {}.", ref, found.get().pid(), e.toString());
+      return false;
+    }
+  }
+
+  /**
+   * A process's arguments. Linux's {@code /proc/<pid>/cmdline} has them whole, where {@code
+   * ProcessHandle.Info} gives up on command lines as long as a class path makes them.
+   */
+  private static List<String> commandLine(ProcessHandle h) {
+    Path proc = Path.of("/proc", Long.toString(h.pid()), "cmdline");
+    try {
+      byte[] raw = Files.readAllBytes(proc);
+      return List.of(new String(raw, StandardCharsets.UTF_8).split("\0"));
+    } catch (IOException | SecurityException e) {
+      return h.info().arguments().map(List::of).orElse(List.of());
+    }
+  }
+
   private static void writeAttemptFile(Path dir, Attempt a, ProcessHandle handle)
+      throws IOException {
+    writeAttemptFile(dir, a.buildId(), a.attempt(), handle);
+  }
+
+  private static void writeAttemptFile(Path dir, long buildId, int attempt, ProcessHandle handle)
       throws IOException {
     ObjectNode info = Json.MAPPER.createObjectNode();
     info.put("pid", handle.pid());
     info.put("start", handle.info().startInstant().map(Instant::toString).orElse(null));
-    info.put("build", a.buildId());
-    info.put("attempt", a.attempt());
+    info.put("build", buildId);
+    info.put("attempt", attempt);
     Path tmp = dir.resolve(ATTEMPT_FILE + ".tmp");
     Files.writeString(
         tmp, Json.write(info), StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING);

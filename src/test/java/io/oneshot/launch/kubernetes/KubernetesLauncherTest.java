@@ -306,6 +306,27 @@ class KubernetesLauncherTest {
         .isGreaterThanOrEqualTo(3);
   }
 
+  /**
+   * A tenth of the dispatcher's calls to the API server fail at random (500, 503, 429, or done with
+   * the answer lost): every build still runs once, through exactly one Job.
+   */
+  @Test
+  void underRandomApiFaultsEveryBuildRunsOnceThroughOneJob() {
+    cluster.dispatcher.chaos(0.1, io.oneshot.testing.k8s.MockCluster.DISPATCHER_AGENT);
+    t = server().start();
+    List<Long> ids = new ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      ids.add(t.api.submitScript("{\"team\": \"" + (i % 2 == 0 ? "a" : "b") + "\"}", "echo ok"));
+    }
+    for (long id : ids) {
+      assertThat(awaitEnd(id)).as("build " + id).isEqualTo("succeeded");
+      assertThat(jobsOf(id)).as("build " + id).hasSize(1);
+    }
+    assertThat(cluster.kubelet.jobsSeen).hasSize(20).doesNotHaveDuplicates();
+    assertThat(cluster.dispatcher.chaosAnswers.get()).isPositive();
+    assertThat(Limits.maxConcurrency().get("global")).isLessThanOrEqualTo(6);
+  }
+
   @Test
   void aJobTheApiRefusesFailsTheBuildWithItsMessage() {
     cluster.dispatcher.add(

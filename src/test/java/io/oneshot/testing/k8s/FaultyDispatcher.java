@@ -22,6 +22,11 @@ public final class FaultyDispatcher extends Dispatcher {
 
   private final Dispatcher crud;
   private final List<Fault> faults = new CopyOnWriteArrayList<>();
+  private volatile double chaos;
+  private volatile String chaosAgent;
+  private final java.util.Random random = new java.util.Random(11);
+  public final java.util.concurrent.atomic.AtomicInteger chaosAnswers =
+      new java.util.concurrent.atomic.AtomicInteger();
   public final List<Request> requests = new CopyOnWriteArrayList<>();
 
   /** One request as the server received it. */
@@ -35,10 +40,42 @@ public final class FaultyDispatcher extends Dispatcher {
     faults.add(f);
   }
 
+  /**
+   * From now on, answers this share of the requests of clients with {@code userAgent} (but watches)
+   * with a fault picked at random: 500, 429 with Retry-After, 503, or the work done and the answer
+   * lost past the client's timeout.
+   */
+  public void chaos(double share, String userAgent) {
+    this.chaosAgent = userAgent;
+    this.chaos = share;
+  }
+
   @Override
   public MockResponse dispatch(RecordedRequest request) {
     requests.add(
         new Request(request.getHeader("User-Agent"), request.getMethod(), request.getPath()));
+    if (chaos > 0
+        && chaosAgent.equals(request.getHeader("User-Agent"))
+        && !request.getPath().contains("watch=true")) {
+      double roll;
+      int pick;
+      synchronized (random) {
+        roll = random.nextDouble();
+        pick = random.nextInt(4);
+      }
+      if (roll < chaos) {
+        chaosAnswers.incrementAndGet();
+        String path = "^" + Pattern.quote(request.getPath().replaceFirst("\\?.*", "")) + "($|\\?)";
+        Fault f =
+            switch (pick) {
+              case 0 -> error(request.getMethod(), path, 500, "InternalError", "chaos");
+              case 1 -> throttle(request.getMethod(), path, 1);
+              case 2 -> error(request.getMethod(), path, 503, "ServiceUnavailable", "chaos");
+              default -> doneButLost(request.getMethod(), path, Duration.ofSeconds(5));
+            };
+        return f.answer().apply(request, crud);
+      }
+    }
     for (Fault f : faults) {
       if (f.method().equals(request.getMethod()) && f.path().matcher(request.getPath()).find()) {
         if (faults.remove(f)) {

@@ -1,0 +1,539 @@
+package io.oneshot.faults;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.oneshot.dispatch.FaultPoint;
+import io.oneshot.testing.Api;
+import io.oneshot.testing.DispatcherProcess;
+import io.oneshot.testing.Limits;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TcpProxy;
+import io.oneshot.testing.TestServer;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Two dispatcher processes on one database, behind one API address (as a Kubernetes Service puts
+ * them), under faults: the leader SIGKILLed again and again, dispatchers dying at every fault point
+ * of {@link FaultPoint}, their database sessions terminated, the database unreachable for seconds,
+ * builds canceled meanwhile. Afterwards an audit of the event table and of what the builds
+ * themselves recorded: every build ended as its script decided (or canceled), none ran twice, no
+ * limit was ever exceeded, nothing is left running.
+ *
+ * <p>{@code -Doneshot.soak=N} runs N times as many builds, for a longer soak.
+ */
+class FaultSuiteTest {
+  private static final int SOAK = Integer.getInteger("oneshot.soak", 1);
+
+  @TempDir Path tmp;
+
+  private final List<DispatcherProcess> dispatchers = new ArrayList<>();
+  private TcpProxy db;
+  private TcpProxy service;
+  private volatile boolean supervising;
+  private Thread supervisor;
+
+  @AfterEach
+  void tearDown() throws InterruptedException {
+    supervising = false;
+    if (supervisor != null) {
+      supervisor.join(5_000);
+    }
+    dispatchers.forEach(DispatcherProcess::kill);
+    killAttempts();
+    if (service != null) {
+      service.close();
+    }
+    if (db != null) {
+      db.close();
+    }
+  }
+
+  private static int freePort() throws IOException {
+    try (ServerSocket s = new ServerSocket(0)) {
+      return s.getLocalPort();
+    }
+  }
+
+  private Path runDir() {
+    return tmp.resolve("runs");
+  }
+
+  /** Two dispatchers with their own API ports, one database proxy, one API "Service". */
+  private Api start(String dispatch, Map<String, String> env) throws IOException {
+    return start(dispatch, env, 2, "30s", null);
+  }
+
+  /** {@code publicUrl}: what provisionerd is told to reach (default: the API "Service"). */
+  private Api start(
+      String dispatch,
+      Map<String, String> env,
+      int replicas,
+      String launchTimeout,
+      String publicUrl)
+      throws IOException {
+    Sql.reset();
+    db = TcpProxy.forTestDatabase();
+    int[] ports = {freePort(), freePort()};
+    service =
+        new TcpProxy(
+            List.of(
+                new InetSocketAddress("127.0.0.1", ports[0]),
+                new InetSocketAddress("127.0.0.1", ports[1])));
+    String serviceUrl = "http://127.0.0.1:" + service.port();
+    Files.createDirectories(runDir());
+    for (int i = 0; i < replicas; i++) {
+      Path config = tmp.resolve("oneshot-" + i + ".yaml");
+      Files.writeString(
+          config,
+          """
+          database: {url: "%s", poolSize: 4}
+          api: {listen: "127.0.0.1:%d", publicUrl: "%s", adminToken: "%s"}
+          dispatch: {%s}
+          launcher: {kind: local, local: {runDir: "%s"}}
+          routes:
+            - {name: a, tags: {team: a}, maxConcurrent: 3, maxAttempts: 5, launchTimeout: %s, hangTimeout: 30s}
+            - {name: b, tags: {team: b}, maxConcurrent: 2, maxAttempts: 5, launchTimeout: %s, hangTimeout: 30s}
+          """
+              .formatted(
+                  db.url(),
+                  ports[i],
+                  publicUrl != null ? publicUrl : serviceUrl,
+                  TestServer.ADMIN_TOKEN,
+                  dispatch,
+                  runDir(),
+                  launchTimeout,
+                  launchTimeout));
+      dispatchers.add(new DispatcherProcess("dispatcher-" + i, ports[i], config, tmp, env).start());
+    }
+    await()
+        .atMost(60, TimeUnit.SECONDS)
+        .until(() -> dispatchers.stream().anyMatch(DispatcherProcess::leads));
+    return new Api(serviceUrl, TestServer.ADMIN_TOKEN);
+  }
+
+  /** Restarts any dispatcher that died (a fault point), as a Deployment would. */
+  private void supervise() {
+    supervising = true;
+    supervisor =
+        Thread.ofPlatform()
+            .daemon()
+            .name("supervisor")
+            .start(
+                () -> {
+                  while (supervising) {
+                    for (DispatcherProcess d : dispatchers) {
+                      if (!d.alive() && supervising) {
+                        d.start();
+                      }
+                    }
+                    try {
+                      Thread.sleep(200);
+                    } catch (InterruptedException e) {
+                      return;
+                    }
+                  }
+                });
+  }
+
+  private DispatcherProcess leader() {
+    return dispatchers.stream().filter(DispatcherProcess::leads).findFirst().orElse(null);
+  }
+
+  /**
+   * A script that records its own run in {@code runs.log} (start and end, with the build's label),
+   * sleeps a little and exits with {@code code}.
+   */
+  private String script(String label, double sleep, int code) {
+    Path log = tmp.resolve("runs.log");
+    return "echo start "
+        + label
+        + " >> "
+        + log
+        + "; sleep "
+        + sleep
+        + "; echo end "
+        + label
+        + " >> "
+        + log
+        + "; exit "
+        + code;
+  }
+
+  private record Planned(long id, String label, int code) {}
+
+  private List<Planned> enqueue(int n, Random random) {
+    List<Planned> out = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      String label = "b" + i;
+      int code = i % 7 == 0 ? 3 : 0;
+      String team = i % 3 == 0 ? "b" : "a";
+      String workspace = i % 10 == 0 ? "'ws" + (i % 3) + "'" : "NULL";
+      String input =
+          "{\"provisioner\": \"script\", \"command\": [\"sh\", \"-c\", "
+              + io.oneshot.api.Json.write(script(label, 0.05 * random.nextInt(6), code))
+              + "]}";
+      long id =
+          ((Number)
+                  Sql.value(
+                      "SELECT id FROM oneshot.enqueue(?::jsonb, ?::jsonb, 0, " + workspace + ")",
+                      "{\"team\": \"" + team + "\"}",
+                      input))
+              .longValue();
+      out.add(new Planned(id, label, code));
+    }
+    return out;
+  }
+
+  private static boolean allEnded() {
+    return Sql.count("SELECT count(*) FROM oneshot.builds WHERE finished_at IS NULL") == 0;
+  }
+
+  @Test
+  void buildsEndRightAcrossLeaderKillsFaultPointsAndDatabaseFaults() throws Exception {
+    Random random = new Random(42);
+    Api api =
+        start(
+            "maxConcurrent: 4, pollInterval: 300ms, rescueInterval: 300ms,"
+                + " heartbeatInterval: 300ms, leaderInterval: 200ms, shutdownGrace: 5s",
+            Map.of(
+                FaultPoint.ENV,
+                "after_claim:0.03,after_launch:0.03,after_cancel:0.3,before_kill:0.2,"
+                    + "during_requeue:0.2"));
+    supervise();
+    int n = 120 * SOAK;
+    List<Planned> planned = enqueue(n, random);
+    List<Long> canceled = new ArrayList<>();
+    Map<String, Integer> faults = new HashMap<>();
+    List<Long> failovers = new ArrayList<>();
+
+    long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(5L * SOAK);
+    int round = 0;
+    while (!allEnded()) {
+      assertThat(System.nanoTime())
+          .as("every build ends within the time allowed")
+          .isLessThan(deadline);
+      round++;
+      switch (round % 6) {
+        case 1 -> {
+          DispatcherProcess leader = leader();
+          if (leader != null) {
+            leader.kill();
+            long killed = System.nanoTime();
+            faults.merge("leader SIGKILL", 1, Integer::sum);
+            // Failover: how long until a replica leads again (the other one, or this one
+            // restarted).
+            await()
+                .atMost(30, TimeUnit.SECONDS)
+                .pollInterval(Duration.ofMillis(20))
+                .until(() -> leader() != null);
+            failovers.add((System.nanoTime() - killed) / 1_000_000);
+          }
+        }
+        case 3 -> {
+          // Cancel a build that is still pending, launching or running.
+          Planned p = planned.get(random.nextInt(planned.size()));
+          if (p.code() == 0) {
+            try {
+              if (api.post("/api/v1/builds/" + p.id() + "/cancel", "{}").status() == 202) {
+                canceled.add(p.id());
+              }
+            } catch (RuntimeException e) {
+              // The replica died answering (a fault point): the cancel may have committed.
+              canceled.add(p.id());
+            }
+          }
+        }
+        case 4 -> {
+          if (round % 12 == 4) {
+            Sql.exec(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    + " WHERE application_name LIKE 'oneshot-%' AND pid <> pg_backend_pid()");
+            faults.merge("sessions terminated", 1, Integer::sum);
+          } else if (round % 12 == 10) {
+            db.cut();
+            Thread.sleep(3_000);
+            db.restore();
+            faults.merge("database unreachable 3 s", 1, Integer::sum);
+          }
+        }
+        default -> {}
+      }
+      Thread.sleep(1_500);
+    }
+    int restarts = dispatchers.stream().mapToInt(DispatcherProcess::starts).sum() - 2;
+    faults.putAll(faultPointsReached());
+    List<Long> sortedFailovers = failovers.stream().sorted().toList();
+    System.out.printf(
+        "fault suite: %d builds, %d canceled, faults %s, %d dispatcher starts after the first;"
+            + " failover after a leader SIGKILL: p50 %d ms, max %d ms (%d times)%n",
+        n,
+        canceled.size(),
+        faults,
+        restarts,
+        sortedFailovers.get(sortedFailovers.size() / 2),
+        sortedFailovers.get(sortedFailovers.size() - 1),
+        sortedFailovers.size());
+
+    assertThat(faults).containsKeys("leader SIGKILL");
+
+    audit(planned, canceled);
+  }
+
+  private void audit(List<Planned> planned, List<Long> canceled) throws IOException {
+    // Every failure or cancel says why.
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.builds WHERE status IN ('failed', 'canceled')"
+                    + " AND (error IS NULL OR error = '')"))
+        .isZero();
+    // No limit was ever exceeded, as the event table replays it.
+    Map<String, Integer> max = Limits.maxConcurrency();
+    assertThat(max.getOrDefault("route:a", 0)).isLessThanOrEqualTo(3);
+    assertThat(max.getOrDefault("route:b", 0)).isLessThanOrEqualTo(2);
+    assertThat(max.getOrDefault("global", 0)).isLessThanOrEqualTo(4);
+    max.forEach((k, v) -> assertThat(k.startsWith("ws:") ? v : 1).as(k).isLessThanOrEqualTo(1));
+
+    // No build ran twice: each script recorded its runs.
+    Map<String, Integer> starts = new HashMap<>();
+    Map<String, Integer> ends = new HashMap<>();
+    Path runs = tmp.resolve("runs.log");
+    List<String> lines = Files.exists(runs) ? Files.readAllLines(runs) : List.of();
+    for (String l : lines) {
+      String[] w = l.split(" ");
+      (w[0].equals("start") ? starts : ends).merge(w[1], 1, Integer::sum);
+    }
+    for (Planned p : planned) {
+      String status = (String) Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", p.id());
+      // What the build went through, should an assertion below fail.
+      String story =
+          p
+              + " "
+              + Sql.rows("SELECT attempt, error FROM oneshot.builds WHERE id = ?", p.id())
+              + " "
+              + Sql.rows(
+                  "SELECT attempt, from_status, to_status, reason FROM oneshot.build_events"
+                      + " WHERE build_id = ? ORDER BY id",
+                  p.id());
+      assertThat(starts.getOrDefault(p.label(), 0)).as(story).isLessThanOrEqualTo(1);
+      if (canceled.contains(p.id())) {
+        assertThat(status).as(story).isIn("canceled", "succeeded");
+        continue;
+      }
+      // Every build ends as its script decided.
+      assertThat(status).as(story).isEqualTo(p.code() == 0 ? "succeeded" : "failed");
+      assertThat(starts.getOrDefault(p.label(), 0)).as(story).isEqualTo(1);
+      assertThat(ends.getOrDefault(p.label(), 0)).as(story).isEqualTo(1);
+      if (p.code() != 0) {
+        assertThat(Sql.value("SELECT exit_code FROM oneshot.builds WHERE id = ?", p.id()))
+            .isEqualTo(p.code());
+      }
+    }
+    // Nothing is left running or lying around.
+    await()
+        .atMost(60, TimeUnit.SECONDS)
+        .untilAsserted(
+            () -> {
+              assertThat(attemptProcesses()).as("provisionerd processes left").isEmpty();
+              try (Stream<Path> left = Files.list(runDir())) {
+                assertThat(left.filter(p -> !p.getFileName().toString().startsWith(".")))
+                    .as("attempt directories left")
+                    .isEmpty();
+              }
+            });
+  }
+
+  private List<ProcessHandle> attemptProcesses() {
+    String dir = runDir().toString();
+    return ProcessHandle.allProcesses()
+        .filter(
+            p ->
+                p.info()
+                        .commandLine()
+                        .map(c -> c.contains("provisionerd") && c.contains(dir))
+                        .orElse(false)
+                    || p.info()
+                        .arguments()
+                        .map(a -> String.join(" ", a).contains(dir))
+                        .orElse(false))
+        .toList();
+  }
+
+  private void killAttempts() {
+    attemptProcesses().forEach(ProcessHandle::destroyForcibly);
+  }
+
+  @Test
+  void sigtermHandsLeadershipOverAtOnceAndRunningBuildsCarryOn() throws Exception {
+    Api api =
+        start(
+            "maxConcurrent: 4, pollInterval: 300ms, rescueInterval: 300ms,"
+                + " heartbeatInterval: 300ms, leaderInterval: 1s, shutdownGrace: 10s",
+            Map.of());
+    Path gate = tmp.resolve("gate");
+    long running =
+        api.submitScript(
+            "{\"team\": \"a\"}", "echo waiting; while [ ! -e " + gate + " ]; do sleep 0.1; done");
+    await()
+        .atMost(60, TimeUnit.SECONDS)
+        .until(
+            () ->
+                "running"
+                    .equals(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", running)));
+
+    DispatcherProcess leader = leader();
+    DispatcherProcess other =
+        dispatchers.get(0) == leader ? dispatchers.get(1) : dispatchers.get(0);
+    long t0 = System.nanoTime();
+    leader.term();
+    assertThat(leader.process().waitFor(10, TimeUnit.SECONDS))
+        .as("exits within its grace")
+        .isTrue();
+    assertThat(leader.process().exitValue()).isZero();
+    await().atMost(10, TimeUnit.SECONDS).until(other::leads);
+    System.out.printf(
+        "SIGTERM: the other replica led %d ms after the signal%n",
+        (System.nanoTime() - t0) / 1_000_000);
+
+    // The build outlives the replica that launched it, and reports to the other one.
+    long next = api.submitScript("{\"team\": \"b\"}", "echo after the handover");
+    Files.createFile(gate);
+    await()
+        .atMost(60, TimeUnit.SECONDS)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.builds WHERE id IN (?, ?) AND status = 'succeeded'",
+                        running,
+                        next)
+                    == 2);
+  }
+
+  @Test
+  void aSecondSigtermStopsAtOnceWhileRequestsAreInFlight() throws Exception {
+    start(
+        "maxConcurrent: 4, pollInterval: 300ms, rescueInterval: 300ms,"
+            + " heartbeatInterval: 300ms, shutdownGrace: 60s",
+        Map.of());
+    DispatcherProcess d = dispatchers.get(0);
+    // A request in flight: its body never finishes arriving.
+    try (java.net.Socket s = new java.net.Socket("127.0.0.1", d.port)) {
+      s.getOutputStream()
+          .write(
+              ("POST /api/v1/builds HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                      + TestServer.ADMIN_TOKEN
+                      + "\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+                  .getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+      s.getOutputStream().flush();
+      await().atMost(10, TimeUnit.SECONDS).until(() -> d.ready() != null);
+      d.term();
+      // Draining: the process waits for the request (up to its 60 s grace)...
+      await()
+          .atMost(10, TimeUnit.SECONDS)
+          .until(
+              () ->
+                  Files.readString(tmp.resolve("dispatcher-0-1.log")).contains("stopping within"));
+      assertThat(d.process().waitFor(1, TimeUnit.SECONDS)).isFalse();
+      // ...until a second signal.
+      d.term();
+      assertThat(d.process().waitFor(10, TimeUnit.SECONDS)).isTrue();
+      assertThat(d.process().exitValue()).isEqualTo(130);
+    }
+    // Nothing was claimed or lost by the way out: the queue is as it was.
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isZero();
+  }
+
+  /** How often each fault point killed a dispatcher, from their logs. */
+  private Map<String, Integer> faultPointsReached() throws IOException {
+    Map<String, Integer> out = new java.util.TreeMap<>();
+    try (Stream<Path> logs = Files.list(tmp)) {
+      for (Path log : logs.filter(p -> p.getFileName().toString().endsWith(".log")).toList()) {
+        for (String l : Files.readAllLines(log)) {
+          if (l.startsWith("oneshot: fault point ")) {
+            out.merge(l.split(" ")[3].replace(":", ""), 1, Integer::sum);
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  /**
+   * One dispatcher dies at one fault point, the first time it passes it, and starts again without
+   * faults: every build still ends as its script decides, and none ran twice.
+   */
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.EnumSource(
+      value = FaultPoint.class,
+      names = {"AFTER_CLAIM", "AFTER_LAUNCH", "AFTER_CANCEL", "DURING_REQUEUE"})
+  void aDispatcherKilledAtAFaultPointConverges(FaultPoint point) throws Exception {
+    boolean requeue = point == FaultPoint.DURING_REQUEUE;
+    Api api =
+        start(
+            "maxConcurrent: 4, pollInterval: 300ms, rescueInterval: 300ms,"
+                + " heartbeatInterval: 300ms, leaderInterval: 200ms",
+            Map.of(FaultPoint.ENV, point.name().toLowerCase() + ":1"),
+            1,
+            // Attempts cannot reach the API, so they miss their launch timeout and the rescuer
+            // requeues them.
+            requeue ? "1s" : "30s",
+            requeue ? "http://127.0.0.1:1" : null);
+    DispatcherProcess d = dispatchers.get(0);
+    List<Planned> planned = enqueue(5, new Random(7));
+    long canceled = -1;
+    if (point == FaultPoint.AFTER_CANCEL) {
+      canceled = api.submitScript("{\"team\": \"b\"}", "sleep 600");
+      long id = canceled;
+      await()
+          .atMost(60, TimeUnit.SECONDS)
+          .until(
+              () ->
+                  "running"
+                      .equals(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", id)));
+      try {
+        api.post("/api/v1/builds/" + canceled + "/cancel", "{}");
+      } catch (RuntimeException e) {
+        // the replica died answering: that is the point
+      }
+    }
+    assertThat(d.process().waitFor(60, TimeUnit.SECONDS)).as("died at " + point).isTrue();
+    assertThat(d.process().exitValue()).isEqualTo(137);
+    assertThat(faultPointsReached()).containsKey(point.name().toLowerCase());
+
+    d.env(Map.of());
+    if (requeue) {
+      Path config = tmp.resolve("oneshot-0.yaml");
+      Files.writeString(
+          config,
+          Files.readString(config)
+              .replace("launchTimeout: 1s", "launchTimeout: 5s")
+              .replace("http://127.0.0.1:1\"", "http://127.0.0.1:" + service.port() + "\""));
+    }
+    d.start();
+    await().atMost(2, TimeUnit.MINUTES).until(FaultSuiteTest::allEnded);
+    List<Long> canceledIds = canceled < 0 ? List.of() : List.of(canceled);
+    if (canceled >= 0) {
+      assertThat(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", canceled))
+          .isEqualTo("canceled");
+    }
+    audit(planned, canceledIds);
+    if (requeue) {
+      assertThat(Sql.count("SELECT count(*) FROM oneshot.builds WHERE attempt > 1")).isPositive();
+    }
+  }
+}

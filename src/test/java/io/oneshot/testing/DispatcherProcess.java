@@ -1,0 +1,135 @@
+package io.oneshot.testing;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Json;
+import java.io.File;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * {@code oneshot dispatcher} as its own process, on this JVM's class path, so that it can be killed
+ * for real: SIGKILL leaves no cleanup, as when a node or a container dies.
+ */
+public final class DispatcherProcess {
+  private static final HttpClient HTTP =
+      HttpClient.newBuilder().connectTimeout(Duration.ofMillis(500)).build();
+
+  public final String name;
+  public final int port;
+  private final Path config;
+  private final Path logDir;
+  private volatile Map<String, String> env;
+  private Process process;
+  private int starts;
+
+  public DispatcherProcess(
+      String name, int port, Path config, Path logDir, Map<String, String> env) {
+    this.name = name;
+    this.port = port;
+    this.config = config;
+    this.logDir = logDir;
+    this.env = env;
+  }
+
+  public synchronized DispatcherProcess start() {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    cmd.add("-XX:+UseSerialGC");
+    cmd.add("-XX:TieredStopAtLevel=1");
+    cmd.add("-Xmx256m");
+    cmd.add("-cp");
+    cmd.add(absoluteClassPath());
+    cmd.add("io.oneshot.cli.Main");
+    cmd.add("dispatcher");
+    cmd.add("--config");
+    cmd.add(config.toString());
+    ProcessBuilder pb = new ProcessBuilder(cmd);
+    pb.environment().putAll(env);
+    File log = logDir.resolve(name + "-" + ++starts + ".log").toFile();
+    pb.redirectErrorStream(true).redirectOutput(log);
+    try {
+      process = pb.start();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return this;
+  }
+
+  private static String absoluteClassPath() {
+    List<String> cp = new ArrayList<>();
+    for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
+      if (!e.isEmpty()) {
+        cp.add(Path.of(e).toAbsolutePath().toString());
+      }
+    }
+    return String.join(File.pathSeparator, cp);
+  }
+
+  /** The environment of the next {@link #start()}. */
+  public void env(Map<String, String> env) {
+    this.env = env;
+  }
+
+  public synchronized boolean alive() {
+    return process != null && process.isAlive();
+  }
+
+  public synchronized Process process() {
+    return process;
+  }
+
+  /** SIGKILL. */
+  public synchronized void kill() {
+    if (process != null) {
+      process.destroyForcibly();
+      try {
+        process.waitFor();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** SIGTERM; does not wait. */
+  public synchronized void term() {
+    if (process != null) {
+      process.destroy();
+    }
+  }
+
+  /** {@code /readyz} of this replica, or null when it does not answer. */
+  public JsonNode ready() {
+    try {
+      HttpResponse<String> r =
+          HTTP.send(
+              HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/readyz"))
+                  .timeout(Duration.ofSeconds(2))
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
+      return Json.tree(r.body());
+    } catch (IOException | RuntimeException e) {
+      return null;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
+    }
+  }
+
+  public boolean leads() {
+    JsonNode r = ready();
+    return r != null && r.path("leader").asBoolean(false);
+  }
+
+  public int starts() {
+    return starts;
+  }
+}
