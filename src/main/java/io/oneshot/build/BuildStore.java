@@ -30,9 +30,18 @@ public final class BuildStore {
   private static final TypeReference<Map<String, String>> STRING_MAP = new TypeReference<>() {};
 
   private final Pool pool;
+  private final Pool readPool;
 
   public BuildStore(Pool pool) {
+    this(pool, pool);
+  }
+
+  /**
+   * {@code readPool}: for the status reads that must answer while builds keep {@code pool} busy.
+   */
+  public BuildStore(Pool pool, Pool readPool) {
     this.pool = pool;
+    this.readPool = readPool;
   }
 
   public Pool pool() {
@@ -1214,7 +1223,8 @@ public final class BuildStore {
       """;
 
   public Future<List<RouteStatus>> routes() {
-    return pool.query(ROUTES)
+    return readPool
+        .query(ROUTES)
         .execute()
         .map(
             rows -> {

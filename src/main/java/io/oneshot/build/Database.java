@@ -23,11 +23,13 @@ public final class Database implements AutoCloseable {
   private final Vertx vertx;
   private final PgConnectOptions options;
   private final Pool pool;
+  private final Pool readPool;
 
-  private Database(Vertx vertx, PgConnectOptions options, Pool pool) {
+  private Database(Vertx vertx, PgConnectOptions options, Pool pool, Pool readPool) {
     this.vertx = vertx;
     this.options = options;
     this.pool = pool;
+    this.readPool = readPool;
   }
 
   /**
@@ -39,21 +41,33 @@ public final class Database implements AutoCloseable {
     options.setReconnectAttempts(0);
     // Every statement is a constant of BuildStore: prepare each once per connection.
     options.setCachePreparedStatements(true).setPreparedStatementCacheMaxSize(128);
-    Pool pool =
-        PgBuilder.pool()
-            .with(
-                new PoolOptions()
-                    .setMaxSize(poolSize)
-                    .setMaxWaitQueueSize(10_000)
-                    .setConnectionTimeout(10)
-                    .setConnectionTimeoutUnit(TimeUnit.SECONDS)
-                    .setIdleTimeout(60)
-                    .setIdleTimeoutUnit(TimeUnit.SECONDS)
-                    .setName("oneshot-" + applicationName))
-            .connectingTo(options)
-            .using(vertx)
-            .build();
-    return new Database(vertx, options, pool);
+    return new Database(
+        vertx,
+        options,
+        pool(vertx, options, poolSize, "oneshot-" + applicationName),
+        pool(vertx, options, READ_POOL_SIZE, "oneshot-" + applicationName + "-reads"));
+  }
+
+  /**
+   * Connections kept for the reads that tell operators how things stand ({@code /metrics}, {@code
+   * oneshot routes}): they answer even while builds keep the main pool busy.
+   */
+  public static final int READ_POOL_SIZE = 2;
+
+  private static Pool pool(Vertx vertx, PgConnectOptions options, int size, String name) {
+    return PgBuilder.pool()
+        .with(
+            new PoolOptions()
+                .setMaxSize(size)
+                .setMaxWaitQueueSize(10_000)
+                .setConnectionTimeout(10)
+                .setConnectionTimeoutUnit(TimeUnit.SECONDS)
+                .setIdleTimeout(60)
+                .setIdleTimeoutUnit(TimeUnit.SECONDS)
+                .setName(name))
+        .connectingTo(options)
+        .using(vertx)
+        .build();
   }
 
   /**
@@ -152,8 +166,14 @@ public final class Database implements AutoCloseable {
     }
   }
 
+  /** The small pool of status reads (see {@link #READ_POOL_SIZE}). */
+  public Pool readPool() {
+    return readPool;
+  }
+
   @Override
   public void close() {
     await(pool.close());
+    await(readPool.close());
   }
 }

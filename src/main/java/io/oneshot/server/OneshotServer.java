@@ -107,7 +107,7 @@ public final class OneshotServer implements AutoCloseable {
       db =
           Database.open(vertx, config.database().url(), config.database().poolSize(), "dispatcher");
       migrateWhenReachable(db, config.database().url());
-      BuildStore store = new BuildStore(db.pool());
+      BuildStore store = new BuildStore(db.pool(), db.readPool());
       Metrics metrics = new Metrics();
       List<String> orphaned = Database.await(store.mirror(config.routes(), config.limits()));
       orphaned.forEach(route -> metrics.finished(route, "failed", null));
