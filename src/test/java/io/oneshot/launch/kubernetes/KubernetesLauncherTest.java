@@ -173,21 +173,7 @@ class KubernetesLauncherTest {
     assertThat(b.path("launch").path("kind").asText()).isEqualTo("kubernetes");
     assertThat(b.path("launch").path("namespace").asText()).isEqualTo("team-b");
     assertThat(b.path("launch").path("pod").asText()).startsWith("oneshot-" + id + "-1-");
-    java.io.StringWriter shown = new java.io.StringWriter();
-    int code =
-        io.oneshot.cli.Main.commandLine(
-                new java.io.PrintWriter(shown, true),
-                new java.io.PrintWriter(new java.io.StringWriter()))
-            .execute(
-                "builds",
-                "show",
-                Long.toString(id),
-                "--url",
-                t.api.base(),
-                "--token",
-                TestServer.ADMIN_TOKEN);
-    assertThat(code).isZero();
-    assertThat(shown.toString())
+    assertThat(buildsShow(id))
         .contains("Job team-b/oneshot-" + id + "-1, pod oneshot-" + id + "-1-")
         .contains("kubectl logs -n team-b job/oneshot-" + id + "-1");
     List<String> steps = new ArrayList<>();
@@ -503,6 +489,23 @@ class KubernetesLauncherTest {
             "terraform apply",
             "finished");
 
+    assertThat(buildsShow(id))
+        .containsSubsequence(
+            "timeline",
+            "enqueued",
+            "queued → launching",
+            "launched Job team-a/oneshot-" + id + "-1 created",
+            "scheduled on node fake-node-1",
+            "container provisionerd started",
+            "launching → running",
+            "terraform init started",
+            "terraform plan started",
+            "terraform apply started",
+            "running → succeeded");
+  }
+
+  /** What {@code oneshot builds show ID} prints; the command must succeed. */
+  private String buildsShow(long id) {
     java.io.StringWriter shown = new java.io.StringWriter();
     int code =
         io.oneshot.cli.Main.commandLine(
@@ -517,19 +520,7 @@ class KubernetesLauncherTest {
                 "--token",
                 TestServer.ADMIN_TOKEN);
     assertThat(code).isZero();
-    assertThat(shown.toString())
-        .containsSubsequence(
-            "timeline",
-            "enqueued",
-            "queued → launching",
-            "launched Job team-a/oneshot-" + id + "-1 created",
-            "scheduled on node fake-node-1",
-            "container provisionerd started",
-            "launching → running",
-            "terraform init started",
-            "terraform plan started",
-            "terraform apply started",
-            "running → succeeded");
+    return shown.toString();
   }
 
   /** What step of a build's life a timeline event marks. */
