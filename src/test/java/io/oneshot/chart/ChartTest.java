@@ -1,5 +1,7 @@
 package io.oneshot.chart;
 
+import static io.oneshot.testing.Chart.render;
+import static io.oneshot.testing.Chart.tree;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -8,7 +10,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import com.marcnuri.helm.Helm;
 import com.marcnuri.helm.LintResult;
-import com.marcnuri.helm.TemplateCommand;
 import io.fabric8.kubernetes.api.model.ConfigMap;
 import io.fabric8.kubernetes.api.model.Container;
 import io.fabric8.kubernetes.api.model.GenericKubernetesResource;
@@ -35,7 +36,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
-import java.util.function.UnaryOperator;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -53,23 +53,25 @@ class ChartTest {
   private static final KubernetesSerialization K8S = new KubernetesSerialization();
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
 
-  private static List<HasMetadata> render(UnaryOperator<TemplateCommand> values) {
-    return Chart.render(values);
-  }
-
-  private static JsonNode tree(String yaml) {
-    return Chart.tree(yaml);
-  }
-
   /**
    * What the dispatcher calls on the API server, by resource (KubernetesLauncher; checked against
    * its real calls by KubernetesLauncherTest).
    */
-  private static final Map<String, Set<String>> DISPATCHER_VERBS =
-      Map.of(
-          "batch/jobs", Set.of("create", "get", "list", "watch", "delete"),
-          "/pods", Set.of("list", "watch"),
-          "/secrets", Set.of("create", "get", "list", "watch", "patch", "delete"));
+  private static final Set<String> DISPATCHER_VERBS =
+      Set.of(
+          "batch/jobs create",
+          "batch/jobs get",
+          "batch/jobs list",
+          "batch/jobs watch",
+          "batch/jobs delete",
+          "/pods list",
+          "/pods watch",
+          "/secrets create",
+          "/secrets get",
+          "/secrets list",
+          "/secrets watch",
+          "/secrets patch",
+          "/secrets delete");
 
   @TempDir Path tmp;
 
@@ -175,19 +177,13 @@ class ChartTest {
         .containsExactlyInAnyOrder(
             "oneshot", "builds-default", "builds-experimental", "builds-demo");
     for (Role role : roles) {
-      Map<String, Set<String>> granted = new java.util.HashMap<>();
       for (PolicyRule rule : role.getRules()) {
         assertThat(rule.getResourceNames()).isNullOrEmpty();
         assertThat(rule.getNonResourceURLs()).isNullOrEmpty();
-        for (String group : rule.getApiGroups()) {
-          for (String res : rule.getResources()) {
-            granted
-                .computeIfAbsent(group + "/" + res, k -> new TreeSet<>())
-                .addAll(rule.getVerbs());
-          }
-        }
       }
-      assertThat(granted).as(role.getMetadata().getNamespace()).isEqualTo(DISPATCHER_VERBS);
+      assertThat(Chart.roleAccess(List.of(role)))
+          .as(role.getMetadata().getNamespace())
+          .isEqualTo(DISPATCHER_VERBS);
     }
     for (RoleBinding b : all(objs, RoleBinding.class)) {
       assertThat(b.getRoleRef().getKind()).isEqualTo("Role");

@@ -47,7 +47,8 @@ public final class DispatcherProcess {
     cmd.add("-XX:TieredStopAtLevel=1");
     cmd.add("-Xmx256m");
     cmd.add("-cp");
-    cmd.add(absoluteClassPath());
+    cmd.add(
+        String.join(File.pathSeparator, io.oneshot.launch.local.LocalLauncher.absoluteClassPath()));
     cmd.add("io.oneshot.cli.Main");
     cmd.add("dispatcher");
     cmd.add("--config");
@@ -62,16 +63,6 @@ public final class DispatcherProcess {
       throw new UncheckedIOException(e);
     }
     return this;
-  }
-
-  private static String absoluteClassPath() {
-    List<String> cp = new ArrayList<>();
-    for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
-      if (!e.isEmpty()) {
-        cp.add(Path.of(e).toAbsolutePath().toString());
-      }
-    }
-    return String.join(File.pathSeparator, cp);
   }
 
   /** The environment of the next {@link #start()}. */

@@ -110,12 +110,7 @@ public final class LocalLauncher implements Launcher {
    */
   public static List<String> defaultCommand(List<String> javaOptions, Path archive) {
     Path javaBin = Path.of(System.getProperty("java.home"), "bin", "java");
-    List<String> cp = new ArrayList<>();
-    for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
-      if (!entry.isEmpty()) {
-        cp.add(Path.of(entry).toAbsolutePath().toString());
-      }
-    }
+    List<String> cp = absoluteClassPath();
     List<String> cmd = new ArrayList<>();
     cmd.add(javaBin.toString());
     if (javaOptions.isEmpty()) {
@@ -133,6 +128,19 @@ public final class LocalLauncher implements Launcher {
     cmd.add("io.oneshot.cli.Main");
     cmd.add("provisionerd");
     return cmd;
+  }
+
+  /**
+   * This JVM's class path, every entry made absolute (for a child process in another directory).
+   */
+  public static List<String> absoluteClassPath() {
+    List<String> cp = new ArrayList<>();
+    for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
+      if (!entry.isEmpty()) {
+        cp.add(Path.of(entry).toAbsolutePath().toString());
+      }
+    }
+    return cp;
   }
 
   /** The environment an attempt starts from: PATH, locale and the names in {@code passEnv}. */
