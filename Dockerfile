@@ -65,7 +65,7 @@ case "${1:-}" in
       -XX:TieredStopAtLevel=1 -XX:-UsePerfData -Xss512k -XX:MaxRAMPercentage=50 \
       -jar /opt/oneshot/oneshot.jar "$@" ;;
   *)
-    exec java -XX:SharedArchiveFile=/opt/oneshot/oneshot.jsa -Xshare:auto \
+    exec java -XX:SharedArchiveFile=/opt/oneshot/oneshot.jsa -Xshare:auto -XX:+UseSerialGC \
       -XX:MaxRAMPercentage=70 -XX:+ExitOnOutOfMemoryError -jar /opt/oneshot/oneshot.jar "$@" ;;
 esac
 SH

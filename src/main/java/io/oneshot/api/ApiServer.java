@@ -21,6 +21,7 @@ import io.vertx.ext.web.RoutingContext;
 import io.vertx.ext.web.handler.BodyHandler;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -29,6 +30,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -52,13 +54,19 @@ public final class ApiServer implements AutoCloseable {
 
   private final Vertx vertx;
   private final BuildStore store;
+
+  /**
+   * What {@code GET /api/v1/routes} answers: at most a second old, one query however many
+   * dashboards and operators poll it (the counts change by the millisecond in a burst anyway).
+   */
+  private final Snapshot<List<BuildStore.RouteStatus>> routeStatus;
+
   private final OneshotConfig config;
   private final LogFollowers followers;
   private final Supplier<Map<String, Object>> status;
   private final Metrics metrics;
   private final byte[] adminToken;
-  private final java.util.concurrent.atomic.AtomicInteger inFlight =
-      new java.util.concurrent.atomic.AtomicInteger();
+  private final AtomicInteger inFlight = new AtomicInteger();
   private volatile boolean draining;
   private HttpServer server;
 
@@ -75,6 +83,7 @@ public final class ApiServer implements AutoCloseable {
     this.metrics = metrics;
     this.vertx = vertx;
     this.store = store;
+    this.routeStatus = new Snapshot<>(store::routes, Duration.ofSeconds(1));
     this.config = config;
     this.followers = followers;
     this.status = status;
@@ -175,7 +184,7 @@ public final class ApiServer implements AutoCloseable {
    * streams that follow a build end now (the CLI picks up after their last line elsewhere). Returns
    * how many were still running when it gave up.
    */
-  public int drain(java.time.Duration timeout) {
+  public int drain(Duration timeout) {
     draining = true;
     followers.wakeAll();
     long deadline = System.nanoTime() + timeout.toNanos();
@@ -356,7 +365,7 @@ public final class ApiServer implements AutoCloseable {
   }
 
   private void routes(RoutingContext ctx) {
-    store.routes().onSuccess(list -> json(ctx, 200, list)).onFailure(ctx::fail);
+    routeStatus.get().onSuccess(list -> json(ctx, 200, list)).onFailure(ctx::fail);
   }
 
   /**

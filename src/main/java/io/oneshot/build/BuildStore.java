@@ -206,8 +206,14 @@ public final class BuildStore {
       WITH live AS (
         SELECT route, count(*)::int AS n FROM oneshot.builds
         WHERE status IN ('launching', 'running') GROUP BY route
+      ), room AS (
+        -- What this claim may take in all: the global limit's free slots, and no more builds
+        -- than it has tokens for. No route is read (or locked) past it, however deep its queue.
+        SELECT least(greatest($1 - (SELECT coalesce(sum(n), 0) FROM live), 0),
+                     cardinality($2::bytea[])) AS n
       ), free AS (
-        SELECT r.name, greatest(r.max_concurrent - coalesce(l.n, 0), 0) AS slots
+        SELECT r.name,
+               least(greatest(r.max_concurrent - coalesce(l.n, 0), 0), (SELECT n FROM room)) AS slots
         FROM oneshot.routes r LEFT JOIN live l ON l.route = r.name
       ), candidates AS (
         SELECT c.id, c.priority
@@ -224,10 +230,14 @@ public final class BuildStore {
         ) c
         WHERE f.slots > 0
       ), picked AS (
-        SELECT id, row_number() OVER (ORDER BY priority DESC, id)::int AS n
-        FROM candidates
-        ORDER BY priority DESC, id
-        LIMIT least(greatest($1 - (SELECT coalesce(sum(n), 0) FROM live), 0), cardinality($2::bytea[]))
+        -- The constant outer limit (the claim's batch size) tells the planner how few rows come
+        -- out, so that the update below finds them by primary key even over a deep queue.
+        SELECT * FROM (
+          SELECT id, row_number() OVER (ORDER BY priority DESC, id)::int AS n
+          FROM candidates
+          ORDER BY priority DESC, id
+          LIMIT (SELECT n FROM room)
+        ) x LIMIT %d
       )
       UPDATE oneshot.builds b
       SET status = 'launching', attempt = b.attempt + 1, claimed_at = clock_timestamp(),
@@ -279,7 +289,7 @@ public final class BuildStore {
                     })
                 .compose(
                     x ->
-                        conn.preparedQuery(CLAIM)
+                        conn.preparedQuery(CLAIM.formatted(tokens.size()))
                             .execute(Tuple.of(globalLimit, hashes, launchKind))
                             .map(
                                 rows -> {
@@ -312,18 +322,29 @@ public final class BuildStore {
 
   private static final String MARK_LAUNCHED =
       """
-      WITH b AS (
-        UPDATE oneshot.builds
-        SET launched_at = clock_timestamp(), launch_kind = $3, launch_name = $4, launch_namespace = $5
-        WHERE id = $1 AND attempt = $2 AND status IN ('launching', 'running') AND launched_at IS NULL
-        RETURNING id, attempt, status,
-                  extract(epoch FROM launched_at - created_at)::float8 AS dispatch
+      WITH i AS (
+        SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[])
+          AS i(id, attempt, kind, name, namespace, detail)
+        ORDER BY id
+      ), b AS (
+        UPDATE oneshot.builds b
+        SET launched_at = clock_timestamp(), launch_kind = i.kind, launch_name = i.name,
+            launch_namespace = i.namespace
+        FROM i
+        WHERE b.id = i.id AND b.attempt = i.attempt AND b.status IN ('launching', 'running')
+          AND b.launched_at IS NULL
+        RETURNING b.id, b.attempt, b.status, i.detail,
+                  extract(epoch FROM b.launched_at - b.created_at)::float8 AS dispatch
       ), e AS (
         INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason)
-        SELECT id, attempt, status, status, $6 FROM b
+        SELECT id, attempt, status, status, detail FROM b ORDER BY id
       )
-      SELECT dispatch FROM b
+      SELECT id, dispatch FROM b
       """;
+
+  /** A launch the launcher confirmed: what {@link #markLaunched(List)} records. */
+  public record Launch(
+      long id, int attempt, String kind, String name, String namespace, String detail) {}
 
   /**
    * Records that the launcher confirmed the attempt. Empty: the attempt is no longer current;
@@ -331,13 +352,42 @@ public final class BuildStore {
    */
   public Future<Optional<Double>> markLaunched(
       long id, int attempt, String kind, String name, String namespace, String detail) {
+    return markLaunched(List.of(new Launch(id, attempt, kind, name, namespace, detail)))
+        .map(m -> Optional.ofNullable(m.get(id)));
+  }
+
+  /**
+   * Records many confirmed launches in one statement and one commit. The answer maps each build
+   * whose attempt was still current to the seconds from its enqueue to its launch; a build missing
+   * from it was no longer current.
+   */
+  public Future<Map<Long, Double>> markLaunched(List<Launch> launches) {
+    int n = launches.size();
+    Long[] ids = new Long[n];
+    Integer[] attempts = new Integer[n];
+    String[] kinds = new String[n];
+    String[] names = new String[n];
+    String[] namespaces = new String[n];
+    String[] details = new String[n];
+    for (int i = 0; i < n; i++) {
+      Launch l = launches.get(i);
+      ids[i] = l.id();
+      attempts[i] = l.attempt();
+      kinds[i] = l.kind();
+      names[i] = l.name();
+      namespaces[i] = l.namespace();
+      details[i] = l.detail();
+    }
     return pool.preparedQuery(MARK_LAUNCHED)
-        .execute(Tuple.of(id, attempt, kind, name, namespace, detail))
+        .execute(Tuple.of(ids, attempts, kinds, names, namespaces, details))
         .map(
-            rows ->
-                rows.rowCount() == 0
-                    ? Optional.empty()
-                    : Optional.of(rows.iterator().next().getDouble("dispatch")));
+            rows -> {
+              Map<Long, Double> out = new HashMap<>();
+              for (Row r : rows) {
+                out.put(r.getLong("id"), r.getDouble("dispatch"));
+              }
+              return out;
+            });
   }
 
   private static final String RETOKEN =

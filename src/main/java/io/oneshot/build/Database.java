@@ -34,7 +34,7 @@ public final class Database implements AutoCloseable {
 
   /**
    * Opens a pool. Connections give up a statement after {@code statement_timeout} (30 s) so that a
-   * stuck query never holds a dispatcher thread forever.
+   * stuck query never holds a dispatcher thread forever, and run without JIT compilation.
    */
   public static Database open(Vertx vertx, String url, int poolSize, String applicationName) {
     PgConnectOptions options = withApplicationName(parseUrl(url), applicationName);
@@ -94,6 +94,9 @@ public final class Database implements AutoCloseable {
       Map<String, String> props = new HashMap<>(options.getProperties());
       props.putIfAbsent("statement_timeout", "30000");
       props.putIfAbsent("idle_in_transaction_session_timeout", "60000");
+      // The queue's statements touch a handful of rows; when the planner misjudges a claim over a
+      // deep queue as costly, JIT compiling it takes half a second (measured by scripts/bench).
+      props.putIfAbsent("jit", "off");
       options.setProperties(props);
       return options;
     } catch (RuntimeException e) {

@@ -39,6 +39,7 @@ public record OneshotConfig(
       int maxConcurrent,
       int claimBatch,
       Duration pollInterval,
+      boolean wakeOnNotify,
       Duration rescueInterval,
       Duration listenerHealthInterval,
       Duration heartbeatInterval,

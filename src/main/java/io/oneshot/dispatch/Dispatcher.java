@@ -23,6 +23,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -40,6 +41,13 @@ public final class Dispatcher implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(Dispatcher.class);
   private static final Duration MAX_RETRY_DELAY = Duration.ofSeconds(30);
 
+  /**
+   * Launcher calls under way at once, at most. A burst claims thousands of builds in a few cycles;
+   * unbounded, their launches would open as many API requests or process starts at once, and the
+   * launcher's rate limit, not this bound, is what should pace them.
+   */
+  static final int PARALLEL_LAUNCHES = 64;
+
   private final BuildStore store;
   private final Launcher launcher;
   private final OneshotConfig config;
@@ -49,12 +57,14 @@ public final class Dispatcher implements AutoCloseable {
   private final Wakeup wakeup = new Wakeup();
   private final Set<Long> inFlight = ConcurrentHashMap.newKeySet();
   private final ExecutorService launches = Executors.newVirtualThreadPerTaskExecutor();
+  private final Semaphore launchSlots = new Semaphore(PARALLEL_LAUNCHES);
   private final ScheduledExecutorService retries;
   private final Deque<BuildToken> spareTokens = new ArrayDeque<>();
   private final AtomicLong cycles = new AtomicLong();
   private final AtomicLong polls = new AtomicLong();
   private final AtomicLong pollsWithWork = new AtomicLong();
   private final Metrics metrics;
+  private final LaunchRecorder recorder;
   private volatile boolean running;
   private Thread thread;
 
@@ -71,6 +81,7 @@ public final class Dispatcher implements AutoCloseable {
     this.config = config;
     this.apiUrl = apiUrl;
     this.fence = fence;
+    this.recorder = new LaunchRecorder(store);
     this.retries =
         Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().name("oneshot-launch-retry").daemon().factory());
@@ -249,10 +260,13 @@ public final class Dispatcher implements AutoCloseable {
   private void launch(Attempt a, int tries) {
     long started = System.nanoTime();
     LaunchOutcome outcome;
+    launchSlots.acquireUninterruptibly();
     try {
       outcome = launcher.launch(a);
     } catch (RuntimeException e) {
       outcome = new LaunchOutcome.RetryLater(backoff(tries), describe(e));
+    } finally {
+      launchSlots.release();
     }
     boolean done = true;
     try {
@@ -301,8 +315,9 @@ public final class Dispatcher implements AutoCloseable {
   private void record(Attempt a, String namespace, String detail, long startedNanos) {
     Optional<Double> dispatch =
         Database.await(
-            store.markLaunched(
-                a.buildId(), a.attempt(), launcher.kind(), a.name(), namespace, detail));
+            recorder.record(
+                new BuildStore.Launch(
+                    a.buildId(), a.attempt(), launcher.kind(), a.name(), namespace, detail)));
     long ms = (System.nanoTime() - startedNanos) / 1_000_000;
     if (dispatch.isPresent()) {
       if (a.attempt() == 1) {

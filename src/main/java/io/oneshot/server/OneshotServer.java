@@ -22,10 +22,12 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.BiFunction;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -142,14 +144,18 @@ public final class OneshotServer implements AutoCloseable {
       launcher.events(new LaunchEvents(store, rescuer, metrics));
       // Everything the launcher already runs is known before the first claim or rescue.
       launcher.start();
+      Map<String, Consumer<String>> channels = new HashMap<>();
+      channels.put("oneshot_cancel", p -> rescuer.wake());
+      channels.put("oneshot_logs", followers::notified);
+      if (config.dispatch().wakeOnNotify()) {
+        // Off, the dispatcher does not LISTEN for builds: only its poll finds them.
+        channels.put("oneshot_builds", p -> dispatcher.wake());
+      }
       Listener listener =
           new Listener(
               vertx,
               db.connectOptions("listener"),
-              Map.of(
-                  "oneshot_builds", p -> dispatcher.wake(),
-                  "oneshot_cancel", p -> rescuer.wake(),
-                  "oneshot_logs", followers::notified),
+              channels,
               () -> {
                 dispatcher.wake();
                 followers.wakeAll();

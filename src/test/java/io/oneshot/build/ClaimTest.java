@@ -73,6 +73,42 @@ class ClaimTest {
   }
 
   @Test
+  void aClaimLocksNoMoreBuildsThanItTakesHoweverDeepTheQueue() {
+    f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 1000}\n");
+    List<Long> ids = IntStream.range(0, 30).mapToObj(i -> enqueue("{}", 0, null)).toList();
+    List<Long> lockedByOthers = new ArrayList<>();
+    List<BuildStore.Claimed> c =
+        Database.await(
+            f.store.claim(
+                1000,
+                "test",
+                tokens(2),
+                null,
+                claimed -> {
+                  // The claim's transaction is still open: the builds it did not take are free.
+                  try (var conn = Sql.connect()) {
+                    conn.setAutoCommit(false);
+                    lockedByOthers.addAll(
+                        Sql.rows(
+                                conn,
+                                "SELECT id FROM oneshot.builds WHERE status = 'pending'"
+                                    + " AND NOT id = ANY (?) ORDER BY id FOR UPDATE NOWAIT",
+                                conn.createArrayOf(
+                                    "bigint",
+                                    claimed.stream().map(BuildStore.Claimed::id).toArray()))
+                            .stream()
+                            .map(r -> ((Number) r.get("id")).longValue())
+                            .toList());
+                    conn.rollback();
+                  } catch (java.sql.SQLException e) {
+                    throw new IllegalStateException(e);
+                  }
+                }));
+    assertThat(c).extracting(BuildStore.Claimed::id).containsExactly(ids.get(0), ids.get(1));
+    assertThat(lockedByOthers).isEqualTo(ids.subList(2, 30));
+  }
+
+  @Test
   void aClaimRecordsAttemptLaunchNameAndTokenHash() {
     f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 2}\n");
     long id = enqueue("{}", 0, null);

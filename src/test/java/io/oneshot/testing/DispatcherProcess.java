@@ -28,6 +28,8 @@ public final class DispatcherProcess {
   private final Path config;
   private final Path logDir;
   private volatile Map<String, String> env;
+  private volatile List<String> jvm =
+      List.of("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m");
   private Process process;
   private int starts;
 
@@ -43,9 +45,7 @@ public final class DispatcherProcess {
   public synchronized DispatcherProcess start() {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-    cmd.add("-XX:+UseSerialGC");
-    cmd.add("-XX:TieredStopAtLevel=1");
-    cmd.add("-Xmx256m");
+    cmd.addAll(jvm);
     cmd.add("-cp");
     cmd.add(
         String.join(File.pathSeparator, io.oneshot.launch.local.LocalLauncher.absoluteClassPath()));
@@ -62,6 +62,12 @@ public final class DispatcherProcess {
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
+    return this;
+  }
+
+  /** The JVM options of the next {@link #start()} (default: small and quick to start). */
+  public DispatcherProcess jvm(List<String> options) {
+    this.jvm = List.copyOf(options);
     return this;
   }
 

@@ -27,11 +27,24 @@ import java.util.concurrent.atomic.AtomicInteger;
 public final class NoopLauncher implements Launcher {
   private final HttpClient http =
       HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
-  private final ExecutorService runs = Executors.newVirtualThreadPerTaskExecutor();
+  private final ExecutorService runner = Executors.newVirtualThreadPerTaskExecutor();
   private final Map<String, AttemptState> states = new ConcurrentHashMap<>();
   public final AtomicInteger completed = new AtomicInteger();
   public final AtomicInteger errors = new AtomicInteger();
   private volatile AttemptEvents events = AttemptEvents.NONE;
+  private final boolean runs;
+
+  public NoopLauncher() {
+    this(true);
+  }
+
+  /**
+   * {@code runs} false: every attempt is accepted and nothing runs it; it stays "running" until
+   * killed. What is left to measure is the dispatcher alone (scripts/bench).
+   */
+  public NoopLauncher(boolean runs) {
+    this.runs = runs;
+  }
 
   @Override
   public String kind() {
@@ -43,7 +56,9 @@ public final class NoopLauncher implements Launcher {
     if (states.putIfAbsent(a.name(), new AttemptState.Running("noop")) != null) {
       return new LaunchOutcome.AlreadyLaunched(null, "noop");
     }
-    runs.execute(() -> run(a));
+    if (runs) {
+      this.runner.execute(() -> run(a));
+    }
     return new LaunchOutcome.Launched(null, "noop");
   }
 
@@ -106,6 +121,6 @@ public final class NoopLauncher implements Launcher {
 
   @Override
   public void close() {
-    runs.shutdownNow();
+    runner.shutdownNow();
   }
 }

@@ -109,8 +109,13 @@ public final class LocalLauncher implements Launcher {
    * archive} and every later one maps it, which saves a good part of its start.
    */
   public static List<String> defaultCommand(List<String> javaOptions, Path archive) {
+    return defaultCommand(javaOptions, archive, absoluteClassPath());
+  }
+
+  /** {@link #defaultCommand(List, Path)} on another class path (absolute entries). */
+  public static List<String> defaultCommand(
+      List<String> javaOptions, Path archive, List<String> cp) {
     Path javaBin = Path.of(System.getProperty("java.home"), "bin", "java");
-    List<String> cp = absoluteClassPath();
     List<String> cmd = new ArrayList<>();
     cmd.add(javaBin.toString());
     if (javaOptions.isEmpty()) {

@@ -1,0 +1,79 @@
+package io.oneshot.bench;
+
+import io.oneshot.testing.Limits;
+import io.oneshot.testing.NoopLauncher;
+import io.oneshot.testing.TestServer;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A burst far over a route's limit (10,000 builds through 50 slots), each build acquiring and
+ * completing over the runner API, while an operator reads {@code GET /api/v1/routes} every 50 ms.
+ */
+final class BackpressureBench implements Scenario {
+  @Override
+  public String name() {
+    return "backpressure";
+  }
+
+  @Override
+  public String describe() {
+    return "10,000 builds through a route limit of 50: drain rate, GET /api/v1/routes meanwhile";
+  }
+
+  @Override
+  public void run(boolean smoke, Report report) throws Exception {
+    int n = smoke ? 200 : 10_000;
+    String variant = "limit 50, builds acquire and complete over HTTP";
+    NoopLauncher launcher = new NoopLauncher();
+    try (TestServer t =
+        TestServer.with()
+            .routes("routes: [{name: burst, maxConcurrent: 50}]")
+            .dispatch("pollInterval: 2s, rescueInterval: 5s")
+            .launcher(launcher)
+            .start()) {
+      Harness.awaitLeader(t);
+      List<Double> routes = Harness.list();
+      AtomicBoolean draining = new AtomicBoolean(true);
+      Thread operator =
+          Thread.ofPlatform()
+              .name("bench-operator")
+              .start(
+                  () -> {
+                    long next = System.nanoTime();
+                    while (draining.get()) {
+                      long t0 = System.nanoTime();
+                      int status = t.api.get("/api/v1/routes").status();
+                      if (status != 200) {
+                        throw new IllegalStateException("GET /api/v1/routes: HTTP " + status);
+                      }
+                      routes.add((System.nanoTime() - t0) / 1e6);
+                      next += 50_000_000L;
+                      Harness.sleepUntil(next);
+                    }
+                  });
+      long t0 = System.nanoTime();
+      try (Harness.Producer p = new Harness.Producer()) {
+        long[] ids = p.burst(n);
+        Harness.awaitBuilds(ids, "status = 'succeeded'", Duration.ofMinutes(10));
+      } finally {
+        draining.set(false);
+        operator.join();
+      }
+      double seconds = (System.nanoTime() - t0) / 1e9;
+      report.add("backpressure", variant, "builds", n, "");
+      report.add("backpressure", variant, "drained per second", n / seconds, "builds/s");
+      report.add(
+          "backpressure",
+          variant,
+          "most live at once",
+          Limits.maxConcurrency().get("route:burst"),
+          "builds",
+          Report.Goal.under(51));
+      report.add("backpressure", variant, "GET /api/v1/routes samples", routes.size(), "");
+      report.latency(
+          "backpressure", variant, "GET /api/v1/routes", routes, null, Report.Goal.under(100));
+    }
+  }
+}

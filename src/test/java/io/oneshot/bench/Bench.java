@@ -1,0 +1,184 @@
+package io.oneshot.bench;
+
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TestDatabase;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/** {@code scripts/bench}: runs the scenarios, prints a markdown table, writes the same as JSON. */
+@Command(
+    name = "scripts/bench",
+    sortOptions = false,
+    description = {
+      "Measures oneshot's dispatch against real PostgreSQL: latency at low load, throughput of a"
+          + " burst, claim latency as the queue grows, a peer (db-scheduler) and poll-only"
+          + " dispatch side by side, provisionerd's overhead, and the dispatcher's footprint.",
+      "",
+      "PostgreSQL: ONESHOT_TEST_DATABASE_URL (scripts/bench sets it to 127.0.0.1:5432 when a"
+          + " server answers there), else an embedded one. Each run works in a database of its own"
+          + " and drops it at the end.",
+      ""
+    },
+    footer = {
+      "",
+      "Examples:",
+      "  scripts/bench                 every scenario, full size (about 15 minutes)",
+      "  scripts/bench --smoke         every scenario, tiny (what CI runs)",
+      "  scripts/bench --only peer     one scenario"
+    })
+public final class Bench implements Callable<Integer> {
+  @Option(
+      names = "--smoke",
+      description = "Run every scenario tiny: checks that the benchmark works, measures nothing.")
+  boolean smoke;
+
+  @Option(
+      names = "--only",
+      split = ",",
+      paramLabel = "SCENARIO",
+      description = "Run only these scenarios (see --list).")
+  List<String> only = new ArrayList<>();
+
+  @Option(
+      names = "--out",
+      paramLabel = "DIR",
+      description = "Where bench.json and bench.md go (default: ${DEFAULT-VALUE}).")
+  Path out = Path.of("target", "bench");
+
+  @Option(names = "--list", description = "List the scenarios and exit.")
+  boolean list;
+
+  @Option(
+      names = {"-h", "--help"},
+      usageHelp = true,
+      description = "Show this help and exit.")
+  boolean help;
+
+  @Spec CommandSpec spec;
+
+  static List<Scenario> scenarios() {
+    return List.of(
+        new LatencyBench(),
+        new ThroughputBench(),
+        new BackpressureBench(),
+        new QueueScaleBench(),
+        new PeerBench(),
+        new ProvisionerdBench(),
+        new FootprintBench());
+  }
+
+  public static void main(String[] args) {
+    // The mock API server logs every request; at thousands a second that is what it would measure.
+    java.util.logging.Logger.getLogger("io.fabric8.mockwebserver")
+        .setLevel(java.util.logging.Level.WARNING);
+    int code = new CommandLine(new Bench()).execute(args);
+    System.exit(code);
+  }
+
+  /** Runs the benchmark; returns the report (tests use this with {@code --smoke}). */
+  static Result run(boolean smoke, List<String> only, Path out) {
+    List<Scenario> chosen = new ArrayList<>();
+    for (Scenario s : scenarios()) {
+      if (only.isEmpty() || only.contains(s.name())) {
+        chosen.add(s);
+      }
+    }
+    Instant started = Instant.now();
+    Report report = new Report(smoke, machine());
+    List<String> failed = new ArrayList<>();
+    for (Scenario s : chosen) {
+      System.out.printf("== %s: %s%n", s.name(), s.describe());
+      long t0 = System.nanoTime();
+      try {
+        s.run(smoke, report);
+      } catch (Exception | AssertionError e) {
+        failed.add(s.name());
+        report.note(s.name() + " failed: " + e);
+        e.printStackTrace();
+      }
+      System.out.printf(
+          "   (%s took %d s)%n", s.name(), Duration.ofNanos(System.nanoTime() - t0).toSeconds());
+    }
+    String command =
+        "scripts/bench"
+            + (smoke ? " --smoke" : "")
+            + (only.isEmpty() ? "" : " --only " + String.join(",", only));
+    report.writeJson(out.resolve("bench.json"), started, command);
+    String md = report.markdown();
+    try {
+      Files.writeString(out.resolve("bench.md"), md);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return new Result(report, failed, md);
+  }
+
+  record Result(Report report, List<String> failed, String markdown) {}
+
+  @Override
+  public Integer call() {
+    if (list) {
+      for (Scenario s : scenarios()) {
+        System.out.printf("%-12s %s%n", s.name(), s.describe());
+      }
+      return 0;
+    }
+    List<String> names = scenarios().stream().map(Scenario::name).toList();
+    for (String o : only) {
+      if (!names.contains(o)) {
+        spec.commandLine()
+            .getErr()
+            .printf("--only: no scenario %s; there are %s%n", o, String.join(", ", names));
+        return 2;
+      }
+    }
+    Result r = run(smoke, only, out);
+    System.out.println();
+    System.out.print(r.markdown());
+    System.out.printf("%nFigures written to %s and bench.md there.%n", out.resolve("bench.json"));
+    if (!r.failed().isEmpty()) {
+      System.err.println("Scenarios that failed: " + String.join(", ", r.failed()));
+      return 1;
+    }
+    return 0;
+  }
+
+  static Map<String, String> machine() {
+    Map<String, String> m = new LinkedHashMap<>();
+    m.put("cores", Integer.toString(Runtime.getRuntime().availableProcessors()));
+    m.put("memory", firstMatch(Path.of("/proc/meminfo"), "MemTotal:"));
+    m.put("cpu", firstMatch(Path.of("/proc/cpuinfo"), "model name"));
+    m.put("os", System.getProperty("os.name") + " " + System.getProperty("os.version"));
+    m.put("java", System.getProperty("java.vm.name") + " " + System.getProperty("java.version"));
+    TestDatabase.url();
+    m.put("postgresql", (String) Sql.value("SELECT version()"));
+    return m;
+  }
+
+  private static String firstMatch(Path file, String prefix) {
+    try {
+      for (String line : Files.readAllLines(file)) {
+        if (line.startsWith(prefix)) {
+          return line.substring(line.indexOf(':') + 1).trim();
+        }
+      }
+    } catch (IOException e) {
+      // not Linux
+    }
+    return "unknown";
+  }
+}

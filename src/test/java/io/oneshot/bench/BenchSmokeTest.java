@@ -1,0 +1,63 @@
+package io.oneshot.bench;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Json;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code scripts/bench --smoke}: every scenario runs tiny, so that the benchmark never rots. Its
+ * figures are not judged here (performance goals live in the benchmark's own report); what is
+ * checked is that every scenario ran to the end and reported, in the table and in the JSON.
+ */
+class BenchSmokeTest {
+  @TempDir Path out;
+
+  @Test
+  void everyScenarioRunsAndReports() throws Exception {
+    Bench.Result r = Bench.run(true, List.of(), out);
+
+    assertThat(r.failed()).as("scenarios that failed").isEmpty();
+    Set<String> reported = new TreeSet<>();
+    for (Report.Figure f : r.report().figures()) {
+      reported.add(f.scenario());
+      assertThat(f.value()).as(f.toString()).isFinite().isGreaterThanOrEqualTo(0);
+    }
+    Set<String> all = new TreeSet<>(Bench.scenarios().stream().map(Scenario::name).toList());
+    assertThat(reported).isEqualTo(all);
+
+    JsonNode json = Json.MAPPER.readTree(Files.readString(out.resolve("bench.json")));
+    assertThat(json.path("smoke").asBoolean()).isTrue();
+    assertThat(json.path("machine").path("postgresql").asText()).startsWith("PostgreSQL");
+    assertThat(json.path("figures")).hasSize(r.report().figures().size());
+    assertThat(json.path("figures").findValuesAsText("scenario")).containsAll(all);
+    // Smoke figures never claim a goal was met or missed.
+    assertThat(json.path("figures").findValues("met")).isEmpty();
+
+    String md = Files.readString(out.resolve("bench.md"));
+    assertThat(md.lines().filter(l -> l.startsWith("| ")).count())
+        .isEqualTo(r.report().figures().size() + 1);
+    for (String s : all) {
+      assertThat(md).contains("| " + s + " |");
+    }
+  }
+
+  @Test
+  void anUnknownScenarioIsRefusedBeforeAnythingRuns() {
+    var err = new java.io.StringWriter();
+    int code =
+        new picocli.CommandLine(new Bench())
+            .setErr(new java.io.PrintWriter(err))
+            .execute("--only", "latency,nope", "--out", out.toString());
+    assertThat(code).isEqualTo(2);
+    assertThat(err.toString()).contains("--only: no scenario nope");
+    assertThat(out.resolve("bench.json")).doesNotExist();
+  }
+}

@@ -1,0 +1,195 @@
+package io.oneshot.bench;
+
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TestServer;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
+import org.awaitility.Awaitility;
+
+/** What the scenarios share: producers that note their commits, waiting, the builds' timelines. */
+final class Harness {
+  private Harness() {}
+
+  static final String SCRIPT_INPUT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
+
+  /** Waits until {@code done}, looking every 20 ms, or fails after {@code limit}. */
+  static void await(String what, Duration limit, BooleanSupplier done) {
+    Awaitility.await(what)
+        .atMost(limit)
+        .pollDelay(Duration.ZERO)
+        .pollInterval(Duration.ofMillis(20))
+        .until(done::getAsBoolean);
+  }
+
+  /**
+   * Waits until every build with an id in [ids[0], ids[1]] satisfies {@code condition} (SQL over
+   * oneshot.builds, e.g. {@code launched_at IS NOT NULL}).
+   */
+  static void awaitBuilds(long[] ids, String condition, Duration limit) {
+    await(
+        "every build " + condition,
+        limit,
+        () ->
+            Sql.count(
+                    "SELECT count(*) FROM oneshot.builds WHERE id BETWEEN ? AND ? AND NOT ("
+                        + condition
+                        + ")",
+                    ids[0],
+                    ids[1])
+                == 0);
+  }
+
+  /** The latest of a timestamp column over the builds with an id in [ids[0], ids[1]]. */
+  static Instant latest(long[] ids, String column) {
+    return micros(
+        Sql.value(
+            "SELECT extract(epoch FROM max("
+                + column
+                + ")) * 1e6 FROM oneshot.builds"
+                + " WHERE id BETWEEN ? AND ?",
+            ids[0],
+            ids[1]));
+  }
+
+  static void awaitLeader(TestServer t) {
+    await("the dispatcher leads", Duration.ofSeconds(30), t.server::leader);
+  }
+
+  /** Sleeps until the given instant of {@link System#nanoTime()}. */
+  static void sleepUntil(long nanos) {
+    long d;
+    while ((d = nanos - System.nanoTime()) > 0) {
+      LockSupport.parkNanos(d);
+    }
+  }
+
+  /** Milliseconds from {@code from} to {@code to}. */
+  static double ms(Instant from, Instant to) {
+    return Duration.between(from, to).toNanos() / 1e6;
+  }
+
+  /** Builds' timestamps (wall clock of the database host), by id, for ids in [first, last]. */
+  record Times(
+      Instant created, Instant claimed, Instant launched, Instant started, Instant finished) {}
+
+  static Map<Long, Times> times(long first, long last) {
+    Map<Long, Times> out = new HashMap<>();
+    for (Map<String, Object> r :
+        Sql.rows(
+            """
+            SELECT id, extract(epoch FROM created_at) * 1e6 AS created,
+                   extract(epoch FROM claimed_at) * 1e6 AS claimed,
+                   extract(epoch FROM launched_at) * 1e6 AS launched,
+                   extract(epoch FROM started_at) * 1e6 AS started,
+                   extract(epoch FROM finished_at) * 1e6 AS finished
+            FROM oneshot.builds WHERE id BETWEEN ? AND ?
+            """,
+            first,
+            last)) {
+      out.put(
+          ((Number) r.get("id")).longValue(),
+          new Times(
+              micros(r.get("created")),
+              micros(r.get("claimed")),
+              micros(r.get("launched")),
+              micros(r.get("started")),
+              micros(r.get("finished"))));
+    }
+    return out;
+  }
+
+  static Instant micros(Object v) {
+    if (v == null) {
+      return null;
+    }
+    long us = Math.round(((Number) v).doubleValue());
+    return Instant.ofEpochSecond(us / 1_000_000, (us % 1_000_000) * 1000);
+  }
+
+  /**
+   * A producer on its own connection that calls {@code oneshot.enqueue()} (autocommit) and notes
+   * when each commit returned.
+   */
+  static final class Producer implements AutoCloseable {
+    final Map<Long, Instant> committed = new ConcurrentHashMap<>();
+    private final Connection c;
+    private final PreparedStatement one;
+    private final PreparedStatement many;
+
+    Producer() {
+      try {
+        c = Sql.connect();
+        one = c.prepareStatement("SELECT id FROM oneshot.enqueue(?::jsonb, ?::jsonb, 0, ?)");
+        many =
+            c.prepareStatement(
+                "SELECT min((b).id), max((b).id) FROM (SELECT oneshot.enqueue(?::jsonb, ?::jsonb)"
+                    + " AS b FROM generate_series(1, ?)) x");
+      } catch (SQLException e) {
+        throw new IllegalStateException(e);
+      }
+    }
+
+    /** Enqueues one build; returns its id. */
+    long enqueue(String tags, String input, String workspace) {
+      try {
+        one.setString(1, tags);
+        one.setString(2, input);
+        one.setString(3, workspace);
+        try (ResultSet rs = one.executeQuery()) {
+          rs.next();
+          long id = rs.getLong(1);
+          committed.put(id, Instant.now());
+          return id;
+        }
+      } catch (SQLException e) {
+        throw new IllegalStateException(e);
+      }
+    }
+
+    long enqueue() {
+      return enqueue("{}", SCRIPT_INPUT, null);
+    }
+
+    /** Enqueues n builds in one statement; returns [first id, last id] and notes the commit. */
+    long[] burst(int n) {
+      try {
+        many.setString(1, "{}");
+        many.setString(2, SCRIPT_INPUT);
+        many.setInt(3, n);
+        try (ResultSet rs = many.executeQuery()) {
+          rs.next();
+          long[] ids = {rs.getLong(1), rs.getLong(2)};
+          Instant at = Instant.now();
+          committed.put(ids[0], at);
+          committed.put(ids[1], at);
+          return ids;
+        }
+      } catch (SQLException e) {
+        throw new IllegalStateException(e);
+      }
+    }
+
+    @Override
+    public void close() {
+      try {
+        c.close();
+      } catch (SQLException e) {
+        // closing anyway
+      }
+    }
+  }
+
+  static List<Double> list() {
+    return java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+  }
+}

@@ -1,0 +1,96 @@
+package io.oneshot.bench;
+
+import io.oneshot.testing.NoopLauncher;
+import io.oneshot.testing.TestServer;
+import io.oneshot.testing.k8s.MockCluster;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Dispatch latency at low load: builds enqueued one at a time at a steady rate, each measured from
+ * its producer's commit to the launcher's call and to the launch recorded in the database.
+ */
+final class LatencyBench implements Scenario {
+  static final int RATE = 20;
+
+  @Override
+  public String name() {
+    return "latency";
+  }
+
+  @Override
+  public String describe() {
+    return "dispatch latency at "
+        + RATE
+        + " builds/s: enqueue commit -> launcher called, -> launched";
+  }
+
+  @Override
+  public void run(boolean smoke, Report report) throws Exception {
+    int seconds = smoke ? 1 : 30;
+    int warmup = smoke ? 0 : 5 * RATE;
+    TimedLauncher noop = new TimedLauncher(new NoopLauncher(false));
+    try (TestServer t = Setups.noop(noop).start()) {
+      measure(t, noop, "no-op launcher", seconds, warmup, report);
+    }
+    try (MockCluster cluster = Setups.cluster()) {
+      TimedLauncher[] k8s = new TimedLauncher[1];
+      try (TestServer t = Setups.kubernetes(cluster, 100, 200, k8s).start()) {
+        measure(t, k8s[0], "kubernetes, mock API (qps 100)", seconds, warmup, report);
+      }
+    }
+  }
+
+  static void measure(
+      TestServer t,
+      TimedLauncher launcher,
+      String variant,
+      int seconds,
+      int warmup,
+      Report report) {
+    Harness.awaitLeader(t);
+    try (Harness.Producer p = new Harness.Producer()) {
+      paced(p, warmup);
+      long[] ids = paced(p, seconds * RATE);
+      Harness.awaitBuilds(ids, "launched_at IS NOT NULL", Duration.ofMinutes(5));
+      Map<Long, Harness.Times> times = Harness.times(ids[0], ids[1]);
+      List<Double> called = new ArrayList<>();
+      List<Double> claimed = new ArrayList<>();
+      List<Double> launched = new ArrayList<>();
+      for (long id = ids[0]; id <= ids[1]; id++) {
+        Instant committed = p.committed.get(id);
+        called.add(Harness.ms(committed, launcher.called.get(id)));
+        claimed.add(Harness.ms(committed, times.get(id).claimed()));
+        launched.add(Harness.ms(committed, times.get(id).launched()));
+      }
+      report.add("latency", variant, "builds", called.size(), "");
+      report.latency(
+          "latency",
+          variant,
+          "enqueue -> launcher called",
+          called,
+          Report.Goal.under(5),
+          Report.Goal.under(25));
+      report.latency("latency", variant, "enqueue -> claimed", claimed, null, null);
+      report.latency("latency", variant, "enqueue -> launched", launched, null, null);
+    }
+  }
+
+  /** Enqueues n builds at {@link #RATE} a second; returns the first and last id. */
+  static long[] paced(Harness.Producer p, int n) {
+    long start = System.nanoTime();
+    long first = -1;
+    long last = -1;
+    for (int i = 0; i < n; i++) {
+      Harness.sleepUntil(start + i * 1_000_000_000L / RATE);
+      last = p.enqueue();
+      if (first < 0) {
+        first = last;
+      }
+    }
+    return new long[] {first, last};
+  }
+}

@@ -1,0 +1,209 @@
+package io.oneshot.bench;
+
+import com.github.kagkarlsson.scheduler.Scheduler;
+import com.github.kagkarlsson.scheduler.task.helper.OneTimeTask;
+import com.github.kagkarlsson.scheduler.task.helper.Tasks;
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import io.oneshot.testing.NoopLauncher;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TestDatabase;
+import io.oneshot.testing.TestServer;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * oneshot beside its peers, in the same run on the same database: db-scheduler draining the same
+ * number of no-op tasks with its lock-and-fetch strategy, and the dispatcher itself with NOTIFY off
+ * and only a poll (30 s as KEDA's ScaledJob, 3 s as GitLab Runner) against NOTIFY on.
+ */
+final class PeerBench implements Scenario {
+  static final int CONCURRENCY = 50;
+
+  @Override
+  public String name() {
+    return "peer";
+  }
+
+  @Override
+  public String describe() {
+    return "db-scheduler (lock-and-fetch) vs oneshot draining no-op work; poll-only (30 s, 3 s)"
+        + " vs NOTIFY dispatch";
+  }
+
+  @Override
+  public void run(boolean smoke, Report report) throws Exception {
+    int n = smoke ? 100 : 10_000;
+    double oneshot = oneshotDrain(n, report);
+    double scheduler = dbSchedulerDrain(n, report);
+    report.add("peer", "oneshot ÷ db-scheduler", "drain rate ratio", oneshot / scheduler, "×");
+
+    double event =
+        pickUp(
+            "NOTIFY + 2 s poll (default)",
+            true,
+            Duration.ofSeconds(2),
+            smoke ? 3 : 40,
+            Duration.ofMillis(smoke ? 100 : 250),
+            report);
+    Duration gitlab = smoke ? Duration.ofMillis(300) : Duration.ofSeconds(3);
+    Duration keda = smoke ? Duration.ofSeconds(1) : Duration.ofSeconds(30);
+    double poll3 =
+        pickUp(
+            "poll only, " + label(gitlab) + " (GitLab Runner's default)",
+            false,
+            gitlab,
+            smoke ? 3 : 20,
+            gitlab.dividedBy(3),
+            report);
+    double poll30 =
+        pickUp(
+            "poll only, " + label(keda) + " (KEDA ScaledJob's default)",
+            false,
+            keda,
+            smoke ? 3 : 12,
+            keda.dividedBy(4),
+            report);
+    report.add(
+        "peer", "poll " + label(gitlab) + " ÷ NOTIFY", "pick-up p50 ratio", poll3 / event, "×");
+    report.add(
+        "peer", "poll " + label(keda) + " ÷ NOTIFY", "pick-up p50 ratio", poll30 / event, "×");
+  }
+
+  private static String label(Duration d) {
+    return d.toMillis() % 1000 == 0 ? d.toSeconds() + " s" : d.toMillis() + " ms";
+  }
+
+  /**
+   * oneshot drains n builds enqueued in one statement, through a route of {@link #CONCURRENCY}
+   * slots, each build acquired and completed over the runner API.
+   */
+  private static double oneshotDrain(int n, Report report) {
+    NoopLauncher launcher = new NoopLauncher();
+    try (TestServer t =
+            TestServer.with()
+                .routes("routes: [{name: bench, maxConcurrent: " + CONCURRENCY + "}]")
+                .dispatch("pollInterval: 2s, rescueInterval: 5s")
+                .launcher(launcher)
+                .start();
+        Harness.Producer p = new Harness.Producer()) {
+      Harness.awaitLeader(t);
+      long[] ids = p.burst(n);
+      Harness.awaitBuilds(ids, "status = 'succeeded'", Duration.ofMinutes(10));
+      Instant last = Harness.latest(ids, "finished_at");
+      double rate = n / (Duration.between(p.committed.get(ids[0]), last).toNanos() / 1e9);
+      String variant = "oneshot, " + CONCURRENCY + " at once, acquire + complete over HTTP";
+      report.add("peer", variant, "drained per second", rate, "builds/s");
+      return rate;
+    }
+  }
+
+  /**
+   * db-scheduler drains n due one-time tasks that do nothing, with {@link #CONCURRENCY} threads.
+   */
+  private static double dbSchedulerDrain(int n, Report report) throws Exception {
+    Sql.exec(
+        """
+        DROP TABLE IF EXISTS scheduled_tasks;
+        CREATE TABLE scheduled_tasks (
+          task_name text NOT NULL,
+          task_instance text NOT NULL,
+          task_data bytea,
+          execution_time timestamptz NOT NULL,
+          picked boolean NOT NULL,
+          picked_by text,
+          last_success timestamptz,
+          last_failure timestamptz,
+          consecutive_failures int,
+          last_heartbeat timestamptz,
+          version bigint NOT NULL,
+          priority smallint,
+          PRIMARY KEY (task_name, task_instance)
+        );
+        CREATE INDEX execution_time_idx ON scheduled_tasks (execution_time);
+        CREATE INDEX last_heartbeat_idx ON scheduled_tasks (last_heartbeat);
+        CREATE INDEX priority_execution_time_idx ON scheduled_tasks (priority DESC, execution_time);
+        """);
+    Sql.exec(
+        "INSERT INTO scheduled_tasks (task_name, task_instance, execution_time, picked, version)"
+            + " SELECT 'noop', i::text, now(), false, 1 FROM generate_series(1, ?) i",
+        n);
+    AtomicInteger done = new AtomicInteger();
+    OneTimeTask<Void> task = Tasks.oneTime("noop").execute((inst, ctx) -> done.incrementAndGet());
+    HikariConfig hc = new HikariConfig();
+    hc.setJdbcUrl(TestDatabase.jdbcUrl());
+    hc.setMaximumPoolSize(CONCURRENCY + 5);
+    try (HikariDataSource ds = new HikariDataSource(hc)) {
+      Scheduler s =
+          Scheduler.create(ds, task)
+              .threads(CONCURRENCY)
+              .pollUsingLockAndFetch(0.5, 1.0)
+              .pollingInterval(Duration.ofSeconds(1))
+              .build();
+      long t0 = System.nanoTime();
+      s.start();
+      try {
+        Harness.await("db-scheduler drains", Duration.ofMinutes(10), () -> done.get() >= n);
+        Harness.await(
+            "db-scheduler removes its executions",
+            Duration.ofMinutes(1),
+            () -> Sql.count("SELECT count(*) FROM scheduled_tasks") == 0);
+      } finally {
+        s.stop();
+      }
+      double rate = n / ((System.nanoTime() - t0) / 1e9);
+      report.add(
+          "peer",
+          "db-scheduler 16.12, " + CONCURRENCY + " threads, lock-and-fetch, in process",
+          "drained per second",
+          rate,
+          "tasks/s");
+      return rate;
+    } finally {
+      Sql.exec("DROP TABLE IF EXISTS scheduled_tasks");
+    }
+  }
+
+  /**
+   * Builds enqueued one at a time at random moments (mean gap as given) on an idle dispatcher: from
+   * commit to claim. Returns the p50.
+   */
+  private static double pickUp(
+      String variant, boolean notify, Duration poll, int n, Duration meanGap, Report report) {
+    TimedLauncher launcher = new TimedLauncher(new NoopLauncher(false));
+    try (TestServer t =
+            TestServer.with()
+                .routes(Setups.OPEN_ROUTE)
+                .dispatch(
+                    "maxConcurrent: 100000, rescueInterval: 5s, pollInterval: %dms, wakeOnNotify: %s"
+                        .formatted(poll.toMillis(), notify))
+                .launcher(launcher)
+                .start();
+        Harness.Producer p = new Harness.Producer()) {
+      Harness.awaitLeader(t);
+      long[] ids = {-1, -1};
+      long next = System.nanoTime();
+      for (int i = 0; i < n; i++) {
+        next += (long) (2 * meanGap.toNanos() * ThreadLocalRandom.current().nextDouble());
+        Harness.sleepUntil(next);
+        ids[1] = p.enqueue();
+        if (ids[0] < 0) {
+          ids[0] = ids[1];
+        }
+      }
+      Harness.awaitBuilds(ids, "claimed_at IS NOT NULL", poll.multipliedBy(3).plusSeconds(30));
+      Map<Long, Harness.Times> times = Harness.times(ids[0], ids[1]);
+      List<Double> ms = new ArrayList<>();
+      for (long id = ids[0]; id <= ids[1]; id++) {
+        ms.add(Harness.ms(p.committed.get(id), times.get(id).claimed()));
+      }
+      report.latency("peer", variant, "enqueue -> claimed", ms, null, null);
+      return Stats.of(ms).p50();
+    }
+  }
+}

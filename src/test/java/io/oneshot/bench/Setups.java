@@ -1,0 +1,74 @@
+package io.oneshot.bench;
+
+import io.fabric8.kubernetes.client.KubernetesClient;
+import io.oneshot.launch.kubernetes.KubernetesLauncher;
+import io.oneshot.testing.TestServer;
+import io.oneshot.testing.k8s.MockCluster;
+import io.vertx.core.Vertx;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.util.List;
+import java.util.function.Function;
+
+/** The dispatchers the scenarios measure: production defaults unless a case says otherwise. */
+final class Setups {
+  private Setups() {}
+
+  /** One route without tags and without a practical limit: nothing but the dispatcher waits. */
+  static final String OPEN_ROUTE = "routes: [{name: bench, maxConcurrent: 100000}]";
+
+  /** Builds one claim may take: 1,000 (the default, 100, is the default global limit). */
+  static final int CLAIM_BATCH = Integer.getInteger("bench.claimBatch", 1_000);
+
+  /** The defaults of dispatch, with the global limit out of the way and claims of CLAIM_BATCH. */
+  static final String DISPATCH =
+      "maxConcurrent: 100000, claimBatch: "
+          + CLAIM_BATCH
+          + ", pollInterval: 2s, rescueInterval: 5s, heartbeatInterval: 1s";
+
+  static TestServer.Builder noop(TimedLauncher launcher) {
+    return TestServer.with().routes(OPEN_ROUTE).dispatch(DISPATCH).launcher(launcher);
+  }
+
+  /**
+   * A Kubernetes API server (fabric8's mock, CRUD mode) that nobody runs pods for: each launch is
+   * its real API calls (Secret, Job, owner patch) and nothing else.
+   */
+  static MockCluster cluster() {
+    try {
+      return new MockCluster(List.of(), Files.createTempDirectory("oneshot-bench-kubelet"));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** The Kubernetes launcher against {@code cluster}, its client-side rate limit as given. */
+  static TestServer.Builder kubernetes(
+      MockCluster cluster, int qps, int burst, TimedLauncher[] made) {
+    return kubernetes(cluster::clientFor, qps, burst, made);
+  }
+
+  /** The Kubernetes launcher with the client {@code api} makes on the server's Vert.x. */
+  static TestServer.Builder kubernetes(
+      Function<Vertx, KubernetesClient> api, int qps, int burst, TimedLauncher[] made) {
+    return TestServer.with()
+        .routes(
+            "routes: [{name: bench, template: script.yaml, namespace: bench, maxConcurrent:"
+                + " 100000}]")
+        .dispatch(DISPATCH)
+        // Pods never run here, so they need no reachable API.
+        .api(
+            "{listen: \"127.0.0.1:0\", publicUrl: \"http://127.0.0.1:9\", adminToken: \"%s\"}"
+                .formatted(TestServer.ADMIN_TOKEN))
+        .launcherYaml(
+            "{kind: kubernetes, kubernetes: {namespace: bench, templateDir: job-templates, qps: %s,"
+                    .formatted(qps)
+                + " burst: %d}}".formatted(burst))
+        .launchers(
+            (vertx, cfg) -> {
+              made[0] = new TimedLauncher(KubernetesLauncher.create(cfg, api.apply(vertx)));
+              return made[0];
+            });
+  }
+}
