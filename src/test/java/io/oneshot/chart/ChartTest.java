@@ -67,7 +67,6 @@ class ChartTest {
           "/pods list",
           "/pods watch",
           "/secrets create",
-          "/secrets get",
           "/secrets list",
           "/secrets watch",
           "/secrets patch",

@@ -13,6 +13,8 @@ import io.fabric8.kubernetes.client.ConfigBuilder;
 import io.fabric8.kubernetes.client.KubernetesClient;
 import io.fabric8.kubernetes.client.KubernetesClientBuilder;
 import io.fabric8.kubernetes.client.KubernetesClientException;
+import io.fabric8.kubernetes.client.dsl.base.PatchContext;
+import io.fabric8.kubernetes.client.dsl.base.PatchType;
 import io.fabric8.kubernetes.client.informers.ResourceEventHandler;
 import io.fabric8.kubernetes.client.informers.SharedIndexInformer;
 import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
@@ -333,19 +335,22 @@ public final class KubernetesLauncher implements Launcher {
       if (e.getCode() != 409) {
         throw e;
       }
-      call(
-          "patch",
-          () ->
-              client
-                  .secrets()
-                  .inNamespace(ns)
-                  .withName(secret.getMetadata().getName())
-                  .edit(
-                      s -> {
-                        s.setData(secret.getData());
-                        return s;
-                      }));
+      mergePatch(secret, Map.of("data", secret.getData()));
     }
+  }
+
+  /** Merges {@code patch} into the Secret in one request ({@code edit} would read it first). */
+  private void mergePatch(Secret secret, Map<String, Object> patch) throws InterruptedException {
+    String body = client.getKubernetesSerialization().asJson(patch);
+    call(
+        "patch",
+        () ->
+            client
+                .secrets()
+                .inNamespace(secret.getMetadata().getNamespace())
+                // With the object at hand (not only its name), the client does not read it first.
+                .resource(secret)
+                .patch(PatchContext.of(PatchType.JSON_MERGE), body));
   }
 
   /** Makes the Job own its Secret, so that Kubernetes deletes the two together. */
@@ -355,18 +360,8 @@ public final class KubernetesLauncher implements Launcher {
       return;
     }
     try {
-      call(
-          "patch",
-          () ->
-              client
-                  .secrets()
-                  .inNamespace(secret.getMetadata().getNamespace())
-                  .withName(secret.getMetadata().getName())
-                  .edit(
-                      s -> {
-                        s.getMetadata().setOwnerReferences(List.of(JobFactory.ownedBy(job)));
-                        return s;
-                      }));
+      mergePatch(
+          secret, Map.of("metadata", Map.of("ownerReferences", List.of(JobFactory.ownedBy(job)))));
     } catch (KubernetesClientException e) {
       // The Job runs either way; an unowned Secret is removed with the attempt by the rescuer.
       log.warn(
