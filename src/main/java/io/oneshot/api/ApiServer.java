@@ -88,6 +88,7 @@ public final class ApiServer implements AutoCloseable {
     this.followers = followers;
     this.status = status;
     this.adminToken = config.api().adminToken().getBytes(StandardCharsets.UTF_8);
+    metrics.watchApi(inFlight::get);
   }
 
   /** Starts listening; returns the bound port (useful with port 0). */

@@ -17,6 +17,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.function.BooleanSupplier;
+import java.util.function.IntSupplier;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 
@@ -171,6 +172,18 @@ public final class Metrics {
         .name("oneshot_dispatch_polls_with_work_total")
         .help("Polls that claimed builds: work that no notification announced in time")
         .callback(cb -> cb.call(pollsWithWork.getAsLong()))
+        .register(registry);
+  }
+
+  /**
+   * Exports the API's requests in flight, the scrape itself included: what a replica that is
+   * shutting down still has to finish.
+   */
+  public void watchApi(IntSupplier inFlight) {
+    GaugeWithCallback.builder()
+        .name("oneshot_api_requests_in_flight")
+        .help("HTTP API requests being served by this replica, this scrape included")
+        .callback(cb -> cb.call(inFlight.getAsInt()))
         .register(registry);
   }
 

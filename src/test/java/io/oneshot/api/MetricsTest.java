@@ -65,6 +65,8 @@ class MetricsTest {
     assertThat(m.value("oneshot_builds_running", "route", "small")).isEqualTo(1.0);
     assertThat(m.value("oneshot_builds_queued", "route", "idle")).isEqualTo(0.0);
     assertThat(m.value("oneshot_dispatcher_leader")).isEqualTo(1.0);
+    // Nothing else is being served: the scrape counts itself.
+    assertThat(m.value("oneshot_api_requests_in_flight")).isEqualTo(1.0);
     assertThat(m.sum("oneshot_build_queue_wait_seconds_count", "route", "small")).isEqualTo(1.0);
     assertThat(m.sum("oneshot_build_dispatch_seconds_count", "route", "small")).isEqualTo(1.0);
 

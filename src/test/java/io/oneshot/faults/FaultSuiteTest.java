@@ -7,6 +7,7 @@ import io.oneshot.dispatch.FaultPoint;
 import io.oneshot.testing.Api;
 import io.oneshot.testing.DispatcherProcess;
 import io.oneshot.testing.Limits;
+import io.oneshot.testing.PromText;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TcpProxy;
 import io.oneshot.testing.TestServer;
@@ -414,6 +415,8 @@ class FaultSuiteTest {
     DispatcherProcess leader = leader();
     DispatcherProcess other =
         dispatchers.get(0) == leader ? dispatchers.get(1) : dispatchers.get(0);
+    // The hand-over is timed from a standby that is up, not one still starting.
+    await().atMost(60, TimeUnit.SECONDS).until(() -> other.ready() != null);
     long t0 = System.nanoTime();
     leader.term();
     assertThat(leader.process().waitFor(10, TimeUnit.SECONDS))
@@ -446,6 +449,8 @@ class FaultSuiteTest {
             + " heartbeatInterval: 300ms, shutdownGrace: 60s",
         Map.of());
     DispatcherProcess d = dispatchers.get(0);
+    // start() waits for a leader, which may be the other replica: this one may not listen yet.
+    await().atMost(60, TimeUnit.SECONDS).until(() -> d.ready() != null);
     // A request in flight: its body never finishes arriving.
     try (java.net.Socket s = new java.net.Socket("127.0.0.1", d.port)) {
       s.getOutputStream()
@@ -455,7 +460,14 @@ class FaultSuiteTest {
                       + "\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
                   .getBytes(java.nio.charset.StandardCharsets.US_ASCII));
       s.getOutputStream().flush();
-      await().atMost(10, TimeUnit.SECONDS).until(() -> d.ready() != null);
+      // The server has read these headers when it counts two requests: that one and the scrape.
+      await()
+          .atMost(10, TimeUnit.SECONDS)
+          .until(
+              () -> {
+                PromText m = d.metrics();
+                return m != null && m.value("oneshot_api_requests_in_flight") >= 2;
+              });
       d.term();
       // Draining: the process waits for the request (up to its 60 s grace)...
       await()

@@ -121,6 +121,24 @@ public final class DispatcherProcess {
     }
   }
 
+  /** {@code /metrics} of this replica, or null when it does not answer. */
+  public PromText metrics() {
+    try {
+      HttpResponse<String> r =
+          HTTP.send(
+              HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/metrics"))
+                  .timeout(Duration.ofSeconds(2))
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
+      return r.statusCode() == 200 ? PromText.parse(r.body()) : null;
+    } catch (IOException | RuntimeException e) {
+      return null;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
+    }
+  }
+
   public boolean leads() {
     JsonNode r = ready();
     return r != null && r.path("leader").asBoolean(false);
