@@ -33,7 +33,8 @@ import picocli.CommandLine.Spec;
       "Runs oneshot on this machine: an embedded PostgreSQL (unless --database-url is given),"
           + " the dispatcher with the local launcher (each build attempt is its own process), and"
           + " the API on 127.0.0.1. Prints the API URL and admin token and writes them to"
-          + " <data-dir>/dev.env. Ctrl-C stops it; queued builds are kept for the next start.",
+          + " <data-dir>/dev.env. Ctrl-C stops it; queued builds are kept for the next start."
+          + " One oneshot dev runs per data directory.",
       ""
     },
     footer = {
@@ -91,6 +92,16 @@ final class DevCommand implements Callable<Integer> {
     Path dir = dataDir.toAbsolutePath();
     Files.createDirectories(dir);
     OneshotConfig base = loadConfig();
+    // Held while this dev runs; the system releases it however the process ends.
+    DevLock lock = DevLock.acquire(dir);
+    try {
+      return serve(dir, base, out);
+    } finally {
+      lock.close();
+    }
+  }
+
+  private int serve(Path dir, OneshotConfig base, PrintWriter out) throws Exception {
     EmbeddedDatabase embedded = null;
     String url = databaseUrl;
     if (url == null) {

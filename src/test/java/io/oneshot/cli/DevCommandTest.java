@@ -127,6 +127,22 @@ class DevCommandTest {
                     && status(dev, ids.get(1)).equals("running"));
     assertThat(status(dev, ids.get(2))).isEqualTo("pending");
 
+    // A second dev on the same directory refuses before it touches the first one's database.
+    StringWriter refused = new StringWriter();
+    int code =
+        Main.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(refused, true))
+            .execute("dev", "--data-dir", data.toString(), "--port", "0");
+    assertThat(code).isEqualTo(Main.USAGE);
+    assertThat(refused.toString())
+        .contains(
+            "oneshot dev is already running on "
+                + data
+                + " (pid "
+                + dev.process().pid()
+                + "); stop it first");
+    assertThat(status(dev, ids.get(0))).isEqualTo("running");
+    assertThat(status(dev, ids.get(2))).isEqualTo("pending");
+
     dev.process().destroyForcibly().waitFor();
 
     Dev again = startDev(data, port);
