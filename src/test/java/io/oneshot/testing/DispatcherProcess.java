@@ -105,32 +105,28 @@ public final class DispatcherProcess {
 
   /** {@code /readyz} of this replica, or null when it does not answer. */
   public JsonNode ready() {
+    HttpResponse<String> r = get("/readyz");
     try {
-      HttpResponse<String> r =
-          HTTP.send(
-              HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/readyz"))
-                  .timeout(Duration.ofSeconds(2))
-                  .build(),
-              HttpResponse.BodyHandlers.ofString());
-      return Json.tree(r.body());
-    } catch (IOException | RuntimeException e) {
-      return null;
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
+      return r == null ? null : Json.tree(r.body());
+    } catch (RuntimeException e) {
       return null;
     }
   }
 
   /** {@code /metrics} of this replica, or null when it does not answer. */
   public PromText metrics() {
+    HttpResponse<String> r = get("/metrics");
+    return r != null && r.statusCode() == 200 ? PromText.parse(r.body()) : null;
+  }
+
+  /** GET {@code path} from this replica; null when it does not answer within 2 s. */
+  private HttpResponse<String> get(String path) {
     try {
-      HttpResponse<String> r =
-          HTTP.send(
-              HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/metrics"))
-                  .timeout(Duration.ofSeconds(2))
-                  .build(),
-              HttpResponse.BodyHandlers.ofString());
-      return r.statusCode() == 200 ? PromText.parse(r.body()) : null;
+      return HTTP.send(
+          HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+              .timeout(Duration.ofSeconds(2))
+              .build(),
+          HttpResponse.BodyHandlers.ofString());
     } catch (IOException | RuntimeException e) {
       return null;
     } catch (InterruptedException e) {
