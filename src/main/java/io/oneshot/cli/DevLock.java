@@ -43,7 +43,7 @@ final class DevLock implements AutoCloseable {
           "oneshot dev is already running on "
               + dir
               + (holder.isEmpty() ? "" : " (pid " + holder + ")")
-              + "; stop it first, or pass --data-dir to run another one beside it");
+              + "; stop it first, or pass --data-dir and --port to run another one beside it");
     }
     ch.truncate(0);
     ch.write(
