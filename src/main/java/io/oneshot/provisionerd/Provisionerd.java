@@ -16,6 +16,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -85,8 +86,9 @@ public final class Provisionerd {
     ScheduledExecutorService timers =
         Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().name("provisionerd-heartbeat").daemon().factory());
+    AtomicBoolean reporting = new AtomicBoolean();
     timers.scheduleWithFixedDelay(
-        () -> heartbeat(client, stop), heartbeatMs, heartbeatMs, TimeUnit.MILLISECONDS);
+        () -> heartbeat(client, stop, reporting), heartbeatMs, heartbeatMs, TimeUnit.MILLISECONDS);
     timers.schedule(
         () -> stop.complete(StopReason.TIMED_OUT), timeout.toMillis(), TimeUnit.MILLISECONDS);
     if (build.cancelRequested()) {
@@ -121,7 +123,6 @@ public final class Provisionerd {
       log.error("Build {}: the provisioner failed.", buildId, e);
       result = new Provisioner.Result(BuildState.FAILED, null, "provisioner error: " + e);
     }
-    timers.shutdownNow();
     shipper.close();
 
     int code;
@@ -129,8 +130,12 @@ public final class Provisionerd {
       log.warn("Build {}: the build ended elsewhere; nothing to report.", buildId);
       code = 0;
     } else {
+      // Heartbeats go on until the outcome is acknowledged: while `complete` is retried, they
+      // tell the dispatcher that this attempt is alive and still owes its outcome.
+      reporting.set(true);
       code = report(client, buildId, result);
     }
+    timers.shutdownNow();
     finished.countDown();
     try {
       Runtime.getRuntime().removeShutdownHook(hook);
@@ -175,14 +180,21 @@ public final class Provisionerd {
     }
   }
 
-  private static void heartbeat(RunnerClient client, CompletableFuture<StopReason> stop) {
+  /**
+   * One heartbeat. Once the outcome is being reported, a refusal is expected (the outcome may have
+   * just been taken, and the attempt is over) and means nothing more.
+   */
+  private static void heartbeat(
+      RunnerClient client, CompletableFuture<StopReason> stop, AtomicBoolean reporting) {
     try {
       JsonNode reply = client.heartbeat();
       if (reply.path("cancelRequested").asBoolean(false)) {
         stop.complete(StopReason.CANCELED);
       }
     } catch (RunnerClient.Refused e) {
-      onRefused(stop, e);
+      if (!reporting.get()) {
+        onRefused(stop, e);
+      }
     } catch (RunnerClient.Unreachable e) {
       log.warn("Heartbeat failed: {}.", e.getMessage());
     } catch (InterruptedException e) {

@@ -117,6 +117,111 @@ class EndToEndTest {
             });
   }
 
+  /**
+   * The runner API as provisionerd sees it, in front of the real one: {@code complete} is answered
+   * 503 for {@code refuseFor} from its first arrival; every other call passes. It counts the
+   * heartbeats that pass while the outcome is being refused.
+   */
+  private static final class RefusesOutcomeFor implements AutoCloseable {
+    private final com.sun.net.httpserver.HttpServer server;
+    private final java.net.http.HttpClient http = java.net.http.HttpClient.newHttpClient();
+    private final long refuseForNanos;
+    private volatile String target;
+    private volatile long firstComplete;
+    final java.util.concurrent.atomic.AtomicInteger refused =
+        new java.util.concurrent.atomic.AtomicInteger();
+    final java.util.concurrent.atomic.AtomicInteger heartbeatsMeanwhile =
+        new java.util.concurrent.atomic.AtomicInteger();
+
+    RefusesOutcomeFor(java.time.Duration refuseFor) throws java.io.IOException {
+      this.refuseForNanos = refuseFor.toNanos();
+      server =
+          com.sun.net.httpserver.HttpServer.create(
+              new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0), 0);
+      server.setExecutor(java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor());
+      server.createContext("/", this::handle);
+      server.start();
+    }
+
+    String url() {
+      return "http://127.0.0.1:" + server.getAddress().getPort();
+    }
+
+    private boolean refusing() {
+      return firstComplete != 0 && System.nanoTime() - firstComplete < refuseForNanos;
+    }
+
+    private void handle(com.sun.net.httpserver.HttpExchange ex) throws java.io.IOException {
+      try (ex) {
+        String path = ex.getRequestURI().getPath();
+        byte[] body = ex.getRequestBody().readAllBytes();
+        if (path.equals("/api/v1/runner/complete")) {
+          synchronized (this) {
+            if (firstComplete == 0) {
+              firstComplete = System.nanoTime();
+            }
+          }
+          if (refusing()) {
+            refused.incrementAndGet();
+            ex.sendResponseHeaders(503, -1);
+            return;
+          }
+        } else if (path.equals("/api/v1/runner/heartbeat") && refusing()) {
+          heartbeatsMeanwhile.incrementAndGet();
+        }
+        java.net.http.HttpResponse<byte[]> r =
+            http.send(
+                java.net.http.HttpRequest.newBuilder(
+                        java.net.URI.create(target + ex.getRequestURI()))
+                    .method(
+                        ex.getRequestMethod(),
+                        java.net.http.HttpRequest.BodyPublishers.ofByteArray(body))
+                    .header("Authorization", ex.getRequestHeaders().getFirst("Authorization"))
+                    .header("Content-Type", "application/json")
+                    .build(),
+                java.net.http.HttpResponse.BodyHandlers.ofByteArray());
+        ex.sendResponseHeaders(r.statusCode(), r.body().length == 0 ? -1 : r.body().length);
+        ex.getResponseBody().write(r.body());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+
+    @Override
+    public void close() {
+      server.stop(0);
+    }
+  }
+
+  @Test
+  void anOutcomeRefusedForLongerThanTheHangTimeoutLandsBecauseHeartbeatsGoOn() throws Exception {
+    // The API takes no outcome for 4 s, twice the route's hang timeout: provisionerd keeps
+    // retrying it, and its heartbeats show the dispatcher that the attempt is alive meanwhile.
+    try (RefusesOutcomeFor api = new RefusesOutcomeFor(java.time.Duration.ofSeconds(4))) {
+      t =
+          TestServer.with()
+              .api(
+                  "{listen: \"127.0.0.1:0\", publicUrl: \""
+                      + api.url()
+                      + "\", adminToken: \""
+                      + TestServer.ADMIN_TOKEN
+                      + "\"}")
+              .routes("routes: [{name: a, hangTimeout: 2s}]")
+              .start();
+      api.target = "http://127.0.0.1:" + t.server.port();
+      long id = t.api.submitScript("{}", "echo done");
+      await()
+          .atMost(60, TimeUnit.SECONDS)
+          .until(() -> List.of("succeeded", "failed").contains(status(id)));
+      assertThat(status(id))
+          .as("%s", Sql.value("SELECT error FROM oneshot.builds WHERE id = ?", id))
+          .isEqualTo("succeeded");
+      assertThat(api.refused.get()).isPositive();
+      assertThat(api.heartbeatsMeanwhile.get()).isPositive();
+      assertThat(logged(id, "done")).isTrue();
+    }
+  }
+
   @Test
   void aCanceledRunningBuildEndsCanceledAndItsProcessesAreGone() throws Exception {
     t = TestServer.with().routes("routes: [{name: a, cancelGrace: 5s}]").start();

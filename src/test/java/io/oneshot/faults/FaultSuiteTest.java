@@ -41,7 +41,9 @@ import org.junit.jupiter.api.io.TempDir;
 class FaultSuiteTest {
   private static final int SOAK = Integer.getInteger("oneshot.soak", 1);
 
-  @TempDir Path tmp;
+  // Kept when a test fails: the dispatchers' logs and the attempts' directories say what happened.
+  @TempDir(cleanup = org.junit.jupiter.api.io.CleanupMode.ON_SUCCESS)
+  Path tmp;
 
   private final List<DispatcherProcess> dispatchers = new ArrayList<>();
   private TcpProxy db;
@@ -338,7 +340,10 @@ class FaultSuiteTest {
       String status = (String) Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", p.id());
       // What the build went through, should an assertion below fail.
       String story =
-          p
+          "(logs in "
+              + tmp
+              + ") "
+              + p
               + " "
               + Sql.rows("SELECT attempt, error FROM oneshot.builds WHERE id = ?", p.id())
               + " "
