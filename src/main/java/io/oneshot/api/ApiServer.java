@@ -8,6 +8,7 @@ import io.oneshot.build.BuildStore;
 import io.oneshot.build.BuildToken;
 import io.oneshot.build.InvalidBuildException;
 import io.oneshot.build.LogLine;
+import io.oneshot.build.Runner;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.config.Units;
 import io.vertx.core.Context;
@@ -31,6 +32,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -66,6 +68,7 @@ public final class ApiServer implements AutoCloseable {
   private final Supplier<Map<String, Object>> status;
   private final Metrics metrics;
   private final byte[] adminToken;
+  private final Consumer<RunnerConflict> conflicts;
   private final AtomicInteger inFlight = new AtomicInteger();
   private volatile boolean draining;
   private HttpServer server;
@@ -80,6 +83,22 @@ public final class ApiServer implements AutoCloseable {
       LogFollowers followers,
       Supplier<Map<String, Object>> status,
       Metrics metrics) {
+    this(vertx, store, config, followers, status, metrics, c -> {});
+  }
+
+  /**
+   * @param conflicts told of every second runner refused, so that the launcher can remove it when
+   *     it is its own (called on the event loop: hand blocking work to another thread)
+   */
+  public ApiServer(
+      Vertx vertx,
+      BuildStore store,
+      OneshotConfig config,
+      LogFollowers followers,
+      Supplier<Map<String, Object>> status,
+      Metrics metrics,
+      Consumer<RunnerConflict> conflicts) {
+    this.conflicts = conflicts;
     this.metrics = metrics;
     this.vertx = vertx;
     this.store = store;
@@ -479,53 +498,113 @@ public final class ApiServer implements AutoCloseable {
     return BuildToken.hash(token);
   }
 
+  /**
+   * The runner a call comes from, as it names itself in its headers ({@link RunnerHeaders}); a call
+   * that names none is refused: a token alone is not enough to run a build.
+   */
+  private static Runner runner(RoutingContext ctx) {
+    return RunnerHeaders.parse(ctx.request().headers()::get);
+  }
+
   private void acquire(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
+    Runner runner = runner(ctx);
     store
-        .acquire(hash)
+        .acquire(hash, runner)
         .onSuccess(
             a -> {
-              if (a.isEmpty()) {
-                refuse(ctx, hash, "acquire");
-                return;
+              switch (a) {
+                case BuildStore.Acquire.Granted g -> granted(ctx, g.build(), runner);
+                case BuildStore.Acquire.HeldByOther h ->
+                    conflict(ctx, h.holder(), runner, "acquire");
+                case BuildStore.Acquire.NoAttempt n -> refuse(ctx, hash, runner, "acquire");
               }
-              BuildStore.Acquired b = a.get();
-              if (b.first()) {
-                if (b.startSeconds() != null) {
-                  metrics.acquired(b.route(), b.startSeconds());
-                }
-                log.info(
-                    "Build {} (route {}, attempt {}): acquired by provisionerd.",
-                    b.id(),
-                    b.route(),
-                    b.attempt());
-              }
-              Map<String, Object> body = new LinkedHashMap<>();
-              body.put("buildId", b.id());
-              body.put("attempt", b.attempt());
-              body.put("route", b.route());
-              body.put("workspace", b.workspace());
-              body.put("input", b.input());
-              body.put("timeoutMs", b.timeoutMs());
-              body.put("cancelGraceMs", b.cancelGraceMs());
-              body.put("heartbeatIntervalMs", config.dispatch().heartbeatInterval().toMillis());
-              body.put("maxLogLineBytes", config.limits().maxLogLineBytes());
-              body.put("cancelRequested", b.cancelRequested());
-              body.put("stateVersion", b.stateVersion());
-              body.put("state", b.state());
-              json(ctx, 200, body);
             })
         .onFailure(ctx::fail);
   }
 
+  private void granted(RoutingContext ctx, BuildStore.Acquired b, Runner runner) {
+    if (b.first()) {
+      if (b.startSeconds() != null) {
+        metrics.acquired(b.route(), b.startSeconds());
+      }
+      log.info(
+          "Build {} (route {}, attempt {}): acquired by provisionerd, {}.",
+          b.id(),
+          b.route(),
+          b.attempt(),
+          runner.describe());
+    }
+    Map<String, Object> body = new LinkedHashMap<>();
+    body.put("buildId", b.id());
+    body.put("attempt", b.attempt());
+    body.put("route", b.route());
+    body.put("workspace", b.workspace());
+    body.put("input", b.input());
+    body.put("timeoutMs", b.timeoutMs());
+    body.put("cancelGraceMs", b.cancelGraceMs());
+    body.put("heartbeatIntervalMs", config.dispatch().heartbeatInterval().toMillis());
+    body.put("leaseMs", lease(b.route()).toMillis());
+    body.put("maxLogLineBytes", config.limits().maxLogLineBytes());
+    body.put("cancelRequested", b.cancelRequested());
+    body.put("stateVersion", b.stateVersion());
+    body.put("state", b.state());
+    json(ctx, 200, body);
+  }
+
+  /** The route's runner lease; a route the configuration no longer has gets the default. */
+  private Duration lease(String route) {
+    return config
+        .route(route)
+        .map(OneshotConfig.Route::lease)
+        .orElse(io.oneshot.config.ConfigLoader.DEFAULT_LEASE);
+  }
+
+  /**
+   * A call from a runner other than the one the attempt is bound to: refused with 409, and made
+   * visible: a line in the build's log and timeline, a WARN, a metric, and the launcher told, so
+   * that it removes the second runner's pod or process when it is its own.
+   */
+  private void conflict(RoutingContext ctx, BuildStore.Holder holder, Runner caller, String call) {
+    String line =
+        "a second runner was refused: "
+            + caller.describe()
+            + " tried to "
+            + call
+            + ", but "
+            + holder.describe()
+            + "; it runs nothing and exits";
+    log.warn(
+        "Build {} (route {}, attempt {}): {} tried to {}; the attempt is held by {}. Refused.",
+        holder.buildId(),
+        holder.route(),
+        holder.attempt(),
+        caller.describe(),
+        call,
+        holder.runner().describe());
+    metrics.runnerConflict(holder.route());
+    conflicts.accept(new RunnerConflict(holder, caller));
+    Map<String, Object> body =
+        errorBody(holder.describe(), "this runner must not run the build", null);
+    Map<String, Object> h = new LinkedHashMap<>();
+    h.put("runnerId", holder.runner().id());
+    h.putAll(holder.runner().details());
+    h.put("since", holder.since());
+    body.put("holder", h);
+    store
+        .recordConflict(holder.buildId(), holder.attempt(), line)
+        .onComplete(x -> json(ctx, 409, body));
+  }
+
   private void heartbeat(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
+    Runner runner = runner(ctx);
     store
-        .heartbeat(hash)
+        .heartbeat(hash, runner.id())
         .onSuccess(
             c -> {
               if (c.isEmpty()) {
-                refuse(ctx, hash, "heartbeat");
+                refuse(ctx, hash, runner, "heartbeat");
               } else {
                 json(ctx, 200, Map.of("cancelRequested", c.get()));
               }
@@ -535,6 +614,7 @@ public final class ApiServer implements AutoCloseable {
 
   private void logs(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
+    Runner runner = runner(ctx);
     JsonNode body = bodyObject(ctx);
     JsonNode first = body.path("first");
     if (!first.canConvertToLong() || !first.isIntegralNumber() || first.longValue() < 1) {
@@ -553,11 +633,11 @@ public final class ApiServer implements AutoCloseable {
       parsed.add(parseLine(lines.get(i), "lines[" + i + "]"));
     }
     store
-        .appendLogs(hash, first.longValue(), parsed, config.limits().maxLogBytes())
+        .appendLogs(hash, runner.id(), first.longValue(), parsed, config.limits().maxLogBytes())
         .onSuccess(
             ack -> {
               if (ack.isEmpty()) {
-                refuse(ctx, hash, "logs");
+                refuse(ctx, hash, runner, "send logs");
                 return;
               }
               BuildStore.LogAck a = ack.get();
@@ -626,6 +706,7 @@ public final class ApiServer implements AutoCloseable {
 
   private void complete(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
+    Runner runner = runner(ctx);
     JsonNode body = bodyObject(ctx);
     for (Iterator<String> it = body.fieldNames(); it.hasNext(); ) {
       String f = it.next();
@@ -662,23 +743,37 @@ public final class ApiServer implements AutoCloseable {
         };
     BuildState finalOutcome = outcome;
     store
-        .complete(hash, new BuildStore.Completion(outcome, exitCode, error, outputs, reason, state))
+        .complete(
+            hash,
+            runner.id(),
+            new BuildStore.Completion(outcome, exitCode, error, outputs, reason, state))
         .onSuccess(
             s -> {
-              if (s.isPresent()) {
-                BuildStore.Completed done = s.get();
-                metrics.finished(done.route(), done.status().wire(), done.ranSeconds());
-                log.info(
-                    "Build {} (route {}, attempt {}): {} (exit code {}).",
-                    done.id(),
-                    done.route(),
-                    done.attempt(),
-                    finalOutcome.wire(),
-                    exitCode);
-                json(ctx, 200, Map.of("status", s.get().status().wire()));
-              } else {
-                refuse(ctx, hash, "complete");
+              if (s.isEmpty()) {
+                refuse(ctx, hash, runner, "complete");
+                return;
               }
+              BuildStore.Completed done = s.get();
+              metrics.finished(done.route(), done.status().wire(), done.ranSeconds());
+              log.info(
+                  "Build {} (route {}, attempt {}): {} (exit code {}).",
+                  done.id(),
+                  done.route(),
+                  done.attempt(),
+                  finalOutcome.wire(),
+                  exitCode);
+              Future<?> note = Future.succeededFuture();
+              if (done.stateRefused() != null) {
+                log.warn(
+                    "Build {}: its final state was refused: {}.", done.id(), done.stateRefused());
+                note =
+                    store.systemLog(
+                        done.id(),
+                        done.attempt(),
+                        "warn",
+                        "the final terraform state was not stored: " + done.stateRefused());
+              }
+              note.onComplete(x -> json(ctx, 200, Map.of("status", done.status().wire())));
             })
         .onFailure(ctx::fail);
   }
@@ -686,6 +781,7 @@ public final class ApiServer implements AutoCloseable {
   /** An upload of the workspace's terraform state while the build runs. */
   private void state(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
+    Runner runner = runner(ctx);
     JsonNode body = bodyObject(ctx);
     for (Iterator<String> it = body.fieldNames(); it.hasNext(); ) {
       String f = it.next();
@@ -695,15 +791,26 @@ public final class ApiServer implements AutoCloseable {
     }
     BuildStore.StateUpload upload = stateUpload(body.path("state"), "state");
     store
-        .saveState(hash, upload, false)
+        .saveState(hash, runner.id(), upload, false)
         .onSuccess(
             v -> {
-              if (v.isEmpty()) {
-                refuse(ctx, hash, "state");
-              } else {
-                Map<String, Object> reply = new LinkedHashMap<>();
-                reply.put("version", v.get() < 0 ? null : v.get());
-                json(ctx, 200, reply);
+              switch (v) {
+                case BuildStore.StateSaved.NotRunning n -> refuse(ctx, hash, runner, "save state");
+                case BuildStore.StateSaved.Refused r ->
+                    fail(
+                        ctx,
+                        new ApiError(
+                            409,
+                            "state: " + r.why(),
+                            "a state upload must continue this attempt's terraform state",
+                            "state"));
+                case BuildStore.StateSaved.Stored st -> {
+                  Future<?> note = Future.succeededFuture();
+                  if (st.note() != null) {
+                    note = stateNote(hash, st.note());
+                  }
+                  note.onComplete(x -> json(ctx, 200, Map.of("version", st.version())));
+                }
               }
             })
         .onFailure(ctx::fail);
@@ -792,12 +899,23 @@ public final class ApiServer implements AutoCloseable {
     return v;
   }
 
+  /** Writes a note about a stored state (a new lineage) into the build's log. */
+  private Future<?> stateNote(byte[] hash, String note) {
+    return store
+        .tokenState(hash)
+        .compose(
+            t ->
+                t.isEmpty()
+                    ? Future.succeededFuture()
+                    : store.systemLog(t.get().id(), t.get().attempt(), "warn", note));
+  }
+
   /**
-   * Says why a runner call found no running attempt for its token. A repeated {@code complete} for
-   * a build that already ended is answered as a success, so that a retry after a lost reply ends
-   * provisionerd cleanly.
+   * Says why a runner call found no running attempt of its runner for its token. A repeated {@code
+   * complete} by the bound runner for a build that already ended is answered as a success, so that
+   * a retry after a lost reply ends provisionerd cleanly; from any other runner it is a conflict.
    */
-  private void refuse(RoutingContext ctx, byte[] hash, String call) {
+  private void refuse(RoutingContext ctx, byte[] hash, Runner caller, String call) {
     store
         .tokenState(hash)
         .onSuccess(
@@ -807,8 +925,12 @@ public final class ApiServer implements AutoCloseable {
                 return;
               }
               BuildStore.TokenState t = st.get();
+              BuildStore.Holder holder = t.holder();
+              boolean other = holder != null && !holder.runner().id().equals(caller.id());
               if (t.status().terminal()) {
-                if (call.equals("complete")) {
+                if (other) {
+                  conflict(ctx, holder, caller, call);
+                } else if (call.equals("complete")) {
                   json(ctx, 200, Map.of("status", t.status().wire()));
                 } else {
                   fail(
@@ -821,12 +943,20 @@ public final class ApiServer implements AutoCloseable {
                 }
                 return;
               }
+              if (other) {
+                conflict(ctx, holder, caller, call);
+                return;
+              }
               fail(
                   ctx,
                   new ApiError(
                       409,
                       "build " + t.id() + " is " + t.status().wire(),
-                      call.equals("acquire") ? null : "acquire the build first",
+                      call.equals("acquire")
+                          ? null
+                          : t.status() == BuildState.RUNNING
+                              ? "build " + t.id() + " has no workspace to save state for"
+                              : "acquire the build first",
                       null));
             })
         .onFailure(ctx::fail);

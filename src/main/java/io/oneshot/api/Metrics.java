@@ -69,6 +69,7 @@ public final class Metrics {
   private final Counter builds;
   private final Counter requeues;
   private final Counter kubernetesRequests;
+  private final Counter runnerConflicts;
   private final Set<String> routesShown = new HashSet<>();
   private volatile Supplier<Future<Void>> beforeScrape = Future::succeededFuture;
 
@@ -135,6 +136,14 @@ public final class Metrics {
             .help(
                 "Calls to the Kubernetes API by the launcher, by verb and status code (0: no answer)")
             .labelNames("verb", "code")
+            .register(registry);
+    runnerConflicts =
+        Counter.builder()
+            .name("oneshot_runner_conflicts_total")
+            .help(
+                "Runner calls refused because the attempt is bound to another runner (a second pod"
+                    + " or process with the same token)")
+            .labelNames("route")
             .register(registry);
   }
 
@@ -230,6 +239,11 @@ public final class Metrics {
     if (ranSeconds != null) {
       duration.labelValues(route, outcome).observe(ranSeconds);
     }
+  }
+
+  /** A second runner was refused an attempt of this route. */
+  public void runnerConflict(String route) {
+    runnerConflicts.labelValues(route).inc();
   }
 
   public void requeued(String route, Requeue why) {

@@ -243,6 +243,7 @@ public final class BuildStore {
       SET status = 'launching', attempt = b.attempt + 1, claimed_at = clock_timestamp(),
           launched_at = NULL, started_at = NULL, heartbeat_at = NULL, runner_log_seq = 0,
           state_read_version = NULL, launch_pod = NULL,
+          runner_id = NULL, runner = NULL, runner_since = NULL,
           launch_kind = $3,
           launch_name = 'oneshot-' || b.id || '-' || (b.attempt + 1), launch_namespace = NULL,
           token_hash = ($2::bytea[])[p.n], reason = 'claimed by the dispatcher'
@@ -560,20 +561,52 @@ public final class BuildStore {
       boolean first,
       Double startSeconds) {}
 
+  /** Who holds an attempt: the runner its first acquire bound it to, and since when. */
+  public record Holder(long buildId, int attempt, String route, Runner runner, Instant since) {
+    /** "attempt 1 of build 7 is held by runner … in pod … since …". */
+    public String describe() {
+      return "attempt "
+          + attempt
+          + " of build "
+          + buildId
+          + " is held by "
+          + runner.describe()
+          + (since == null ? "" : " since " + since);
+    }
+  }
+
+  /** What an acquire found: the build to run, another runner's attempt, or no live attempt. */
+  public sealed interface Acquire {
+    /** The attempt is this runner's (now, or since its earlier acquire). */
+    record Granted(Acquired build) implements Acquire {}
+
+    /** The attempt is bound to another runner; nothing changed. */
+    record HeldByOther(Holder holder) implements Acquire {}
+
+    /** The token belongs to no launching or running attempt. */
+    record NoAttempt() implements Acquire {}
+  }
+
   /**
-   * Acquire is idempotent for the running attempt, so that a retried call gets the same answer, the
-   * same state version included.
+   * The first acquire moves the build to {@code running} and binds the attempt to the calling
+   * runner; a repeated acquire by that runner gets the same answer (the same state version
+   * included), so that a retried call is harmless. The row lock taken by {@code old} serializes two
+   * runners' acquires, and the compare-and-set on {@code runner_id} lets only the first one bind:
+   * the other finds the holder in {@code old} and no row in {@code b}.
    */
   private static final String ACQUIRE =
       """
       WITH old AS (
-        SELECT id, status FROM oneshot.builds
+        SELECT id, attempt, route, status, runner_id, runner::text AS runner, runner_since
+        FROM oneshot.builds
         WHERE token_hash = $1 AND status IN ('launching', 'running')
         FOR UPDATE
       ), b AS (
         UPDATE oneshot.builds x
         SET status = 'running', started_at = coalesce(x.started_at, clock_timestamp()),
             heartbeat_at = clock_timestamp(),
+            runner_id = $2, runner = coalesce(x.runner, $3::text::jsonb),
+            runner_since = coalesce(x.runner_since, clock_timestamp()),
             reason = CASE WHEN x.status = 'launching' THEN 'acquired by provisionerd' ELSE x.reason END,
             state_read_version =
               CASE WHEN x.workspace IS NULL OR x.input->>'provisioner' <> 'terraform' THEN NULL
@@ -581,30 +614,42 @@ public final class BuildStore {
                                  (SELECT max(w.version) FROM oneshot.workspace_states w
                                   WHERE w.workspace = x.workspace), 0) END
         FROM old
-        WHERE x.id = old.id
+        WHERE x.id = old.id AND (x.runner_id IS NULL OR x.runner_id = $2)
         RETURNING x.id, x.attempt, x.route, x.workspace, x.input::text AS input,
                   x.cancel_requested_at IS NOT NULL AS cancel_requested, x.state_read_version,
                   old.status = 'launching' AS first,
                   extract(epoch FROM x.started_at - x.launched_at)::float8 AS start_seconds
       )
-      SELECT b.*, coalesce(r.timeout_ms, 3600000) AS timeout_ms,
+      SELECT old.id AS held_id, old.attempt AS held_attempt, old.route AS held_route,
+             old.runner_id AS held_by, old.runner AS held_runner, old.runner_since AS held_since,
+             b.*, coalesce(r.timeout_ms, 3600000) AS timeout_ms,
              coalesce(r.cancel_grace_ms, 60000) AS cancel_grace_ms, w.state
-      FROM b
+      FROM old
+      LEFT JOIN b ON b.id = old.id
       LEFT JOIN oneshot.routes r ON r.name = b.route
       LEFT JOIN oneshot.workspace_states w
         ON w.workspace = b.workspace AND w.version = b.state_read_version
       """;
 
-  public Future<Optional<Acquired>> acquire(byte[] tokenHash) {
+  public Future<Acquire> acquire(byte[] tokenHash, Runner runner) {
     return pool.preparedQuery(ACQUIRE)
-        .execute(Tuple.of(Buffer.buffer(tokenHash)))
+        .execute(Tuple.of(Buffer.buffer(tokenHash), runner.id(), Json.write(runner.details())))
         .map(
             rows -> {
               if (rows.rowCount() == 0) {
-                return Optional.empty();
+                return new Acquire.NoAttempt();
               }
               Row r = rows.iterator().next();
-              return Optional.of(
+              if (r.getLong("id") == null) {
+                return new Acquire.HeldByOther(
+                    new Holder(
+                        r.getLong("held_id"),
+                        r.getInteger("held_attempt"),
+                        r.getString("held_route"),
+                        Runner.of(r.getString("held_by"), Json.tree(r.getString("held_runner"))),
+                        instant(r, "held_since")));
+              }
+              return new Acquire.Granted(
                   new Acquired(
                       r.getLong("id"),
                       r.getInteger("attempt"),
@@ -621,24 +666,97 @@ public final class BuildStore {
             });
   }
 
+  private static final String RUNNER_CONFLICT =
+      """
+      WITH b AS (
+        UPDATE oneshot.builds SET log_seq = log_seq + 1
+        WHERE id = $1 AND attempt = $2 AND status IN ('launching', 'running')
+        RETURNING id, log_seq, status
+      ), line AS (
+        INSERT INTO oneshot.build_logs (build_id, seq, ts, attempt, stream, level, stage, text)
+        SELECT b.id, b.log_seq, clock_timestamp(), $2, 'system', 'warn', NULL, $3 FROM b
+      )
+      INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason)
+      SELECT b.id, $2, b.status, b.status, $3 FROM b
+      """;
+
+  /**
+   * Writes a refused second runner into the build's log and timeline (nothing when the attempt is
+   * no longer current).
+   */
+  public Future<Void> recordConflict(long id, int attempt, String text) {
+    return pool.preparedQuery(RUNNER_CONFLICT).execute(Tuple.of(id, attempt, text)).mapEmpty();
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Workspace state
 
   /** A terraform state as provisionerd uploads it; serial and lineage are read from it. */
   public record StateUpload(String state, Long serial, String lineage) {}
 
+  /** What became of a state upload. */
+  public sealed interface StateSaved {
+    /**
+     * Stored as {@code version}; {@code note}, when not null, says that terraform started a new
+     * lineage, which is worth a line in the build's log.
+     */
+    record Stored(int version, String note) implements StateSaved {}
+
+    /** Refused: it cannot be this attempt's terraform's next state ({@code why} says how). */
+    record Refused(String why) implements StateSaved {}
+
+    /** The token is not the running attempt's, the caller not its runner, or no workspace. */
+    record NotRunning() implements StateSaved {}
+  }
+
   /**
    * Stores the running attempt's state as its workspace's next version, or updates the version this
-   * attempt already wrote (terraform writes state as it goes; an upload with an older serial than
-   * the stored one is ignored). Only the running attempt can write: an old attempt's token matches
-   * nothing, so a stale writer can never overwrite newer state.
+   * attempt already wrote (terraform writes state as it goes). Only the bound runner of the running
+   * attempt can write: an old attempt's token matches nothing, another runner's id matches nothing.
+   * Within an attempt the state only moves forward: a lower serial, or a lineage other than the one
+   * the attempt stored first or started from, is refused (terraform keeps the lineage of the state
+   * it is given, and only starts one where there was none, which is then noted).
    */
   private static final String SAVE_STATE =
       """
       WITH b AS (
-        SELECT id, attempt, workspace FROM oneshot.builds
-        WHERE token_hash = $1 AND status = 'running' AND workspace IS NOT NULL
+        SELECT id, attempt, workspace, state_read_version FROM oneshot.builds
+        WHERE token_hash = $1 AND status = 'running' AND runner_id = $6 AND workspace IS NOT NULL
         FOR UPDATE
+      ), mine AS (
+        SELECT s.serial, s.lineage FROM oneshot.workspace_states s
+        JOIN b ON s.build_id = b.id AND s.attempt = b.attempt
+      ), base AS (
+        SELECT s.version, s.serial, s.lineage FROM oneshot.workspace_states s
+        JOIN b ON s.workspace = b.workspace AND s.version = b.state_read_version
+      ), prev AS (
+        SELECT s.version, s.lineage FROM oneshot.workspace_states s
+        JOIN b ON s.workspace = b.workspace AND NOT (s.build_id = b.id AND s.attempt = b.attempt)
+        ORDER BY s.version DESC LIMIT 1
+      ), verdict AS (
+        SELECT
+          CASE
+            WHEN $3::bigint < (SELECT serial FROM mine)
+              THEN format('serial %s is lower than serial %s, which this attempt stored already',
+                          $3, (SELECT serial FROM mine))
+            WHEN (SELECT lineage FROM mine) IS NOT NULL AND $4::text IS DISTINCT FROM (SELECT lineage FROM mine)
+              THEN format('lineage %s differs from lineage %s, which this attempt stored already',
+                          coalesce($4, '(none)'), (SELECT lineage FROM mine))
+            WHEN NOT EXISTS (SELECT 1 FROM mine) AND $3::bigint < (SELECT serial FROM base)
+              THEN format('serial %s is lower than serial %s of version %s, which this build started from',
+                          $3, (SELECT serial FROM base), (SELECT version FROM base))
+            WHEN (SELECT lineage FROM base) IS NOT NULL AND $4::text IS DISTINCT FROM (SELECT lineage FROM base)
+              THEN format('lineage %s differs from lineage %s of version %s, which this build started'
+                          ' from (terraform keeps the lineage of the state it is given)',
+                          coalesce($4, '(none)'), (SELECT lineage FROM base), (SELECT version FROM base))
+          END AS refused,
+          CASE
+            WHEN NOT EXISTS (SELECT 1 FROM mine) AND (SELECT lineage FROM base) IS NULL
+                 AND (SELECT lineage FROM prev) IS NOT NULL AND $4::text IS DISTINCT FROM (SELECT lineage FROM prev)
+              THEN format('terraform started a new lineage %s; the previous version %s had lineage %s',
+                          coalesce($4, '(none)'), (SELECT version FROM prev), (SELECT lineage FROM prev))
+          END AS note
+        FROM b
       ), v AS (
         INSERT INTO oneshot.workspace_states AS s
           (workspace, version, build_id, attempt, state, bytes, serial, lineage, final)
@@ -646,31 +764,33 @@ public final class BuildStore {
                coalesce((SELECT max(w.version) FROM oneshot.workspace_states w
                          WHERE w.workspace = b.workspace), 0) + 1,
                b.id, b.attempt, $2, octet_length($2), $3, $4, $5
-        FROM b
+        FROM b, verdict
+        WHERE verdict.refused IS NULL
         ON CONFLICT (build_id, attempt) DO UPDATE
           SET state = excluded.state, bytes = excluded.bytes, serial = excluded.serial,
               lineage = excluded.lineage, final = excluded.final, updated_at = clock_timestamp()
-          WHERE s.serial IS NULL OR excluded.serial IS NULL OR excluded.serial >= s.serial
         RETURNING s.build_id, s.version
       ), u AS (
         UPDATE oneshot.builds x SET state_written_version = v.version
         FROM v WHERE x.id = v.build_id
         RETURNING x.id
       )
-      SELECT b.id, (SELECT version FROM v) AS version, (SELECT count(*) FROM u) AS updated
-      FROM b
+      SELECT b.id, (SELECT version FROM v) AS version, verdict.refused, verdict.note,
+             (SELECT count(*) FROM u) AS updated
+      FROM b, verdict
       """;
 
-  /**
-   * Empty: the token is not the running attempt's, or it has no workspace. Otherwise the version
-   * the state is stored as (null when an upload with a newer serial was stored already).
-   */
-  public Future<Optional<Integer>> saveState(byte[] tokenHash, StateUpload s, boolean last) {
-    return saveState(pool, tokenHash, s, last);
+  public Future<StateSaved> saveState(
+      byte[] tokenHash, String runnerId, StateUpload s, boolean last) {
+    return saveState(pool, tokenHash, runnerId, s, last);
   }
 
-  private static Future<Optional<Integer>> saveState(
-      io.vertx.sqlclient.SqlClient client, byte[] tokenHash, StateUpload s, boolean last) {
+  private static Future<StateSaved> saveState(
+      io.vertx.sqlclient.SqlClient client,
+      byte[] tokenHash,
+      String runnerId,
+      StateUpload s,
+      boolean last) {
     return client
         .preparedQuery(SAVE_STATE)
         .execute(
@@ -679,13 +799,19 @@ public final class BuildStore {
                 .addString(s.state())
                 .addLong(s.serial())
                 .addString(s.lineage())
-                .addBoolean(last))
+                .addBoolean(last)
+                .addString(runnerId))
         .map(
-            rows ->
-                rows.rowCount() == 0
-                    ? Optional.empty()
-                    : Optional.ofNullable(rows.iterator().next().getInteger("version"))
-                        .or(() -> Optional.of(-1)));
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return new StateSaved.NotRunning();
+              }
+              Row r = rows.iterator().next();
+              if (r.getString("refused") != null) {
+                return new StateSaved.Refused(r.getString("refused"));
+              }
+              return new StateSaved.Stored(r.getInteger("version"), r.getString("note"));
+            });
   }
 
   /**
@@ -749,14 +875,17 @@ public final class BuildStore {
   private static final String HEARTBEAT =
       """
       UPDATE oneshot.builds SET heartbeat_at = clock_timestamp()
-      WHERE token_hash = $1 AND status = 'running'
+      WHERE token_hash = $1 AND status = 'running' AND runner_id = $2
       RETURNING cancel_requested_at IS NOT NULL AS cancel_requested
       """;
 
-  /** Empty: the token is not the running attempt's. Otherwise whether cancel was requested. */
-  public Future<Optional<Boolean>> heartbeat(byte[] tokenHash) {
+  /**
+   * Empty: the token is not the running attempt's, or the caller is not its runner. Otherwise
+   * whether cancel was requested.
+   */
+  public Future<Optional<Boolean>> heartbeat(byte[] tokenHash, String runnerId) {
     return pool.preparedQuery(HEARTBEAT)
-        .execute(Tuple.of(Buffer.buffer(tokenHash)))
+        .execute(Tuple.of(Buffer.buffer(tokenHash), runnerId))
         .map(
             rows ->
                 rows.rowCount() == 0
@@ -794,7 +923,7 @@ public final class BuildStore {
       """
       WITH prev AS (
         SELECT id, runner_log_seq FROM oneshot.builds
-        WHERE token_hash = $1 AND status = 'running'
+        WHERE token_hash = $1 AND status = 'running' AND runner_id = $11
         FOR UPDATE
       ), fresh AS (
         SELECT greatest(0, least($2::bigint, $3::bigint + $2::bigint - 1 - prev.runner_log_seq))::bigint AS n,
@@ -840,7 +969,7 @@ public final class BuildStore {
    *     attempt)
    */
   public Future<Optional<LogAck>> appendLogs(
-      byte[] tokenHash, long first, List<NewLine> lines, long maxLogBytes) {
+      byte[] tokenHash, String runnerId, long first, List<NewLine> lines, long maxLogBytes) {
     int n = lines.size();
     OffsetDateTime[] ts = new OffsetDateTime[n];
     String[] stream = new String[n];
@@ -868,7 +997,8 @@ public final class BuildStore {
             .addArrayOfString(stage)
             .addArrayOfString(text)
             .addLong(maxLogBytes)
-            .addArrayOfBoolean(milestone);
+            .addArrayOfBoolean(milestone)
+            .addString(runnerId);
     return pool.preparedQuery(APPEND_LOGS)
         .execute(t)
         .map(
@@ -941,7 +1071,7 @@ public final class BuildStore {
       UPDATE oneshot.builds
       SET status = $2, finished_at = clock_timestamp(), exit_code = $3, error = $4,
           outputs = $5::text::jsonb, reason = $6
-      WHERE token_hash = $1 AND status = 'running'
+      WHERE token_hash = $1 AND status = 'running' AND runner_id = $7
       RETURNING id, attempt, status, route,
                 extract(epoch FROM finished_at - started_at)::float8 AS ran
       """;
@@ -958,11 +1088,19 @@ public final class BuildStore {
       String reason,
       StateUpload state) {}
 
-  /** A build provisionerd ended: which, its outcome, route and run time. */
+  /**
+   * A build provisionerd ended: which, its outcome, route and run time; {@code stateRefused} says
+   * why its final state was not stored (null: stored, or none was sent).
+   */
   public record Completed(
-      long id, int attempt, BuildState status, String route, double ranSeconds) {}
+      long id,
+      int attempt,
+      BuildState status,
+      String route,
+      double ranSeconds,
+      String stateRefused) {}
 
-  private static Optional<Completed> firstCompleted(RowSet<Row> rows) {
+  private static Optional<Completed> firstCompleted(RowSet<Row> rows, String stateRefused) {
     if (rows.rowCount() == 0) {
       return Optional.empty();
     }
@@ -973,14 +1111,17 @@ public final class BuildStore {
             r.getInteger("attempt"),
             BuildState.ofWire(r.getString("status")),
             r.getString("route"),
-            r.getDouble("ran")));
+            r.getDouble("ran"),
+            stateRefused));
   }
 
   /**
-   * Ends the running attempt's build with provisionerd's outcome (and stores its final state).
-   * Empty: the token is not the running attempt's (see {@link #tokenState}).
+   * Ends the running attempt's build with provisionerd's outcome and stores its final state, in one
+   * transaction, from the bound runner alone. A final state that is refused (see {@link
+   * #saveState}) is not stored; the outcome still is, and {@code stateRefused} says why. Empty: the
+   * token is not the running attempt's, or the caller not its runner (see {@link #tokenState}).
    */
-  public Future<Optional<Completed>> complete(byte[] tokenHash, Completion c) {
+  public Future<Optional<Completed>> complete(byte[] tokenHash, String runnerId, Completion c) {
     Tuple t =
         Tuple.tuple()
             .addBuffer(Buffer.buffer(tokenHash))
@@ -988,23 +1129,40 @@ public final class BuildStore {
             .addInteger(c.exitCode())
             .addString(c.error())
             .addString(c.outputs() == null ? null : Json.write(c.outputs()))
-            .addString(c.reason());
+            .addString(c.reason())
+            .addString(runnerId);
     if (c.state() == null) {
-      return pool.preparedQuery(COMPLETE).execute(t).map(BuildStore::firstCompleted);
+      return pool.preparedQuery(COMPLETE).execute(t).map(rows -> firstCompleted(rows, null));
     }
     return pool.withTransaction(
         conn ->
-            saveState(conn, tokenHash, c.state(), true)
+            saveState(conn, tokenHash, runnerId, c.state(), true)
                 .compose(
-                    x -> conn.preparedQuery(COMPLETE).execute(t).map(BuildStore::firstCompleted)));
+                    saved ->
+                        conn.preparedQuery(COMPLETE)
+                            .execute(t)
+                            .map(
+                                rows ->
+                                    firstCompleted(
+                                        rows,
+                                        saved instanceof StateSaved.Refused r ? r.why() : null))));
   }
 
   /** Where a token's build stands, for telling a refused runner call why. */
-  public record TokenState(long id, int attempt, BuildState status) {}
+  public record TokenState(
+      long id, int attempt, String route, BuildState status, Runner runner, Instant since) {
+    /** The attempt's holder; null before the first acquire. */
+    public Holder holder() {
+      return runner == null ? null : new Holder(id, attempt, route, runner, since);
+    }
+  }
 
   public Future<Optional<TokenState>> tokenState(byte[] tokenHash) {
     return pool.preparedQuery(
-            "SELECT id, attempt, status FROM oneshot.builds WHERE token_hash = $1")
+            """
+            SELECT id, attempt, route, status, runner_id, runner::text AS runner, runner_since
+            FROM oneshot.builds WHERE token_hash = $1
+            """)
         .execute(Tuple.of(Buffer.buffer(tokenHash)))
         .map(BuildStore::firstTokenState);
   }
@@ -1014,9 +1172,15 @@ public final class BuildStore {
       return Optional.empty();
     }
     Row r = rows.iterator().next();
+    String runner = r.getString("runner_id");
     return Optional.of(
         new TokenState(
-            r.getLong("id"), r.getInteger("attempt"), BuildState.ofWire(r.getString("status"))));
+            r.getLong("id"),
+            r.getInteger("attempt"),
+            r.getString("route"),
+            BuildState.ofWire(r.getString("status")),
+            runner == null ? null : Runner.of(runner, Json.tree(r.getString("runner"))),
+            instant(r, "runner_since")));
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -26,7 +26,11 @@ public final class Migrator {
   /** Every migration, in order. A test checks this list against the files in {@code db/}. */
   public static final List<String> MIGRATIONS =
       List.of(
-          "001_queue.sql", "002_workspace_state.sql", "003_launch_pod.sql", "004_route_waits.sql");
+          "001_queue.sql",
+          "002_workspace_state.sql",
+          "003_launch_pod.sql",
+          "004_route_waits.sql",
+          "005_runner.sql");
 
   /** What a run did: the schema version before and after, and the migrations it applied. */
   public record Result(int from, int to, List<String> applied) {}

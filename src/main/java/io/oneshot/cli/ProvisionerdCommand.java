@@ -23,7 +23,8 @@ import picocli.CommandLine.Option;
     footer = {
       "",
       "Exit codes: 0 the outcome was reported; 1 it could not be; 2 bad setup;"
-          + " 3 the API refused the token."
+          + " 3 the API refused the token; 5 another runner holds this attempt (a second pod or"
+          + " process with the same token), and nothing was run."
     })
 final class ProvisionerdCommand implements Callable<Integer> {
   @Option(

@@ -250,7 +250,7 @@ public final class ConfigLoader {
     }
     OneshotConfig.Logging logging = new OneshotConfig.Logging(format, Map.copyOf(levels));
 
-    List<Route> routes = readRoutes(root);
+    List<Route> routes = readRoutes(root, dispatch);
     if (kind.equals("kubernetes")) {
       for (int i = 0; i < routes.size(); i++) {
         if (routes.get(i).template() == null) {
@@ -265,7 +265,7 @@ public final class ConfigLoader {
     return new OneshotConfig(database, api, dispatch, limits, launcher, logging, routes);
   }
 
-  private static List<Route> readRoutes(Node root) {
+  private static List<Route> readRoutes(Node root, Dispatch dispatch) {
     Node list = root.child("routes");
     if (list.node.isMissingNode() || list.node.isNull()) {
       throw list.invalid("at least one route is required");
@@ -285,6 +285,7 @@ public final class ConfigLoader {
           "timeout",
           "launchTimeout",
           "hangTimeout",
+          "lease",
           "cancelGrace",
           "maxAttempts",
           "retryAfterAcquire",
@@ -325,6 +326,8 @@ public final class ConfigLoader {
       if (ns != null && !NAMESPACE.matcher(ns).matches()) {
         throw r.child("namespace").invalid(NAMESPACE_RULE, ns);
       }
+      Duration hang = r.duration("hangTimeout", "2m", Duration.ofSeconds(1));
+      Duration lease = lease(r, hang, dispatch.heartbeatInterval());
       routes.add(
           new Route(
               name,
@@ -334,12 +337,43 @@ public final class ConfigLoader {
               r.integer("maxConcurrent", 10, 0, 100_000),
               r.duration("timeout", "1h", Duration.ofSeconds(1)),
               r.duration("launchTimeout", "5m", Duration.ofSeconds(1)),
-              r.duration("hangTimeout", "2m", Duration.ofSeconds(1)),
+              hang,
+              lease,
               r.duration("cancelGrace", "60s", Duration.ZERO),
               r.integer("maxAttempts", 3, 1, 100),
               r.bool("retryAfterAcquire", false)));
     }
     return List.copyOf(routes);
+  }
+
+  /** A route's runner lease when it sets none: 30 s, or half its hang timeout when shorter. */
+  public static final Duration DEFAULT_LEASE = Duration.ofSeconds(30);
+
+  /**
+   * How long a runner goes on without an accepted heartbeat before it stops its provisioner:
+   * shorter than the hang timeout (the dispatcher's limit), and at least two heartbeats long.
+   */
+  private static Duration lease(Node r, Duration hang, Duration heartbeat) {
+    Duration half = hang.dividedBy(2);
+    Duration fallback = DEFAULT_LEASE.compareTo(half) < 0 ? DEFAULT_LEASE : half;
+    Duration lease = r.duration("lease", Units.format(fallback), Duration.ofMillis(200));
+    if (lease.compareTo(hang) >= 0) {
+      throw r.child("lease")
+          .invalid(
+              "must be shorter than hangTimeout ("
+                  + Units.format(hang)
+                  + "): a runner stops itself before the dispatcher gives up on it",
+              Units.format(lease));
+    }
+    if (lease.compareTo(heartbeat.multipliedBy(2)) < 0) {
+      throw r.child("lease")
+          .invalid(
+              "must be at least two heartbeats (dispatch.heartbeatInterval is "
+                  + Units.format(heartbeat)
+                  + "), so that one lost heartbeat does not stop a build",
+              Units.format(lease));
+    }
+    return lease;
   }
 
   /** A YAML node and its path from the root, for messages. */

@@ -95,6 +95,10 @@ public record OneshotConfig(
    * @param timeout how long one attempt may run once acquired
    * @param launchTimeout how long an attempt may take from claim to acquire
    * @param hangTimeout how old a running build's last heartbeat may get
+   * @param lease how long provisionerd goes on without an accepted heartbeat before it stops its
+   *     provisioner and exits (shorter than {@code hangTimeout}); the dispatcher never ends a
+   *     running build on the evidence of a vanished or quiet runner before its last heartbeat is
+   *     older than the lease plus {@code cancelGrace} plus a margin
    * @param cancelGrace how long a canceled provisioner gets between interrupt and kill
    * @param maxAttempts attempts per build, counting the first
    * @param retryAfterAcquire requeue script builds that fail for infrastructure reasons after
@@ -110,6 +114,7 @@ public record OneshotConfig(
       Duration timeout,
       Duration launchTimeout,
       Duration hangTimeout,
+      Duration lease,
       Duration cancelGrace,
       int maxAttempts,
       boolean retryAfterAcquire) {}

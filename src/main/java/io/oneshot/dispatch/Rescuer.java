@@ -62,6 +62,7 @@ public final class Rescuer implements AutoCloseable {
           Duration.ofHours(1),
           Duration.ofMinutes(5),
           Duration.ofMinutes(2),
+          io.oneshot.config.ConfigLoader.DEFAULT_LEASE,
           Duration.ofSeconds(60),
           1,
           false);
@@ -236,7 +237,16 @@ public final class Rescuer implements AutoCloseable {
           case AttemptState.Exited e -> Optional.of(e.detail());
           case AttemptState.Missing m -> Optional.of(m.detail());
         };
+    // A runner that is cut off stops its provisioner once its lease runs out, and takes up to the
+    // cancel grace to do so. Until then the build stays running (and its workspace locked),
+    // whatever its pod or process looks like from here: a pod on a node that dropped off the
+    // network may still be applying.
+    long fenced = fencedAfter(route).toMillis();
+    boolean quietLongEnough = b.heartbeatAgoMs() == null || b.heartbeatAgoMs() > fenced;
     if (ended.isPresent()) {
+      if (!quietLongEnough) {
+        return;
+      }
       String why = "provisionerd ended without reporting an outcome: " + ended.get();
       if (route.retryAfterAcquire() && "script".equals(b.provisioner())) {
         requeue(b, ref, why, Metrics.Requeue.LOST_AFTER_ACQUIRE);
@@ -245,7 +255,7 @@ public final class Rescuer implements AutoCloseable {
       }
       return;
     }
-    long hang = route.hangTimeout().toMillis();
+    long hang = Math.max(route.hangTimeout().toMillis(), fenced);
     if (b.heartbeatAgoMs() != null && b.heartbeatAgoMs() > hang) {
       end(
           b,
@@ -254,7 +264,7 @@ public final class Rescuer implements AutoCloseable {
           "provisionerd stopped reporting: no heartbeat for "
               + Units.format(Duration.ofMillis(b.heartbeatAgoMs() / 1000 * 1000))
               + " (the limit is "
-              + Units.format(route.hangTimeout())
+              + Units.format(Duration.ofMillis(hang))
               + "); its attempt was killed");
       return;
     }
@@ -281,6 +291,14 @@ public final class Rescuer implements AutoCloseable {
               + Units.format(route.timeout())
               + " (enforced by the dispatcher; provisionerd did not stop by itself)");
     }
+  }
+
+  /**
+   * How long after its last accepted heartbeat a running build's runner has surely stopped its
+   * provisioner: its lease, then the cancel grace, plus {@link #SLACK}.
+   */
+  static Duration fencedAfter(OneshotConfig.Route route) {
+    return route.lease().plus(route.cancelGrace()).plus(SLACK);
   }
 
   /** Kills the attempt, then requeues the build (or fails it, on its last attempt). */

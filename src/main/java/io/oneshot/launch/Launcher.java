@@ -1,5 +1,6 @@
 package io.oneshot.launch;
 
+import io.oneshot.build.Runner;
 import java.time.Duration;
 import java.util.List;
 
@@ -54,6 +55,21 @@ public interface Launcher extends AutoCloseable {
    */
   default boolean keepsEndedAttempts() {
     return false;
+  }
+
+  /**
+   * A second runner of this attempt was refused (a replaced pod, a copied manifest): removes it
+   * when it is this launcher's own (a pod of the attempt's Job, a process it started), and never
+   * the {@code holder}. Best effort, and may block; a runner it does not own exits by itself.
+   */
+  default void removeRunner(AttemptRef ref, Runner intruder, Runner holder) {}
+
+  /**
+   * What the launcher found wrong with its platform that an operator should know of (an API server
+   * that drops Job fields oneshot sets); empty when nothing. Shown by {@code /readyz}.
+   */
+  default List<String> warnings() {
+    return List.of();
   }
 
   /** Releases the launcher's own resources. Running attempts are left running. */

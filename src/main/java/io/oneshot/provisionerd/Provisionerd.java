@@ -4,12 +4,15 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.oneshot.api.Json;
 import io.oneshot.build.BuildState;
+import io.oneshot.build.Runner;
 import io.oneshot.config.Units;
 import java.io.PrintStream;
 import java.net.URI;
 import java.nio.file.Path;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.HexFormat;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -25,26 +28,75 @@ import org.slf4j.LoggerFactory;
  * report the outcome, exit. It never sees database credentials; everything goes through the runner
  * API with the build token.
  *
+ * <p>Every call names this process as a runner ({@link Runner}: a random id, and in a pod the pod's
+ * name and UID). The first acquire binds the attempt to it; a second process with the same token is
+ * refused and runs nothing. While the provisioner runs, the lease handed over at acquire is renewed
+ * by every accepted heartbeat or log batch; when none was accepted for the lease, the provisioner
+ * is stopped (interrupt, the cancel grace, kill) before the dispatcher could take the attempt for
+ * lost, so that a runner cut off from the API never applies beside another one.
+ *
  * <p>Exit codes: 0 the outcome was reported (whatever it was) or the build had already ended
  * elsewhere; 1 the outcome could not be reported; 2 bad setup (no token, no API URL); 3 the API
- * refused the token at acquire.
+ * refused the token at acquire; 5 another runner holds the attempt, and nothing was run.
  */
 public final class Provisionerd {
   private static final Logger log = LoggerFactory.getLogger(Provisionerd.class);
 
+  /** Exit code: another runner holds the attempt; this one ran nothing. */
+  public static final int HELD_ELSEWHERE = 5;
+
   /** Where the build runs and how to reach the API. */
   public record Options(URI apiUrl, String token, Path workDir, Duration retryBudget) {}
+
+  /**
+   * This process as a runner: a random id, and what the environment says of where it runs ({@code
+   * ONESHOT_POD_NAME} and {@code ONESHOT_POD_UID}, set from the downward API in a pod).
+   */
+  static Runner thisRunner(Map<String, String> env) {
+    byte[] random = new byte[16];
+    new SecureRandom().nextBytes(random);
+    return new Runner(
+        HexFormat.of().formatHex(random),
+        blankToNull(env.get("ONESHOT_POD_NAME")),
+        blankToNull(env.get("ONESHOT_POD_UID")),
+        blankToNull(env.getOrDefault("HOSTNAME", hostname())),
+        ProcessHandle.current().pid());
+  }
+
+  private static String hostname() {
+    try {
+      return java.nio.file.Files.readString(Path.of("/etc/hostname")).strip();
+    } catch (java.io.IOException | RuntimeException e) {
+      return null;
+    }
+  }
+
+  private static String blankToNull(String s) {
+    return s == null || s.isBlank() ? null : s.strip();
+  }
 
   private Provisionerd() {}
 
   public static int run(Options o, PrintStream out) {
     // Retries are ours (bounded, logged); the JDK's silent resend of a POST is not wanted.
     System.setProperty("sun.net.http.retryPost", "false");
-    RunnerClient client = new RunnerClient(o.apiUrl(), o.token(), o.retryBudget());
+    Runner runner = thisRunner(System.getenv());
+    RunnerClient client = new RunnerClient(o.apiUrl(), o.token(), o.retryBudget(), runner);
     AcquiredBuild build;
     try {
       build = AcquiredBuild.of(client.acquire());
     } catch (RunnerClient.Refused e) {
+      if (e.heldByOther) {
+        String line =
+            "another runner holds this attempt: "
+                + e.getMessage()
+                + "; this one ("
+                + runner.describe()
+                + ") runs nothing and exits";
+        out.println(line);
+        log.error("{}.", line);
+        return HELD_ELSEWHERE;
+      }
       log.error("The API refused this attempt ({}): {}.", e.status, e.getMessage());
       return 3;
     } catch (RunnerClient.Unreachable e) {
@@ -87,8 +139,35 @@ public final class Provisionerd {
         Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().name("provisionerd-heartbeat").daemon().factory());
     AtomicBoolean reporting = new AtomicBoolean();
+    Duration lease = build.lease();
+    Duration heartbeatTimeout = heartbeatTimeout(heartbeatMs, lease);
     timers.scheduleWithFixedDelay(
-        () -> heartbeat(client, stop, reporting), heartbeatMs, heartbeatMs, TimeUnit.MILLISECONDS);
+        () -> heartbeat(client, stop, reporting, heartbeatTimeout),
+        heartbeatMs,
+        heartbeatMs,
+        TimeUnit.MILLISECONDS);
+    // Its own thread: a heartbeat that hangs must not hold up the check.
+    ScheduledExecutorService watchdog =
+        Executors.newSingleThreadScheduledExecutor(
+            Thread.ofPlatform().name("provisionerd-lease").daemon().factory());
+    long checkMs = Math.max(50, Math.min(1000, lease.toMillis() / 10));
+    watchdog.scheduleWithFixedDelay(
+        () -> {
+          Duration quiet = client.sinceRenewed();
+          if (!reporting.get()
+              && quiet.compareTo(lease) > 0
+              && stop.complete(StopReason.LEASE_EXPIRED)) {
+            log.warn(
+                "Build {}: no heartbeat accepted for {} (the lease is {}); stopping the"
+                    + " provisioner.",
+                buildId,
+                Units.format(quiet),
+                Units.format(lease));
+          }
+        },
+        checkMs,
+        checkMs,
+        TimeUnit.MILLISECONDS);
     timers.schedule(
         () -> stop.complete(StopReason.TIMED_OUT), timeout.toMillis(), TimeUnit.MILLISECONDS);
     if (build.cancelRequested()) {
@@ -136,6 +215,7 @@ public final class Provisionerd {
       code = report(client, buildId, result);
     }
     timers.shutdownNow();
+    watchdog.shutdownNow();
     finished.countDown();
     try {
       Runtime.getRuntime().removeShutdownHook(hook);
@@ -185,9 +265,12 @@ public final class Provisionerd {
    * just been taken, and the attempt is over) and means nothing more.
    */
   private static void heartbeat(
-      RunnerClient client, CompletableFuture<StopReason> stop, AtomicBoolean reporting) {
+      RunnerClient client,
+      CompletableFuture<StopReason> stop,
+      AtomicBoolean reporting,
+      Duration timeout) {
     try {
-      JsonNode reply = client.heartbeat();
+      JsonNode reply = client.heartbeat(timeout);
       if (reply.path("cancelRequested").asBoolean(false)) {
         stop.complete(StopReason.CANCELED);
       }
@@ -202,8 +285,17 @@ public final class Provisionerd {
     }
   }
 
+  /**
+   * How long one heartbeat may wait for its answer: two intervals, at least a second, at most half
+   * the lease, so that one that hangs cannot run out the lease by itself.
+   */
+  static Duration heartbeatTimeout(long heartbeatMs, Duration lease) {
+    long ms = Math.max(1000, 2 * heartbeatMs);
+    return Duration.ofMillis(Math.max(100, Math.min(ms, lease.toMillis() / 2)));
+  }
+
   private static void onRefused(CompletableFuture<StopReason> stop, RunnerClient.Refused e) {
-    if (e.status == 410 || e.status == 401) {
+    if (e.status == 410 || e.status == 401 || e.heldByOther) {
       log.warn("The API says this attempt is over ({}); stopping.", e.getMessage());
       stop.complete(StopReason.LOST);
     } else {

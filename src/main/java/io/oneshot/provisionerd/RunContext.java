@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.build.BuildState;
 import io.oneshot.build.LogLine;
 import io.oneshot.config.Units;
+import io.oneshot.process.Signals;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -105,6 +106,10 @@ final class RunContext {
           case CANCELED -> "canceled";
           case TIMED_OUT -> "timed out after " + Units.format(build.timeout());
           case TERMINATED -> "canceled: provisionerd received SIGTERM";
+          case LEASE_EXPIRED ->
+              "stopped: no heartbeat was accepted for the lease of "
+                  + Units.format(build.lease())
+                  + ", so the dispatcher may take this attempt for lost";
           case LOST -> "the build ended elsewhere";
         };
     system(why == StopReason.CANCELED ? "warn" : "error", error);
@@ -164,6 +169,8 @@ final class RunContext {
               case CANCELED -> "cancel requested";
               case TIMED_OUT -> "the build's time is up";
               case TERMINATED -> "provisionerd received SIGTERM";
+              case LEASE_EXPIRED ->
+                  "no heartbeat accepted for the lease of " + Units.format(build.lease());
               case LOST -> "the build ended elsewhere";
             }
             + "; sending "
@@ -175,7 +182,9 @@ final class RunContext {
                 : " and waiting up to " + Units.format(grace) + " before killing it"));
     List<ProcessHandle> tree = p.descendants().toList();
     if (interrupt == Interrupt.INT) {
-      signal(p.pid(), "-INT");
+      if (!Signals.send(p.pid(), Signals.Signal.SIGINT)) {
+        system("warn", "could not send SIGINT to process " + p.pid());
+      }
     } else {
       p.destroy();
       tree.forEach(ProcessHandle::destroy);
@@ -189,20 +198,6 @@ final class RunContext {
     p.destroyForcibly();
     tree.forEach(ProcessHandle::destroyForcibly);
     left.forEach(ProcessHandle::destroyForcibly);
-  }
-
-  private static void signal(long pid, String sig) {
-    try {
-      new ProcessBuilder("kill", sig, Long.toString(pid))
-          .redirectErrorStream(true)
-          .redirectOutput(ProcessBuilder.Redirect.DISCARD)
-          .start()
-          .waitFor(5, TimeUnit.SECONDS);
-    } catch (IOException e) {
-      // the kill after the grace period still comes
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
   }
 
   /** Reads a stream into log lines, splitting over-long lines at the line limit. */

@@ -2,6 +2,8 @@ package io.oneshot.provisionerd;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.api.Json;
+import io.oneshot.api.RunnerHeaders;
+import io.oneshot.build.Runner;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -9,7 +11,9 @@ import java.net.HttpURLConnection;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -26,9 +30,13 @@ final class RunnerClient {
   static final class Refused extends Exception {
     final int status;
 
-    Refused(int status, String message) {
+    /** The attempt is bound to another runner: this one must not run anything. */
+    final boolean heldByOther;
+
+    Refused(int status, String message, boolean heldByOther) {
       super(message);
       this.status = status;
+      this.heldByOther = heldByOther;
     }
   }
 
@@ -42,34 +50,54 @@ final class RunnerClient {
   private final URI base;
   private final String token;
   private final Duration retryBudget;
+  private final Map<String, String> runnerHeaders;
 
-  RunnerClient(URI base, String token, Duration retryBudget) {
+  /**
+   * When the last call that renewed the lease (acquire, heartbeat, a log batch) was sent, by {@link
+   * System#nanoTime}: the dispatcher recorded the heartbeat after that, so a lease counted from the
+   * send ends no later than the dispatcher's count of it.
+   */
+  private final AtomicLong renewedAt = new AtomicLong(System.nanoTime());
+
+  RunnerClient(URI base, String token, Duration retryBudget, Runner runner) {
     this.base = base;
     this.token = token;
     this.retryBudget = retryBudget;
+    this.runnerHeaders = RunnerHeaders.of(runner);
   }
 
   JsonNode acquire() throws Refused, Unreachable, InterruptedException {
-    return post("acquire", "{}");
+    return post("acquire", "{}", retryBudget, READ_TIMEOUT, true);
   }
 
-  JsonNode heartbeat() throws Refused, Unreachable, InterruptedException {
-    return post("heartbeat", "{}");
+  /**
+   * One try, with a read timeout of {@code timeout}: heartbeats come again anyway, and one that
+   * hangs must not hold up the next.
+   */
+  JsonNode heartbeat(Duration timeout) throws Refused, Unreachable, InterruptedException {
+    return post("heartbeat", "{}", Duration.ZERO, timeout, true);
   }
 
   /** Idempotent: the batch carries its first line's number, and the API skips what it has. */
   JsonNode logs(String body) throws Refused, Unreachable, InterruptedException {
-    return post("logs", body);
+    return post("logs", body, retryBudget, READ_TIMEOUT, true);
+  }
+
+  /** How long ago the last call that renewed the lease was sent. */
+  Duration sinceRenewed() {
+    return Duration.ofNanos(System.nanoTime() - renewedAt.get());
   }
 
   /** Idempotent: each upload replaces this attempt's version of the workspace's state. */
   JsonNode state(String body) throws Refused, Unreachable, InterruptedException {
-    return post("state", body);
+    return post("state", body, retryBudget, READ_TIMEOUT, false);
   }
 
   JsonNode complete(String body) throws Refused, Unreachable, InterruptedException {
-    return post("complete", body);
+    return post("complete", body, retryBudget, READ_TIMEOUT, false);
   }
+
+  private static final Duration READ_TIMEOUT = Duration.ofSeconds(30);
 
   /** One answer from the API. */
   private record Reply(int status, String body, long retryAfterMs) {}
@@ -79,15 +107,16 @@ final class RunnerClient {
    * in a fraction of the time {@code java.net.http.HttpClient} takes; that matters in a process
    * that lives for one build.
    */
-  private Reply send(String call, String body) throws IOException {
+  private Reply send(String call, String body, Duration readTimeout) throws IOException {
     HttpURLConnection c =
         (HttpURLConnection) base.resolve("/api/v1/runner/" + call).toURL().openConnection();
     try {
       c.setConnectTimeout(5_000);
-      c.setReadTimeout(30_000);
+      c.setReadTimeout((int) readTimeout.toMillis());
       c.setRequestMethod("POST");
       c.setDoOutput(true);
       c.setRequestProperty("Authorization", "Bearer " + token);
+      runnerHeaders.forEach(c::setRequestProperty);
       c.setRequestProperty("Content-Type", "application/json");
       byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
       c.setFixedLengthStreamingMode(bytes.length);
@@ -109,18 +138,26 @@ final class RunnerClient {
     }
   }
 
-  private JsonNode post(String call, String body)
+  /**
+   * @param renews whether an accepted call renews the lease (the dispatcher records a heartbeat)
+   */
+  private JsonNode post(
+      String call, String body, Duration budget, Duration readTimeout, boolean renews)
       throws Refused, Unreachable, InterruptedException {
-    long deadline = System.nanoTime() + retryBudget.toNanos();
+    long deadline = System.nanoTime() + budget.toNanos();
     long backoffMs = 100;
     int attempt = 0;
     while (true) {
       attempt++;
       String problem;
       long waitMs = backoffMs;
+      long sentAt = System.nanoTime();
       try {
-        Reply r = send(call, body);
+        Reply r = send(call, body, readTimeout);
         if (r.status() >= 200 && r.status() < 300) {
+          if (renews) {
+            renewedAt.accumulateAndGet(sentAt, (a, b) -> b - a > 0 ? b : a);
+          }
           if (attempt > 1) {
             log.info("{} succeeded after {} tries.", call, attempt);
           }
@@ -131,7 +168,7 @@ final class RunnerClient {
           problem = "HTTP " + r.status() + ": " + message;
           waitMs = Math.max(backoffMs, r.retryAfterMs());
         } else {
-          throw new Refused(r.status(), message);
+          throw new Refused(r.status(), message, r.status() == 409 && heldByOther(r.body()));
         }
       } catch (IOException e) {
         problem =
@@ -140,13 +177,7 @@ final class RunnerClient {
       long left = (deadline - System.nanoTime()) / 1_000_000;
       if (left <= 0) {
         throw new Unreachable(
-            call
-                + " failed for "
-                + retryBudget.toSeconds()
-                + " s ("
-                + attempt
-                + " tries): "
-                + problem);
+            call + " failed for " + budget.toSeconds() + " s (" + attempt + " tries): " + problem);
       }
       long sleep = Math.min(left, waitMs + ThreadLocalRandom.current().nextLong(waitMs / 2 + 1));
       if (attempt == 1 || attempt % 10 == 0) {
@@ -154,6 +185,15 @@ final class RunnerClient {
       }
       Thread.sleep(sleep);
       backoffMs = Math.min(5_000, backoffMs * 2);
+    }
+  }
+
+  private static boolean heldByOther(String body) {
+    try {
+      JsonNode n = Json.tree(body);
+      return n != null && n.hasNonNull("holder");
+    } catch (RuntimeException e) {
+      return false;
     }
   }
 

@@ -10,6 +10,11 @@ enum StopReason {
   TIMED_OUT(BuildState.FAILED),
   /** provisionerd got SIGTERM (the pod or process is being removed); the build ends canceled. */
   TERMINATED(BuildState.CANCELED),
+  /**
+   * No heartbeat was accepted for the lease: the dispatcher may soon take this attempt for lost, so
+   * the provisioner stops before it could; the build ends {@code failed}.
+   */
+  LEASE_EXPIRED(BuildState.FAILED),
   /** The build ended elsewhere (failed as hung, canceled while launching): stop, report nothing. */
   LOST(null);
 

@@ -1,5 +1,6 @@
 package io.oneshot.server;
 
+import io.oneshot.process.Signals;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -81,7 +82,10 @@ public final class EmbeddedDatabase implements AutoCloseable {
     }
     log.info("Stopping the PostgreSQL (pid {}) left running by an earlier oneshot dev.", pid);
     try {
-      new ProcessBuilder("kill", "-INT", Long.toString(pid)).start().waitFor(5, TimeUnit.SECONDS);
+      // SIGINT: PostgreSQL's fast shutdown.
+      if (!Signals.send(pid, Signals.Signal.SIGINT)) {
+        throw new IOException("SIGINT could not be sent");
+      }
       postmaster.get().onExit().get(60, TimeUnit.SECONDS);
     } catch (Exception e) {
       throw new IOException("cannot stop the PostgreSQL left running as pid " + pid + ": " + e, e);

@@ -3,6 +3,7 @@ package io.oneshot.server;
 import io.oneshot.api.ApiServer;
 import io.oneshot.api.LogFollowers;
 import io.oneshot.api.Metrics;
+import io.oneshot.api.RunnerConflict;
 import io.oneshot.build.BuildStore;
 import io.oneshot.build.Database;
 import io.oneshot.build.Migrator;
@@ -12,6 +13,8 @@ import io.oneshot.dispatch.Dispatcher;
 import io.oneshot.dispatch.Leadership;
 import io.oneshot.dispatch.Listener;
 import io.oneshot.dispatch.Rescuer;
+import io.oneshot.launch.Attempt;
+import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.Launcher;
 import io.oneshot.launch.kubernetes.KubernetesLauncher;
 import io.oneshot.launch.local.LocalLauncher;
@@ -121,7 +124,16 @@ public final class OneshotServer implements AutoCloseable {
       }
       LogFollowers followers = new LogFollowers();
       Holder holder = new Holder();
-      ApiServer api = new ApiServer(vertx, store, config, followers, holder::status, metrics);
+      Launcher theLauncher = launcher;
+      ApiServer api =
+          new ApiServer(
+              vertx,
+              store,
+              config,
+              followers,
+              holder::status,
+              metrics,
+              conflict -> removeSecondRunner(theLauncher, conflict));
       int port = Database.await(api.start());
       String apiUrl =
           config.api().publicUrl() != null
@@ -161,7 +173,7 @@ public final class OneshotServer implements AutoCloseable {
                 followers.wakeAll();
               },
               config.dispatch().listenerHealthInterval());
-      holder.set(dispatcher, rescuer, listener, leadership);
+      holder.set(dispatcher, rescuer, listener, leadership, launcher);
       metrics.watch(
           leadership::isLeader,
           listener::reconnects,
@@ -209,6 +221,30 @@ public final class OneshotServer implements AutoCloseable {
       Database.await(vertx.close());
       throw e;
     }
+  }
+
+  /**
+   * Has the launcher remove a refused second runner when it is its own, on a thread of its own:
+   * launcher calls block, and the API calls this on its event loop.
+   */
+  private static void removeSecondRunner(Launcher launcher, RunnerConflict c) {
+    BuildStore.Holder h = c.holder();
+    AttemptRef ref =
+        new AttemptRef(h.buildId(), h.attempt(), Attempt.nameOf(h.buildId(), h.attempt()), null);
+    Thread.ofVirtual()
+        .name("oneshot-remove-runner")
+        .start(
+            () -> {
+              try {
+                launcher.removeRunner(ref, c.intruder(), h.runner());
+              } catch (RuntimeException e) {
+                log.warn(
+                    "Build {}: cannot remove the second runner {}: {}.",
+                    h.buildId(),
+                    c.intruder().describe(),
+                    e.toString());
+              }
+            });
   }
 
   /** The launcher a configuration names. */
@@ -287,11 +323,13 @@ public final class OneshotServer implements AutoCloseable {
   /** Late-bound parts for callbacks created before them (readiness, leadership). */
   private static final class Holder {
     private volatile Dispatcher dispatcher;
+    private volatile Launcher launcher;
     private volatile Rescuer rescuer;
     private volatile Listener listener;
     private volatile Leadership leadership;
 
-    void set(Dispatcher d, Rescuer r, Listener l, Leadership le) {
+    void set(Dispatcher d, Rescuer r, Listener l, Leadership le, Launcher la) {
+      launcher = la;
       dispatcher = d;
       rescuer = r;
       listener = l;
@@ -309,6 +347,10 @@ public final class OneshotServer implements AutoCloseable {
       Map<String, Object> s = new LinkedHashMap<>();
       s.put("leader", leadership != null && leadership.isLeader());
       s.put("listener", listener != null && listener.listening() ? "listening" : "reconnecting");
+      List<String> warnings = launcher == null ? List.of() : launcher.warnings();
+      if (!warnings.isEmpty()) {
+        s.put("launcherWarnings", warnings);
+      }
       return s;
     }
   }

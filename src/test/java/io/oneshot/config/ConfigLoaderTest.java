@@ -63,6 +63,23 @@ class ConfigLoaderTest {
   }
 
   @Test
+  void aRouteLeaseDefaultsBelowItsHangTimeoutAndMustStayThere() {
+    assertThat(parse("routes: [{name: a}]").routes().get(0).lease())
+        .isEqualTo(Duration.ofSeconds(30));
+    assertThat(parse("routes: [{name: a, hangTimeout: 20s}]").routes().get(0).lease())
+        .as("half the hang timeout when that is shorter than 30s")
+        .isEqualTo(Duration.ofSeconds(10));
+    refused(
+        "routes: [{name: a, hangTimeout: 20s, lease: 20s}]",
+        "routes[0].lease: must be shorter than hangTimeout (20s): a runner stops itself before the"
+            + " dispatcher gives up on it, got \"20s\"");
+    refused(
+        "routes: [{name: a, lease: 1s}]",
+        "routes[0].lease: must be at least two heartbeats (dispatch.heartbeatInterval is 1s), so"
+            + " that one lost heartbeat does not stop a build, got \"1s\"");
+  }
+
+  @Test
   void unknownFieldsAreRefusedWithTheNearestKnownName() {
     refused(
         """
@@ -70,8 +87,8 @@ class ConfigLoaderTest {
           - {name: a, maxConcurent: 3}
         """,
         "routes[0].maxConcurent: unknown field (did you mean maxConcurrent?); known fields: name,"
-            + " tags, template, maxConcurrent, timeout, launchTimeout, hangTimeout, cancelGrace,"
-            + " maxAttempts, retryAfterAcquire, namespace");
+            + " tags, template, maxConcurrent, timeout, launchTimeout, hangTimeout, lease,"
+            + " cancelGrace, maxAttempts, retryAfterAcquire, namespace");
     refused(
         "dispatc: {}\n" + ROUTES,
         "dispatc: unknown field (did you mean dispatch?); known fields: database, api, dispatch,"

@@ -199,13 +199,34 @@ class RescuerTest {
     assertThat(launcher.killed).extracting(r -> r.name()).contains(a.name());
   }
 
+  /**
+   * Makes a running build's last heartbeat {@code seconds} old, as if its runner had gone quiet
+   * that long ago.
+   */
+  private static void quietFor(long id, long seconds) {
+    Sql.exec(
+        "UPDATE oneshot.builds SET heartbeat_at = clock_timestamp() - make_interval(secs => ?)"
+            + " WHERE id = ?",
+        (double) seconds,
+        id);
+  }
+
+  /** The route's lease (30s) + cancel grace (60s) + the rescuer's slack (15s). */
+  private static final long FENCED_AFTER_SECONDS = 30 + 60 + 15;
+
   @Test
-  void aRunningBuildWhoseAttemptVanishesFails() {
+  void aRunningBuildWhoseAttemptVanishesFailsOnlyOnceItsRunnerHasSurelyStopped() {
     start();
     long id = enqueue("{}");
     Attempt a = awaitLaunch(id, 1);
     acquire(a);
     launcher.vanish(a.name());
+    // A pod on a node that dropped off the network may still be running: until its runner's
+    // lease and the cancel grace have passed since its last heartbeat, the build stays running.
+    quietFor(id, FENCED_AFTER_SECONDS - 5);
+    t.server.rescuer().tick();
+    assertThat(status(id)).isEqualTo("running");
+    quietFor(id, FENCED_AFTER_SECONDS + 1);
     await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
     assertThat(error(id)).isEqualTo("provisionerd ended without reporting an outcome: vanished");
     assertThat(launcher.launched).hasSize(1);
@@ -218,6 +239,10 @@ class RescuerTest {
     Attempt a = awaitLaunch(id, 1);
     acquire(a);
     launcher.vanish(a.name());
+    quietFor(id, FENCED_AFTER_SECONDS - 5);
+    t.server.rescuer().tick();
+    assertThat(launcher.launched).as("no second attempt while the first may still run").hasSize(1);
+    quietFor(id, FENCED_AFTER_SECONDS + 1);
     awaitLaunch(id, 2);
     assertThat(launcher.history)
         .containsSubsequence("launch " + a.name(), "launch oneshot-" + id + "-2");

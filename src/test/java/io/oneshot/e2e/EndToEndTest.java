@@ -169,17 +169,19 @@ class EndToEndTest {
         } else if (path.equals("/api/v1/runner/heartbeat") && refusing()) {
           heartbeatsMeanwhile.incrementAndGet();
         }
+        java.net.http.HttpRequest.Builder forward =
+            java.net.http.HttpRequest.newBuilder(java.net.URI.create(target + ex.getRequestURI()))
+                .method(
+                    ex.getRequestMethod(),
+                    java.net.http.HttpRequest.BodyPublishers.ofByteArray(body))
+                .header("Authorization", ex.getRequestHeaders().getFirst("Authorization"))
+                .header("Content-Type", "application/json");
+        ex.getRequestHeaders().entrySet().stream()
+            .filter(
+                h -> h.getKey().toLowerCase(java.util.Locale.ROOT).startsWith("oneshot-runner-"))
+            .forEach(h -> forward.header(h.getKey(), h.getValue().get(0)));
         java.net.http.HttpResponse<byte[]> r =
-            http.send(
-                java.net.http.HttpRequest.newBuilder(
-                        java.net.URI.create(target + ex.getRequestURI()))
-                    .method(
-                        ex.getRequestMethod(),
-                        java.net.http.HttpRequest.BodyPublishers.ofByteArray(body))
-                    .header("Authorization", ex.getRequestHeaders().getFirst("Authorization"))
-                    .header("Content-Type", "application/json")
-                    .build(),
-                java.net.http.HttpResponse.BodyHandlers.ofByteArray());
+            http.send(forward.build(), java.net.http.HttpResponse.BodyHandlers.ofByteArray());
         ex.sendResponseHeaders(r.statusCode(), r.body().length == 0 ? -1 : r.body().length);
         ex.getResponseBody().write(r.body());
       } catch (InterruptedException e) {

@@ -40,12 +40,24 @@ public final class Api {
     return post(path, body, token);
   }
 
+  /** The runner id runner calls carry unless a test names another. */
+  public static final String RUNNER = "test-runner-1";
+
+  /** A runner call names {@link #RUNNER}, as one provisionerd would. */
   public Response post(String path, String body, String bearer) {
-    return send(
+    return post(path, body, bearer, path.startsWith("/api/v1/runner/") ? RUNNER : null);
+  }
+
+  /** A call naming the runner {@code runnerId} ({@code Oneshot-Runner-Id}; null: none). */
+  public Response post(String path, String body, String bearer, String runnerId) {
+    HttpRequest.Builder b =
         builder(path, bearer)
             .header("Content-Type", "application/json")
-            .POST(HttpRequest.BodyPublishers.ofString(body))
-            .build());
+            .POST(HttpRequest.BodyPublishers.ofString(body));
+    if (runnerId != null) {
+      b.header("Oneshot-Runner-Id", runnerId);
+    }
+    return send(b.build());
   }
 
   /** Enqueues a script build and returns its id. */

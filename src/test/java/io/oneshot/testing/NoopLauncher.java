@@ -82,6 +82,7 @@ public final class NoopLauncher implements Launcher {
         http.send(
             HttpRequest.newBuilder(URI.create(a.apiUrl() + "/api/v1/runner/" + call))
                 .header("Authorization", "Bearer " + a.token().value())
+                .header("Oneshot-Runner-Id", "noop-runner-" + a.name())
                 .header("Content-Type", "application/json")
                 .timeout(Duration.ofSeconds(30))
                 .POST(HttpRequest.BodyPublishers.ofString(body))

@@ -23,6 +23,9 @@ public final class RecordingLauncher implements Launcher {
   public final List<Attempt> launched = new CopyOnWriteArrayList<>();
   public final List<AttemptRef> killed = new CopyOnWriteArrayList<>();
 
+  /** Second runners the API refused and asked this launcher to remove: "attempt-name runner-id". */
+  public final List<String> removedRunners = new CopyOnWriteArrayList<>();
+
   /** "launch NAME" and "kill NAME", in the order they happened. */
   public final List<String> history = new CopyOnWriteArrayList<>();
 
@@ -99,6 +102,12 @@ public final class RecordingLauncher implements Launcher {
   @Override
   public void events(AttemptEvents events) {
     this.events = events;
+  }
+
+  @Override
+  public void removeRunner(
+      AttemptRef ref, io.oneshot.build.Runner intruder, io.oneshot.build.Runner holder) {
+    removedRunners.add(ref.name() + " " + intruder.id());
   }
 
   @Override

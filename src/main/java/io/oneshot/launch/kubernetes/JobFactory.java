@@ -30,10 +30,12 @@ import java.util.Map;
  * Makes the Job and the token Secret of one attempt from its route's template. The template's shape
  * is kept; the code sets the identity (name, namespace, labels), the token, the API URL, and the
  * safe defaults the template left unset: restart policy {@code Never}, no retries, {@code
- * activeDeadlineSeconds} from the route's timeout, {@code ttlSecondsAfterFinished}, a {@code
- * podFailurePolicy} that fails the Job at once on a disruption (so that no second pod of the same
- * attempt is ever started; oneshot requeues the build itself), no service account token, and a
- * restricted security context.
+ * podReplacementPolicy: Failed}, {@code activeDeadlineSeconds} from the route's launch timeout,
+ * timeout and grace, {@code ttlSecondsAfterFinished}, a {@code podFailurePolicy} that fails the Job
+ * at once on a disruption (so that no second pod of the same attempt is ever started; oneshot
+ * requeues the build itself), a termination grace longer than the route's cancel grace, the pod's
+ * name and UID for provisionerd's runner identity, no service account token, and a restricted
+ * security context.
  */
 final class JobFactory {
   static final String MANAGED_BY = "app.kubernetes.io/managed-by";
@@ -51,7 +53,9 @@ final class JobFactory {
           "ONESHOT_TOKEN",
           "ONESHOT_TOKEN_FILE",
           "ONESHOT_BUILD_ID",
-          "ONESHOT_ATTEMPT");
+          "ONESHOT_ATTEMPT",
+          "ONESHOT_POD_NAME",
+          "ONESHOT_POD_UID");
 
   /** Extra time past the route's timeout and grace before Kubernetes ends the Job itself. */
   static final long DEADLINE_SLACK_SECONDS = 60;
@@ -99,9 +103,17 @@ final class JobFactory {
     JobSpec spec = job.getSpec();
     spec.setBackoffLimit(0);
     if (spec.getActiveDeadlineSeconds() == null) {
+      // From the Job's creation: the pod may take up to the launch timeout to start.
       spec.setActiveDeadlineSeconds(
-          a.route().timeout().plus(a.route().cancelGrace()).toSeconds() + DEADLINE_SLACK_SECONDS);
+          a.route()
+                  .launchTimeout()
+                  .plus(a.route().timeout())
+                  .plus(a.route().cancelGrace())
+                  .toSeconds()
+              + DEADLINE_SLACK_SECONDS);
     }
+    // Never a second pod while the first is terminating (a template may not say otherwise).
+    spec.setPodReplacementPolicy("Failed");
     if (spec.getTtlSecondsAfterFinished() == null) {
       spec.setTtlSecondsAfterFinished(ttlSecondsAfterFinished);
     }
@@ -125,6 +137,9 @@ final class JobFactory {
 
     PodSpec pod = template.getSpec();
     pod.setRestartPolicy("Never");
+    if (pod.getTerminationGracePeriodSeconds() == null) {
+      pod.setTerminationGracePeriodSeconds(JobTemplates.minimumGraceSeconds(a.route()));
+    }
     if (pod.getAutomountServiceAccountToken() == null) {
       pod.setAutomountServiceAccountToken(false);
     }
@@ -161,6 +176,9 @@ final class JobFactory {
             .build());
     env.add(new EnvVar("ONESHOT_BUILD_ID", Long.toString(a.buildId()), null));
     env.add(new EnvVar("ONESHOT_ATTEMPT", Integer.toString(a.attempt()), null));
+    // The runner's identity: the first acquire binds the attempt to this pod.
+    env.add(fieldRef("ONESHOT_POD_NAME", "metadata.name"));
+    env.add(fieldRef("ONESHOT_POD_UID", "metadata.uid"));
     c.setEnv(env);
     if (empty(c.getCommand()) && empty(c.getArgs())) {
       c.setArgs(List.of("provisionerd"));
@@ -175,6 +193,17 @@ final class JobFactory {
       sc.setCapabilities(new Capabilities(null, List.of("ALL")));
     }
     return job;
+  }
+
+  private static EnvVar fieldRef(String name, String path) {
+    return new EnvVarBuilder()
+        .withName(name)
+        .withNewValueFrom()
+        .withNewFieldRef()
+        .withFieldPath(path)
+        .endFieldRef()
+        .endValueFrom()
+        .build();
   }
 
   /** The attempt's token Secret; its owner (the Job) is set once the Job exists. */

@@ -38,12 +38,13 @@ public final class JobTemplates {
       Path dir, List<OneshotConfig.Route> routes, KubernetesSerialization serialization) {
     Map<String, Job> byName = new LinkedHashMap<>();
     for (int i = 0; i < routes.size(); i++) {
-      String name = routes.get(i).template();
-      if (byName.containsKey(name)) {
-        continue;
-      }
+      OneshotConfig.Route route = routes.get(i);
+      String name = route.template();
       try {
-        byName.put(name, parse(dir.resolve(name), serialization));
+        if (!byName.containsKey(name)) {
+          byName.put(name, parse(dir.resolve(name), serialization));
+        }
+        checkGrace(dir.resolve(name), byName.get(name), route);
       } catch (ConfigException e) {
         throw new ConfigException("routes[" + i + "].template: " + e.getMessage(), e);
       }
@@ -73,6 +74,38 @@ public final class JobTemplates {
     }
     check(file, job);
     return job;
+  }
+
+  /** How much longer than the route's cancel grace a build pod's termination grace must be. */
+  static final long GRACE_MARGIN_SECONDS = 30;
+
+  /**
+   * The termination grace a pod of this route needs: the kubelet sends SIGTERM, provisionerd passes
+   * it on and waits the route's cancel grace for terraform to write its state, then reports. A
+   * shorter grace would SIGKILL terraform first.
+   */
+  static long minimumGraceSeconds(OneshotConfig.Route route) {
+    return route.cancelGrace().toSeconds() + GRACE_MARGIN_SECONDS;
+  }
+
+  private static void checkGrace(Path file, Job job, OneshotConfig.Route route) {
+    Long grace = job.getSpec().getTemplate().getSpec().getTerminationGracePeriodSeconds();
+    long needed = minimumGraceSeconds(route);
+    if (grace != null && grace < needed) {
+      throw new ConfigException(
+          file
+              + ": spec.template.spec.terminationGracePeriodSeconds: "
+              + grace
+              + " is shorter than route "
+              + route.name()
+              + "'s cancelGrace ("
+              + route.cancelGrace().toSeconds()
+              + "s) plus "
+              + GRACE_MARGIN_SECONDS
+              + "s: the kubelet would kill terraform before it writes its state. Set at least "
+              + needed
+              + ", or leave it out");
+    }
   }
 
   private static void check(Path file, Job job) {
@@ -105,6 +138,15 @@ public final class JobTemplates {
               + spec.getBackoffLimit()
               + " would retry the pod and run the build twice; oneshot retries with a new"
               + " attempt itself. Remove it (or set 0)");
+    }
+    String replacement = spec.getPodReplacementPolicy();
+    if (replacement != null && !replacement.equals("Failed")) {
+      throw new ConfigException(
+          file
+              + ": spec.podReplacementPolicy: "
+              + replacement
+              + " would start a second pod while the first is still terminating; use Failed (the"
+              + " default oneshot sets)");
     }
     if (above1(spec.getCompletions()) || above1(spec.getParallelism())) {
       throw new ConfigException(

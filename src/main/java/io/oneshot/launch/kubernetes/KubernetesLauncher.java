@@ -19,6 +19,7 @@ import io.fabric8.kubernetes.client.informers.ResourceEventHandler;
 import io.fabric8.kubernetes.client.informers.SharedIndexInformer;
 import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
 import io.fabric8.kubernetes.client.vertx.VertxHttpClientFactory;
+import io.oneshot.build.Runner;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.AttemptEvents;
@@ -63,6 +64,9 @@ public final class KubernetesLauncher implements Launcher {
   private final Map<String, SharedIndexInformer<Pod>> pods = new LinkedHashMap<>();
   private final Map<String, SharedIndexInformer<Secret>> secrets = new LinkedHashMap<>();
   private final PodNotes notes = new PodNotes();
+  private final List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+  private final Set<String> warned = java.util.concurrent.ConcurrentHashMap.newKeySet();
+  private volatile String serverVersion = "(version unknown)";
   private volatile AttemptEvents events = AttemptEvents.NONE;
 
   KubernetesLauncher(
@@ -121,6 +125,7 @@ public final class KubernetesLauncher implements Launcher {
 
   @Override
   public void start() {
+    readServerVersion();
     for (String ns : namespaces) {
       jobs.put(
           ns,
@@ -173,6 +178,130 @@ public final class KubernetesLauncher implements Launcher {
         namespaces,
         client.getMasterUrl(),
         jobs.values().stream().mapToInt(i -> i.getStore().list().size()).sum());
+  }
+
+  /** The API server's version, for the log and for what it is told when it drops Job fields. */
+  private void readServerVersion() {
+    try {
+      var v = call("get", client::getKubernetesVersion);
+      serverVersion = v == null ? serverVersion : v.getGitVersion();
+      log.info("Kubernetes API server {} at {}.", serverVersion, client.getMasterUrl());
+    } catch (KubernetesClientException e) {
+      log.warn(
+          "Cannot read the Kubernetes API server's version at {}: {}.",
+          client.getMasterUrl(),
+          message(e));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  @Override
+  public List<String> warnings() {
+    return List.copyOf(warnings);
+  }
+
+  /**
+   * Compares the Job the API server stored with the one sent: a server that does not know a field
+   * (too old, or a feature gate off) drops it silently. Each dropped field is said once, as a WARN
+   * and in {@code /readyz}. Builds stay safe without them: a second pod of an attempt is refused by
+   * the runner binding; they only spare the cluster that second pod.
+   */
+  private void checkKept(Job sent, Job kept) {
+    if (kept == null || kept.getSpec() == null) {
+      return;
+    }
+    List<String> dropped = new ArrayList<>();
+    if (sent.getSpec().getPodFailurePolicy() != null
+        && kept.getSpec().getPodFailurePolicy() == null) {
+      dropped.add("spec.podFailurePolicy");
+    }
+    if (sent.getSpec().getPodReplacementPolicy() != null
+        && kept.getSpec().getPodReplacementPolicy() == null) {
+      dropped.add("spec.podReplacementPolicy");
+    }
+    if (!Integer.valueOf(0).equals(kept.getSpec().getBackoffLimit())) {
+      dropped.add("spec.backoffLimit: 0 (kept as " + kept.getSpec().getBackoffLimit() + ")");
+    }
+    for (String field : dropped) {
+      if (warned.add(field)) {
+        String w =
+            "the Kubernetes API server "
+                + serverVersion
+                + " did not keep "
+                + field
+                + " of Job "
+                + kept.getMetadata().getNamespace()
+                + "/"
+                + kept.getMetadata().getName()
+                + ": it may start a second pod of an attempt; oneshot refuses that pod's"
+                + " runner and deletes it, so builds still run once";
+        warnings.add(w);
+        log.warn("{}.", w);
+      }
+    }
+  }
+
+  /**
+   * Deletes the pod of a second runner the API refused: only a pod of this attempt's Job (by its
+   * labels) whose UID is the one the runner gave, and never the pod of the runner that holds it.
+   */
+  @Override
+  public void removeRunner(AttemptRef ref, Runner intruder, Runner holder) {
+    if (intruder.pod() == null || intruder.pod().equals(holder.pod())) {
+      return;
+    }
+    for (SharedIndexInformer<Pod> inf : pods.values()) {
+      for (Pod p : inf.getStore().list()) {
+        if (!p.getMetadata().getName().equals(intruder.pod())) {
+          continue;
+        }
+        Optional<AttemptRef> of = refOf(p);
+        boolean ours =
+            of.isPresent()
+                && of.get().buildId() == ref.buildId()
+                && of.get().attempt() == ref.attempt()
+                && (intruder.podUid() == null
+                    || intruder.podUid().equals(p.getMetadata().getUid()));
+        if (!ours) {
+          log.warn(
+              "Build {}: the second runner names pod {}, which is not a pod of attempt {}; left"
+                  + " alone.",
+              ref.buildId(),
+              intruder.pod(),
+              ref.name());
+          return;
+        }
+        String ns = p.getMetadata().getNamespace();
+        try {
+          call(
+              "delete",
+              () ->
+                  client
+                      .pods()
+                      .inNamespace(ns)
+                      .withName(intruder.pod())
+                      .withGracePeriod(0)
+                      .delete());
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          return;
+        }
+        log.warn(
+            "Build {} (attempt {}): deleted pod {}/{}, a second runner of the attempt, which {}"
+                + " holds.",
+            ref.buildId(),
+            ref.attempt(),
+            ns,
+            intruder.pod(),
+            holder.describe());
+        events.note(
+            of.get(),
+            AttemptEvents.Note.warn(
+                "deleted pod " + intruder.pod() + ": a second pod of this attempt (refused)"));
+        return;
+      }
+    }
   }
 
   private <T extends HasMetadata> SharedIndexInformer<T> watch(
@@ -312,6 +441,9 @@ public final class KubernetesLauncher implements Launcher {
         existed = true;
       }
       own(secret, created);
+      if (!existed) {
+        checkKept(job, created);
+      }
       return existed
           ? new LaunchOutcome.AlreadyLaunched(ns, "Job " + where + " exists")
           : new LaunchOutcome.Launched(ns, "Job " + where + " created");

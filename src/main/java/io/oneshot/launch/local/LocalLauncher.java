@@ -3,12 +3,14 @@ package io.oneshot.launch.local;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.oneshot.api.Json;
+import io.oneshot.build.Runner;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.AttemptEvents;
 import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.AttemptState;
 import io.oneshot.launch.LaunchOutcome;
 import io.oneshot.launch.Launcher;
+import io.oneshot.process.Signals;
 import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -370,17 +372,32 @@ public final class LocalLauncher implements Launcher {
     if (setsid == null) {
       return;
     }
-    try {
-      new ProcessBuilder("kill", "-KILL", "--", "-" + pid)
-          .redirectErrorStream(true)
-          .redirectOutput(ProcessBuilder.Redirect.DISCARD)
-          .start()
-          .waitFor(5, TimeUnit.SECONDS);
-    } catch (IOException e) {
-      log.warn("Attempt {}: cannot signal process group {}: {}.", ref, pid, e.getMessage());
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
+    if (!Signals.sendGroup(pid, Signals.Signal.SIGKILL)) {
+      log.debug("Attempt {}: process group {} is empty or cannot be signalled.", ref, pid);
     }
+  }
+
+  /**
+   * Kills a refused second runner of an attempt when it is a process this launcher started for that
+   * attempt (a launch that ran twice), never the holder's. One started by hand is not this
+   * launcher's to kill: it exits by itself.
+   */
+  @Override
+  public void removeRunner(AttemptRef ref, Runner intruder, Runner holder) {
+    Proc p = procs.get(ref.name());
+    if (p == null
+        || intruder.pid() == null
+        || intruder.pid().equals(holder.pid())
+        || p.handle().pid() != intruder.pid()) {
+      return;
+    }
+    log.warn(
+        "Build {}: killing process {}, a second runner of attempt {}, which {} holds.",
+        ref.buildId(),
+        intruder.pid(),
+        ref.name(),
+        holder.describe());
+    p.handle().destroyForcibly();
   }
 
   @Override

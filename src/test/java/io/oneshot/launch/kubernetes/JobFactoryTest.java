@@ -74,7 +74,9 @@ class JobFactoryTest {
     assertThat(job.getSpec().getTemplate().getMetadata().getLabels())
         .containsAllEntriesOf(identity);
     assertThat(job.getSpec().getBackoffLimit()).isZero();
-    assertThat(job.getSpec().getActiveDeadlineSeconds()).isEqualTo(600 + 30 + 60);
+    // launch timeout (5m) + timeout (10m) + cancel grace (30s) + slack (60s)
+    assertThat(job.getSpec().getActiveDeadlineSeconds()).isEqualTo(300 + 600 + 30 + 60);
+    assertThat(job.getSpec().getPodReplacementPolicy()).isEqualTo("Failed");
     assertThat(job.getSpec().getTtlSecondsAfterFinished()).isEqualTo(600);
     assertThat(job.getSpec().getPodFailurePolicy().getRules().get(0).getAction())
         .isEqualTo("FailJob");
@@ -89,6 +91,9 @@ class JobFactoryTest {
         .isEqualTo("DisruptionTarget");
     PodSpec pod = job.getSpec().getTemplate().getSpec();
     assertThat(pod.getRestartPolicy()).isEqualTo("Never");
+    assertThat(pod.getTerminationGracePeriodSeconds())
+        .as("the route's cancel grace (30s) plus 30s")
+        .isEqualTo(60L);
     assertThat(pod.getAutomountServiceAccountToken()).isFalse();
     assertThat(pod.getServiceAccountName()).isEqualTo("oneshot-build");
     assertThat(pod.getSecurityContext().getRunAsNonRoot()).isTrue();
@@ -102,6 +107,10 @@ class JobFactoryTest {
     assertThat(env.get("ONESHOT_TOKEN").getValueFrom().getSecretKeyRef().getKey())
         .isEqualTo("token");
     assertThat(env.get("ONESHOT_BUILD_ID").getValue()).isEqualTo("42");
+    assertThat(env.get("ONESHOT_POD_NAME").getValueFrom().getFieldRef().getFieldPath())
+        .isEqualTo("metadata.name");
+    assertThat(env.get("ONESHOT_POD_UID").getValueFrom().getFieldRef().getFieldPath())
+        .isEqualTo("metadata.uid");
     assertThat(env.get("ONESHOT_WORK_DIR").getValue()).as("the template's own").isEqualTo("/work");
     assertThat(p.getSecurityContext().getAllowPrivilegeEscalation()).isFalse();
     assertThat(p.getSecurityContext().getCapabilities().getDrop()).containsExactly("ALL");

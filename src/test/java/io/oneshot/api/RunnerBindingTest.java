@@ -1,0 +1,233 @@
+package io.oneshot.api;
+
+import static io.oneshot.testing.TestServer.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.launch.Attempt;
+import io.oneshot.testing.Api;
+import io.oneshot.testing.RecordingLauncher;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TestServer;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * An attempt belongs to the runner that acquired it first: every runner call from another runner
+ * holding the same token is refused, changes nothing, and is visible.
+ */
+class RunnerBindingTest {
+  private static final String FIRST = "runner-first-0001";
+  private static final String SECOND = "runner-second-0002";
+
+  private TestServer t;
+  private final RecordingLauncher launcher = new RecordingLauncher();
+
+  @BeforeEach
+  void start() {
+    t =
+        TestServer.with()
+            .routes("routes: [{name: tf, maxAttempts: 3}]")
+            .limits("maxStateBytes: 4KiB")
+            .launcher(launcher)
+            .start();
+  }
+
+  @AfterEach
+  void stop() {
+    t.close();
+  }
+
+  private long submit(String workspace) {
+    Api.Response r =
+        t.api.post(
+            "/api/v1/builds",
+            "{\"workspace\": \""
+                + workspace
+                + "\", \"input\": {\"provisioner\": \"terraform\", \"files\": {\"main.tf\": \"\"}}}");
+    assertThat(r.status()).as(r.text()).isEqualTo(201);
+    return r.json().path("id").asLong();
+  }
+
+  private Attempt launched(long id) {
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> launcher.launched.stream().anyMatch(a -> a.buildId() == id));
+    return launcher.launched.stream().filter(a -> a.buildId() == id).findFirst().orElseThrow();
+  }
+
+  private Api.Response call(Attempt a, String runner, String what, String body) {
+    return new Api(t.api.base(), null)
+        .post("/api/v1/runner/" + what, body, a.token().value(), runner);
+  }
+
+  private static String state(int serial, String lineage, String marker) {
+    return "{\"state\": "
+        + Json.write(
+            "{\"version\": 4, \"serial\": "
+                + serial
+                + ", \"lineage\": \""
+                + lineage
+                + "\", \"resources\": [\""
+                + marker
+                + "\"]}")
+        + "}";
+  }
+
+  private static List<String> log(long id) {
+    return Sql.rows("SELECT text FROM oneshot.build_logs WHERE build_id = ? ORDER BY seq", id)
+        .stream()
+        .map(r -> (String) r.get("text"))
+        .toList();
+  }
+
+  private static Object heartbeat(long id) {
+    return Sql.value("SELECT heartbeat_at FROM oneshot.builds WHERE id = ?", id);
+  }
+
+  @Test
+  void aSecondRunnerIsRefusedAtAcquireAndTheConflictIsInTheLogTimelineAndMetrics() {
+    long id = submit("ws-a");
+    Attempt a = launched(id);
+    assertThat(call(a, FIRST, "acquire", "{}").status()).isEqualTo(200);
+
+    Api.Response second = call(a, SECOND, "acquire", "{}");
+    assertThat(second.status()).isEqualTo(409);
+    assertThat(second.json().path("error").asText())
+        .startsWith("attempt 1 of build " + id + " is held by runner " + FIRST)
+        .contains(" since ");
+    assertThat(second.json().path("holder").path("runnerId").asText()).isEqualTo(FIRST);
+
+    String line = "a second runner was refused: runner " + SECOND + " tried to acquire";
+    assertThat(log(id)).anyMatch(l -> l.startsWith(line));
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_events WHERE build_id = ? AND reason LIKE ?",
+                id,
+                line + "%"))
+        .isEqualTo(1);
+    assertThat(t.api.get("/metrics").text())
+        .contains("oneshot_runner_conflicts_total{route=\"tf\"} 1.0");
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> launcher.removedRunners.contains(a.name() + " " + SECOND));
+    assertThat(Sql.value("SELECT runner_id FROM oneshot.builds WHERE id = ?", id)).isEqualTo(FIRST);
+  }
+
+  @Test
+  void aRepeatedAcquireByTheHolderGetsTheSameAnswer() {
+    long id = submit("ws-b");
+    Attempt a = launched(id);
+    JsonNode first = call(a, FIRST, "acquire", "{}").json();
+    Api.Response again = call(a, FIRST, "acquire", "{}");
+    assertThat(again.status()).isEqualTo(200);
+    assertThat(again.json().path("stateVersion")).isEqualTo(first.path("stateVersion"));
+    assertThat(again.json().path("leaseMs").asLong()).isEqualTo(30_000);
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_events WHERE build_id = ? AND to_status = 'running'"
+                    + " AND from_status = 'launching'",
+                id))
+        .isEqualTo(1);
+  }
+
+  @Test
+  void everyRunnerCallFromASecondRunnerIsRefusedAndChangesNothing() {
+    long id = submit("ws-c");
+    Attempt a = launched(id);
+    call(a, FIRST, "acquire", "{}");
+    assertThat(call(a, FIRST, "state", state(1, "L", "first")).status()).isEqualTo(200);
+    Object beat = heartbeat(id);
+
+    assertThat(call(a, SECOND, "heartbeat", "{}").status()).isEqualTo(409);
+    assertThat(heartbeat(id)).as("a refused heartbeat renews nothing").isEqualTo(beat);
+    assertThat(
+            call(a, SECOND, "logs", "{\"first\": 1, \"lines\": [{\"text\": \"intruder\"}]}")
+                .status())
+        .isEqualTo(409);
+    assertThat(call(a, SECOND, "state", state(9, "L", "intruder")).status()).isEqualTo(409);
+    assertThat(
+            call(
+                    a,
+                    SECOND,
+                    "complete",
+                    "{\"outcome\": \"succeeded\", \"exitCode\": 0, \"state\": "
+                        + Json.write(Json.tree(state(9, "L", "intruder")).path("state").asText())
+                        + "}")
+                .status())
+        .isEqualTo(409);
+    assertThat(status(id)).isEqualTo("running");
+    assertThat(log(id)).noneMatch(l -> l.equals("intruder"));
+    assertThat(Sql.value("SELECT state FROM oneshot.workspace_states WHERE build_id = ?", id))
+        .asString()
+        .contains("first")
+        .doesNotContain("intruder");
+
+    // The holder goes on, and only its repeated complete is answered as a success.
+    assertThat(call(a, FIRST, "logs", "{\"first\": 1, \"lines\": [{\"text\": \"mine\"}]}").status())
+        .isEqualTo(200);
+    assertThat(call(a, FIRST, "complete", "{\"outcome\": \"failed\", \"exitCode\": 3}").status())
+        .isEqualTo(200);
+    assertThat(call(a, FIRST, "complete", "{\"outcome\": \"failed\", \"exitCode\": 3}").status())
+        .isEqualTo(200);
+    assertThat(
+            call(a, SECOND, "complete", "{\"outcome\": \"succeeded\", \"exitCode\": 0}").status())
+        .isEqualTo(409);
+    assertThat(Sql.value("SELECT exit_code FROM oneshot.builds WHERE id = ?", id)).isEqualTo(3);
+    assertThat(log(id)).contains("mine");
+  }
+
+  @Test
+  void aCallThatNamesNoRunnerIsRefusedAndWritesNothing() {
+    long id = submit("ws-d");
+    Attempt a = launched(id);
+    Api.Response r = call(a, null, "acquire", "{}");
+    assertThat(r.status()).isEqualTo(400);
+    assertThat(r.json().path("field").asText()).isEqualTo("Oneshot-Runner-Id");
+    assertThat(call(a, "short", "acquire", "{}").status()).isEqualTo(400);
+    assertThat(status(id)).isEqualTo("launching");
+  }
+
+  @Test
+  void withinAnAttemptStateOnlyMovesForwardOnOneLineage() {
+    long first = submit("ws-e");
+    Attempt a = launched(first);
+    call(a, FIRST, "acquire", "{}");
+    assertThat(call(a, FIRST, "state", state(5, "L1", "five")).status()).isEqualTo(200);
+    Api.Response lower = call(a, FIRST, "state", state(4, "L1", "four"));
+    assertThat(lower.status()).isEqualTo(409);
+    assertThat(lower.json().path("error").asText())
+        .isEqualTo("state: serial 4 is lower than serial 5, which this attempt stored already");
+    Api.Response other = call(a, FIRST, "state", state(6, "L2", "other"));
+    assertThat(other.status()).isEqualTo(409);
+    assertThat(other.json().path("error").asText())
+        .isEqualTo("state: lineage L2 differs from lineage L1, which this attempt stored already");
+    assertThat(call(a, FIRST, "state", state(6, "L1", "six")).status()).isEqualTo(200);
+    call(a, FIRST, "complete", "{\"outcome\": \"succeeded\"}");
+
+    // The next build starts from version 1 (lineage L1, serial 6): it must continue it.
+    long next = submit("ws-e");
+    Attempt b = launched(next);
+    call(b, FIRST, "acquire", "{}");
+    Api.Response foreign = call(b, FIRST, "state", state(7, "L9", "foreign"));
+    assertThat(foreign.status()).isEqualTo(409);
+    assertThat(foreign.json().path("error").asText())
+        .startsWith("state: lineage L9 differs from lineage L1 of version 1, which this build");
+    Api.Response older = call(b, FIRST, "state", state(2, "L1", "older"));
+    assertThat(older.status()).isEqualTo(409);
+    assertThat(older.json().path("error").asText())
+        .isEqualTo(
+            "state: serial 2 is lower than serial 6 of version 1, which this build started from");
+    assertThat(call(b, FIRST, "state", state(7, "L1", "seven")).status()).isEqualTo(200);
+    assertThat(
+            Sql.rows(
+                "SELECT version, serial, lineage FROM oneshot.workspace_states"
+                    + " WHERE workspace = 'ws-e' ORDER BY version"))
+        .extracting(r -> r.get("serial") + "/" + r.get("lineage"))
+        .containsExactly("6/L1", "7/L1");
+  }
+}
