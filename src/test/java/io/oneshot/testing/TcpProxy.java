@@ -20,7 +20,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
  */
 public final class TcpProxy implements AutoCloseable {
   private final ServerSocket server;
-  private final List<InetSocketAddress> targets;
+  private volatile List<InetSocketAddress> targets;
   private final java.util.concurrent.atomic.AtomicInteger next =
       new java.util.concurrent.atomic.AtomicInteger();
   private final List<Socket> sockets = new CopyOnWriteArrayList<>();
@@ -40,6 +40,11 @@ public final class TcpProxy implements AutoCloseable {
       throw new UncheckedIOException(e);
     }
     Thread.ofPlatform().daemon().name("proxy-accept").start(this::accept);
+  }
+
+  /** Sends new connections to {@code host:port} (a server that started after the proxy). */
+  public void target(String host, int port) {
+    targets = List.of(new InetSocketAddress(host, port));
   }
 
   /** A proxy for the test database; {@link #url()} is its URL through the proxy. */

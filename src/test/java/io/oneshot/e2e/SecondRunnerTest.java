@@ -1,0 +1,349 @@
+package io.oneshot.e2e;
+
+import static io.oneshot.testing.TestServer.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.oneshot.api.Json;
+import io.oneshot.launch.Attempt;
+import io.oneshot.launch.local.LocalLauncher;
+import io.oneshot.provisionerd.Provisionerd;
+import io.oneshot.testing.Api;
+import io.oneshot.testing.CapturingLauncher;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TcpProxy;
+import io.oneshot.testing.TerraformOnPath;
+import io.oneshot.testing.TestServer;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A build runs once even when a second provisionerd holds its token, and a runner cut off from the
+ * API stops its provisioner before the dispatcher lets anything else touch the workspace. Real
+ * provisionerd processes, real scripts, real terraform.
+ */
+class SecondRunnerTest {
+  @TempDir Path tmp;
+  private TestServer t;
+  private CapturingLauncher launcher;
+
+  @AfterEach
+  void tearDown() {
+    if (t != null) {
+      t.close();
+    }
+  }
+
+  private void start(String routes, Map<String, String> extraEnv, String api) {
+    Map<String, String> env = new HashMap<>(LocalLauncher.baseEnvironment(List.of()));
+    env.putAll(extraEnv);
+    launcher =
+        new CapturingLauncher(
+            new LocalLauncher(
+                tmp.resolve("runs"),
+                LocalLauncher.defaultCommand(List.of(), tmp.resolve("cds.jsa")),
+                env));
+    TestServer.Builder b = TestServer.with().routes(routes).launcher(launcher);
+    if (api != null) {
+      b.api(api);
+    }
+    t = b.start();
+  }
+
+  private Attempt attemptOf(long id) {
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(() -> launcher.launched.stream().anyMatch(a -> a.buildId() == id));
+    return launcher.of(id);
+  }
+
+  /** A second provisionerd started by hand with the attempt's token, build id and attempt. */
+  private Process secondProvisionerd(Attempt a) throws IOException {
+    Path work = Files.createDirectories(tmp.resolve("second-" + a.name()));
+    ProcessBuilder pb =
+        new ProcessBuilder(LocalLauncher.defaultCommand(List.of("-Xmx128m"), tmp.resolve("x")))
+            .directory(work.toFile())
+            .redirectErrorStream(true)
+            .redirectOutput(work.resolve("output.log").toFile());
+    Map<String, String> env = pb.environment();
+    env.put("ONESHOT_API_URL", a.apiUrl());
+    env.put("ONESHOT_TOKEN", a.token().value());
+    env.put("ONESHOT_BUILD_ID", Long.toString(a.buildId()));
+    env.put("ONESHOT_ATTEMPT", Integer.toString(a.attempt()));
+    env.put("ONESHOT_WORK_DIR", work.toString());
+    return pb.start();
+  }
+
+  private static List<String> lines(Path file) throws IOException {
+    return Files.exists(file) ? Files.readAllLines(file, StandardCharsets.UTF_8) : List.of();
+  }
+
+  private static long count(long id, String text) {
+    return Sql.count(
+        "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text = ?", id, text);
+  }
+
+  private static boolean conflictRecorded(long id) {
+    return Sql.count(
+            "SELECT count(*) FROM oneshot.build_events WHERE build_id = ?"
+                + " AND reason LIKE 'a second runner was refused:%'",
+            id)
+        == 1;
+  }
+
+  /**
+   * The audit of one workspace: each version's serial above the one before, one lineage, every
+   * version written by a build that ended.
+   */
+  private static void auditWorkspace(String workspace) {
+    List<Map<String, Object>> v =
+        Sql.rows(
+            "SELECT s.version, s.serial, s.lineage, b.status FROM oneshot.workspace_states s"
+                + " JOIN oneshot.builds b ON b.id = s.build_id WHERE s.workspace = ?"
+                + " ORDER BY s.version",
+            workspace);
+    long last = -1;
+    List<Object> lineages = new ArrayList<>();
+    for (Map<String, Object> r : v) {
+      long serial = (Long) r.get("serial");
+      assertThat(serial).as("version %s", r.get("version")).isGreaterThan(last);
+      last = serial;
+      if (!lineages.contains(r.get("lineage"))) {
+        lineages.add(r.get("lineage"));
+      }
+      assertThat((String) r.get("status")).isIn("succeeded", "failed", "canceled");
+    }
+    assertThat(lineages).hasSizeLessThanOrEqualTo(1);
+  }
+
+  @Test
+  void aSecondProvisionerdWithTheSameTokenRunsNothingAndTheScriptRunsOnce() throws Exception {
+    start("routes: [{name: a}]", Map.of(), null);
+    Path marker = tmp.resolve("runs.txt");
+    Path gate = tmp.resolve("gate");
+    long id =
+        t.api.submitScript(
+            "{}",
+            "echo run >> "
+                + marker
+                + "; echo started; while [ ! -f "
+                + gate
+                + " ]; do sleep 0.1; done; echo finished");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> count(id, "started") == 1);
+
+    Process second = secondProvisionerd(attemptOf(id));
+    assertThat(second.waitFor(60, TimeUnit.SECONDS)).isTrue();
+    assertThat(second.exitValue()).isEqualTo(Provisionerd.HELD_ELSEWHERE);
+    assertThat(conflictRecorded(id)).isTrue();
+    assertThat(lines(marker)).containsExactly("run");
+
+    Files.createFile(gate);
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(id).equals("succeeded"));
+    assertThat(lines(marker)).as("the script ran once").containsExactly("run");
+    assertThat(count(id, "started")).isEqualTo(1);
+    assertThat(count(id, "finished")).isEqualTo(1);
+    assertThat(Sql.value("SELECT exit_code FROM oneshot.builds WHERE id = ?", id)).isEqualTo(0);
+  }
+
+  @Test
+  void aSecondProvisionerdMidApplyNeitherAppliesNorTouchesTheWorkspaceState() throws Exception {
+    TerraformOnPath.assume();
+    start("routes: [{name: tf}]", Map.of(), null);
+    Path marker = tmp.resolve("applies.txt");
+    Path gate = tmp.resolve("gate");
+    String mainTf =
+        """
+        resource "terraform_data" "first" { input = "one" }
+        resource "terraform_data" "gated" {
+          depends_on = [terraform_data.first]
+          provisioner "local-exec" {
+            command = "echo apply >> %s; while [ ! -f %s ]; do sleep 0.1; done"
+          }
+        }
+        """
+            .formatted(marker, gate);
+    Api.Response r =
+        t.api.post(
+            "/api/v1/builds",
+            "{\"workspace\": \"ws-second\", \"input\": {\"provisioner\": \"terraform\","
+                + " \"files\": {\"main.tf\": "
+                + Json.write(mainTf)
+                + "}}}");
+    assertThat(r.status()).as(r.text()).isEqualTo(201);
+    long id = r.json().path("id").asLong();
+    await().atMost(2, TimeUnit.MINUTES).until(() -> lines(marker).size() == 1);
+
+    Process second = secondProvisionerd(attemptOf(id));
+    assertThat(second.waitFor(60, TimeUnit.SECONDS)).isTrue();
+    assertThat(second.exitValue()).isEqualTo(Provisionerd.HELD_ELSEWHERE);
+    assertThat(conflictRecorded(id)).isTrue();
+
+    Files.createFile(gate);
+    await().atMost(2, TimeUnit.MINUTES).until(() -> !status(id).equals("running"));
+    assertThat(status(id)).isEqualTo("succeeded");
+    assertThat(lines(marker)).as("one terraform apply").containsExactly("apply");
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.workspace_states WHERE workspace = 'ws-second'"))
+        .isEqualTo(1);
+    auditWorkspace("ws-second");
+  }
+
+  @Test
+  void aRunnerCutOffFromTheApiStopsTerraformAndTheWorkspaceWaitsForItsLeaseAndGrace()
+      throws Exception {
+    TerraformOnPath.assume();
+    try (TcpProxy proxy = new TcpProxy("127.0.0.1", 9)) {
+      // lease 2s (half the hang timeout), cancel grace 2s, the rescuer's margin 15s
+      start(
+          "routes: [{name: tf, hangTimeout: 4s, cancelGrace: 2s}]",
+          Map.of("ONESHOT_RETRY_FOR", "2s"),
+          "{listen: \"127.0.0.1:0\", publicUrl: \"http://127.0.0.1:"
+              + proxy.port()
+              + "\", adminToken: \""
+              + TestServer.ADMIN_TOKEN
+              + "\"}");
+      proxy.target("127.0.0.1", t.server.port());
+      Path marker = tmp.resolve("applies.txt");
+      Path ticks = tmp.resolve("ticks.txt");
+      String endless =
+          """
+          resource "terraform_data" "endless" {
+            provisioner "local-exec" {
+              command = "echo apply >> %s; while true; do echo tick >> %s; sleep 0.2; done"
+            }
+          }
+          """
+              .formatted(marker, ticks);
+      long first = submitTerraform("ws-lease", endless);
+      long next = submitTerraform("ws-lease", "resource \"terraform_data\" \"next\" {}");
+      await().atMost(2, TimeUnit.MINUTES).until(() -> lines(marker).size() == 1);
+      long provisionerd =
+          ((LocalLauncher) launcher.real()).pid(launcher.of(first).name()).orElseThrow();
+
+      proxy.cut();
+      await()
+          .atMost(60, TimeUnit.SECONDS)
+          .until(() -> ProcessHandle.of(provisionerd).map(h -> !h.isAlive()).orElse(true));
+      // The runner stopped by itself, long before the dispatcher would have given up on it:
+      // terraform and its local-exec are gone, the build still runs, the workspace still waits.
+      assertThat(processesWriting(ticks)).isEmpty();
+      assertThat(status(first)).isEqualTo("running");
+      assertThat(status(next)).isEqualTo("pending");
+      double quiet =
+          ((Number)
+                  Sql.value(
+                      "SELECT extract(epoch FROM clock_timestamp() - heartbeat_at)::float8"
+                          + " FROM oneshot.builds WHERE id = ?",
+                      first))
+              .doubleValue();
+      assertThat(quiet).isLessThan(2 + 2 + 15);
+      proxy.restore();
+
+      await().atMost(60, TimeUnit.SECONDS).until(() -> status(first).equals("failed"));
+      double fencedFor =
+          ((Number)
+                  Sql.value(
+                      "SELECT extract(epoch FROM finished_at - heartbeat_at)::float8"
+                          + " FROM oneshot.builds WHERE id = ?",
+                      first))
+              .doubleValue();
+      assertThat(fencedFor).as("lease + cancel grace + margin").isGreaterThan(2 + 2 + 15);
+      await().atMost(2, TimeUnit.MINUTES).until(() -> status(next).equals("succeeded"));
+      assertThat(
+              Sql.count(
+                  "SELECT count(*) FROM oneshot.builds a, oneshot.builds b"
+                      + " WHERE a.id = ? AND b.id = ? AND b.claimed_at >= a.finished_at",
+                  first,
+                  next))
+          .as("the workspace's next build was claimed only after the first ended")
+          .isEqualTo(1);
+      assertThat(lines(marker)).containsExactly("apply");
+      auditWorkspace("ws-lease");
+    }
+  }
+
+  @Test
+  void cancelReachesTerraformWithNoKillCommandOnThePath() throws Exception {
+    TerraformOnPath.assume();
+    Path bin = Files.createDirectories(tmp.resolve("bin"));
+    for (String tool : List.of("terraform", "sh", "sleep", "cat")) {
+      Path found = onPath(tool);
+      Files.createSymbolicLink(bin.resolve(tool), found);
+    }
+    assertThat(Files.exists(bin.resolve("kill"))).isFalse();
+    start("routes: [{name: tf, cancelGrace: 20s}]", Map.of("PATH", bin.toString()), null);
+    Path marker = tmp.resolve("slow.pid");
+    long id =
+        submitTerraform(
+            "ws-nokill",
+            """
+            resource "terraform_data" "a" { input = "before the slow one" }
+            resource "terraform_data" "slow" {
+              depends_on = [terraform_data.a]
+              provisioner "local-exec" { command = "echo $$ > %s; exec sleep 120" }
+            }
+            """
+                .formatted(marker));
+    await().atMost(2, TimeUnit.MINUTES).until(() -> !lines(marker).isEmpty());
+    assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(id).equals("canceled"));
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ?"
+                    + " AND text LIKE '%Interrupt received%'",
+                id))
+        .as("terraform saw the SIGINT")
+        .isPositive();
+  }
+
+  private long submitTerraform(String workspace, String mainTf) {
+    Api.Response r =
+        t.api.post(
+            "/api/v1/builds",
+            "{\"workspace\": "
+                + Json.write(workspace)
+                + ", \"input\": {\"provisioner\": \"terraform\", \"files\": {\"main.tf\": "
+                + Json.write(mainTf)
+                + "}}}");
+    assertThat(r.status()).as(r.text()).isEqualTo(201);
+    return r.json().path("id").asLong();
+  }
+
+  private static Path onPath(String tool) {
+    for (String dir : System.getenv().getOrDefault("PATH", "/usr/bin:/bin").split(":")) {
+      Path p = Path.of(dir, tool);
+      if (Files.isExecutable(p)) {
+        return p.toAbsolutePath();
+      }
+    }
+    throw new IllegalStateException(tool + " is not on PATH");
+  }
+
+  /** Live processes whose command line names {@code file}. */
+  private static List<Long> processesWriting(Path file) {
+    return ProcessHandle.allProcesses()
+        .filter(ProcessHandle::isAlive)
+        .filter(
+            h -> {
+              try {
+                return Files.readString(Path.of("/proc", Long.toString(h.pid()), "cmdline"))
+                    .contains(file.toString());
+              } catch (IOException | RuntimeException e) {
+                return false;
+              }
+            })
+        .map(ProcessHandle::pid)
+        .toList();
+  }
+}
