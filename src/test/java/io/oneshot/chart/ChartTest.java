@@ -66,6 +66,7 @@ class ChartTest {
           "batch/jobs delete",
           "/pods list",
           "/pods watch",
+          "/pods delete",
           "/secrets create",
           "/secrets list",
           "/secrets watch",

@@ -234,9 +234,23 @@ public final class FakeKubelet implements AutoCloseable {
     env.put("PATH", System.getenv().getOrDefault("PATH", "/usr/bin:/bin"));
     env.put("LANG", "C.UTF-8");
     env.put("HOME", r.dir.toString());
+    Pod self = api.pods().inNamespace(r.ns).withName(r.pod).get();
     for (EnvVar e : c.getEnv() == null ? List.<EnvVar>of() : c.getEnv()) {
       if (e.getValue() != null) {
         env.put(e.getName(), e.getValue());
+      } else if (e.getValueFrom() != null && e.getValueFrom().getFieldRef() != null) {
+        // The downward API, for the fields oneshot reads.
+        String path = e.getValueFrom().getFieldRef().getFieldPath();
+        String v =
+            switch (path) {
+              case "metadata.name" -> r.pod;
+              case "metadata.uid" -> self == null ? null : self.getMetadata().getUid();
+              case "metadata.namespace" -> r.ns;
+              default -> throw new IllegalStateException("fake kubelet: no fieldRef " + path);
+            };
+        if (v != null) {
+          env.put(e.getName(), v);
+        }
       } else if (e.getValueFrom() != null && e.getValueFrom().getSecretKeyRef() != null) {
         var ref = e.getValueFrom().getSecretKeyRef();
         Secret s = api.secrets().inNamespace(r.ns).withName(ref.getName()).get();
