@@ -245,7 +245,8 @@ class EndToEndTest {
 
   @Test
   void aProvisionerdKilledAfterAcquireFailsTheBuildAndTakesItsScriptAlong() throws Exception {
-    t = TestServer.with().routes("routes: [{name: a}]").start();
+    // Lease 1s, grace 1s: the build fails 17s after its last heartbeat (lease, grace, margin).
+    t = TestServer.with().routes("routes: [{name: a, hangTimeout: 2s, cancelGrace: 1s}]").start();
     Path pidFile = tmp.resolve("pid");
     long id = t.api.submitScript("{}", "echo $$ > " + pidFile + "; echo started; sleep 600");
     long scriptPid = pidIn(pidFile);
@@ -254,7 +255,7 @@ class EndToEndTest {
         ((LocalLauncher) t.server.launcher()).pid("oneshot-" + id + "-1").orElseThrow();
 
     new ProcessBuilder("kill", "-KILL", Long.toString(provisionerd)).start().waitFor();
-    await().atMost(15, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
     assertThat((String) Sql.value("SELECT error FROM oneshot.builds WHERE id = ?", id))
         .startsWith(
             "provisionerd ended without reporting an outcome: process "

@@ -32,7 +32,7 @@ class TerraformTest {
       routes:
         - {name: tf, maxConcurrent: 4, cancelGrace: 20s}
         - {name: short, tags: {speed: short}, timeout: 8s, cancelGrace: 2s}
-        - {name: hang, tags: {speed: hang}, hangTimeout: 2s}
+        - {name: hang, tags: {speed: hang}, hangTimeout: 2s, cancelGrace: 2s}
       """;
 
   private TestServer t;
@@ -285,7 +285,8 @@ class TerraformTest {
     assertThat(awaitEnd(id)).isEqualTo("failed");
     assertThat(build(id).path("error").asText())
         .startsWith("provisionerd stopped reporting: no heartbeat for")
-        .endsWith("(the limit is 2s); its attempt was killed");
+        // lease 1s (half the hang timeout) + cancel grace 2s + the rescuer's 15s margin
+        .endsWith("(the limit is 18s); its attempt was killed");
     await().atMost(20, TimeUnit.SECONDS).until(() -> gone(provisionerd) && gone(sleeper));
     await().atMost(20, TimeUnit.SECONDS).until(() -> tree.stream().allMatch(TerraformTest::gone));
     assertThat(logged(id, "provisionerd stopped reporting")).isTrue();
