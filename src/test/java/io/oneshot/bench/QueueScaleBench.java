@@ -104,7 +104,7 @@ final class QueueScaleBench implements Scenario {
       }
       // Untimed: the claimed builds run and succeed, and as many new ones arrive.
       Sql.exec(
-          "UPDATE oneshot.builds SET status = 'running', started_at = now()"
+          "UPDATE oneshot.builds SET status = 'running', started_at = now(), runner_id = 'bench-runner'"
               + " WHERE status = 'launching';"
               + " UPDATE oneshot.builds SET status = 'succeeded', finished_at = now()"
               + " WHERE status = 'running';"
