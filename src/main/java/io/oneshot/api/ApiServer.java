@@ -587,7 +587,7 @@ public final class ApiServer implements AutoCloseable {
     Map<String, Object> body =
         errorBody(holder.describe(), "this runner must not run the build", null);
     Map<String, Object> h = new LinkedHashMap<>();
-    h.put("runnerId", holder.runner().id());
+    h.put("runner", holder.runner().fingerprint());
     h.putAll(holder.runner().details());
     h.put("since", holder.since());
     body.put("holder", h);

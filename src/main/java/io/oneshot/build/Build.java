@@ -11,6 +11,7 @@ import java.util.Map;
  * @param reason why the build is in its status: the reason of its last transition
  * @param stateRead the workspace state version a terraform build started from (0: none)
  * @param stateWritten the workspace state version it wrote, if any
+ * @param runner the provisionerd the current attempt is bound to (its first acquire), if any
  */
 public record Build(
     long id,
@@ -35,6 +36,7 @@ public record Build(
     Launch launch,
     Integer stateRead,
     Integer stateWritten,
+    BoundRunner runner,
     List<BuildEvent> events) {
 
   /**
@@ -42,6 +44,17 @@ public record Build(
    * name} is the Job and {@code pod} its pod once scheduled.
    */
   public record Launch(String kind, String name, String namespace, String pod) {}
+
+  /**
+   * The runner an attempt is bound to, as people see it: its {@link Runner#fingerprint()} (never
+   * the id), where it runs, and since when.
+   */
+  public record BoundRunner(
+      String runner, String pod, String podUid, String host, Long pid, Instant since) {
+    public static BoundRunner of(Runner r, Instant since) {
+      return new BoundRunner(r.fingerprint(), r.pod(), r.podUid(), r.host(), r.pid(), since);
+    }
+  }
 
   public Build withEvents(List<BuildEvent> timeline) {
     return new Build(
@@ -67,6 +80,7 @@ public record Build(
         launch,
         stateRead,
         stateWritten,
+        runner,
         timeline);
   }
 }

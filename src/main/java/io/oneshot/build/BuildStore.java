@@ -1286,7 +1286,7 @@ public final class BuildStore {
       input->>'provisioner' AS provisioner, reason, created_at, claimed_at, launched_at,
       started_at, heartbeat_at, cancel_requested_at, finished_at, exit_code, error,
       outputs::text AS outputs, launch_kind, launch_name, launch_namespace, launch_pod,
-      state_read_version, state_written_version
+      state_read_version, state_written_version, runner_id, runner::text AS runner, runner_since
       """;
 
   public Future<Optional<Build>> get(long id) {
@@ -1499,6 +1499,11 @@ public final class BuildStore {
                 r.getString("launch_pod")),
         r.getInteger("state_read_version"),
         r.getInteger("state_written_version"),
+        r.getString("runner_id") == null
+            ? null
+            : Build.BoundRunner.of(
+                Runner.of(r.getString("runner_id"), Json.tree(r.getString("runner"))),
+                instant(r, "runner_since")),
         List.of());
   }
 

@@ -173,6 +173,10 @@ final class BuildsCommand implements Callable<Integer> {
           fields.add(List.of("  kubectl", "kubectl logs -n " + ns + " job/" + name));
         }
       }
+      JsonNode runner = b.path("runner");
+      if (runner.isObject()) {
+        fields.add(List.of("  runner", runnerLine(runner)));
+      }
       if (b.hasNonNull("stateRead") || b.hasNonNull("stateWritten")) {
         fields.add(
             List.of(
@@ -307,5 +311,22 @@ final class BuildsCommand implements Callable<Integer> {
       Waiting.summary(b, err);
       return Waiting.exitCode(b);
     }
+  }
+
+  /** "3f9c1a2b in pod oneshot-7-1-x2k9p, since 2026-…" or "3f9c1a2b, process 4242 on host-1, …". */
+  static String runnerLine(JsonNode r) {
+    StringBuilder s = new StringBuilder(r.path("runner").asText());
+    if (r.hasNonNull("pod")) {
+      s.append(" in pod ").append(r.path("pod").asText());
+    } else if (r.hasNonNull("pid")) {
+      s.append(", process ").append(r.path("pid").asText());
+      if (r.hasNonNull("host")) {
+        s.append(" on ").append(r.path("host").asText());
+      }
+    }
+    if (r.hasNonNull("since")) {
+      s.append(", since ").append(r.path("since").asText());
+    }
+    return s.toString();
   }
 }

@@ -149,7 +149,8 @@ public final class Dispatcher implements AutoCloseable {
     }
   }
 
-  private static long jitter(long ms) {
+  /** The poll's wait: {@code ms} give or take a fifth, at random. */
+  static long jitter(long ms) {
     return Math.max(1, (long) (ms * (0.8 + 0.4 * ThreadLocalRandom.current().nextDouble())));
   }
 

@@ -106,6 +106,11 @@ public final class Provisionerd {
       return 1;
     }
     long buildId = build.buildId();
+    log.info(
+        "Build {}: acquired as {}; lease {}.",
+        buildId,
+        runner.describe(),
+        Units.format(build.lease()));
     Duration timeout = build.timeout();
     Duration grace = build.cancelGrace();
     long heartbeatMs = build.heartbeatMs();

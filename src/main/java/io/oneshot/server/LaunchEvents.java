@@ -5,6 +5,9 @@ import io.oneshot.build.BuildStore;
 import io.oneshot.dispatch.Rescuer;
 import io.oneshot.launch.AttemptEvents;
 import io.oneshot.launch.AttemptRef;
+import io.vertx.core.Future;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -19,6 +22,9 @@ final class LaunchEvents implements AttemptEvents {
   private final BuildStore store;
   private final Rescuer rescuer;
   private final Metrics metrics;
+
+  /** Per build, the last note still being written; the next one waits for it. */
+  private final Map<Long, Future<Void>> pending = new ConcurrentHashMap<>();
 
   LaunchEvents(BuildStore store, Rescuer rescuer, Metrics metrics) {
     this.store = store;
@@ -36,34 +42,67 @@ final class LaunchEvents implements AttemptEvents {
     rescuer.wake();
   }
 
+  /**
+   * Writes a build's notes one after the other, in the order the launcher gave them: two pod events
+   * heard in a row ("scheduled", then "started") must not reach the log and the timeline swapped
+   * because their statements ran on two connections.
+   */
   @Override
   public void note(AttemptRef ref, Note note) {
-    store
-        .systemLog(ref.buildId(), ref.attempt(), note.level(), note.text())
-        .onSuccess(
-            route ->
-                log.info(
-                    "Build {} (route {}, attempt {}): {} ({}).",
-                    ref.buildId(),
-                    route.orElse("-"),
-                    ref.attempt(),
-                    note.text(),
-                    ref))
-        .onFailure(
-            e ->
-                log.info(
-                    "Build {} (attempt {}): {} ({}); not in its log: {}",
-                    ref.buildId(),
-                    ref.attempt(),
-                    note.text(),
-                    ref,
-                    e.toString()));
-    if (note.milestone()) {
-      store
-          .milestone(ref.buildId(), ref.attempt(), note.text())
-          .onFailure(
-              e -> log.debug("Build {}: cannot mark a step: {}", ref.buildId(), e.toString()));
+    Future<Void> written =
+        pending.compute(
+            ref.buildId(),
+            (id, before) -> (before == null ? done() : before).compose(x -> write(ref, note)));
+    written.onComplete(x -> pending.remove(ref.buildId(), written));
+  }
+
+  private static Future<Void> done() {
+    return Future.succeededFuture();
+  }
+
+  private Future<Void> write(AttemptRef ref, Note note) {
+    Future<Void> line =
+        store
+            .systemLog(ref.buildId(), ref.attempt(), note.level(), note.text())
+            .onSuccess(
+                route ->
+                    log.info(
+                        "Build {} (route {}, attempt {}): {} ({}).",
+                        ref.buildId(),
+                        route.orElse("-"),
+                        ref.attempt(),
+                        note.text(),
+                        ref))
+            .transform(
+                r -> {
+                  if (r.failed()) {
+                    log.info(
+                        "Build {} (attempt {}): {} ({}); not in its log: {}",
+                        ref.buildId(),
+                        ref.attempt(),
+                        note.text(),
+                        ref,
+                        r.cause().toString());
+                  }
+                  return done();
+                });
+    if (!note.milestone()) {
+      return line;
     }
+    return line.compose(
+        x ->
+            store
+                .milestone(ref.buildId(), ref.attempt(), note.text())
+                .transform(
+                    r -> {
+                      if (r.failed()) {
+                        log.debug(
+                            "Build {}: cannot mark a step: {}",
+                            ref.buildId(),
+                            r.cause().toString());
+                      }
+                      return done();
+                    }));
   }
 
   @Override

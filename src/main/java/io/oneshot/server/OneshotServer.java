@@ -363,6 +363,10 @@ public final class OneshotServer implements AutoCloseable {
     return dispatcher;
   }
 
+  public ApiServer api() {
+    return api;
+  }
+
   public Rescuer rescuer() {
     return rescuer;
   }

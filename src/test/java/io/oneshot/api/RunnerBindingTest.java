@@ -43,21 +43,11 @@ class RunnerBindingTest {
   }
 
   private long submit(String workspace) {
-    Api.Response r =
-        t.api.post(
-            "/api/v1/builds",
-            "{\"workspace\": \""
-                + workspace
-                + "\", \"input\": {\"provisioner\": \"terraform\", \"files\": {\"main.tf\": \"\"}}}");
-    assertThat(r.status()).as(r.text()).isEqualTo(201);
-    return r.json().path("id").asLong();
+    return t.api.submitTerraform(workspace, "");
   }
 
   private Attempt launched(long id) {
-    await()
-        .atMost(10, TimeUnit.SECONDS)
-        .until(() -> launcher.launched.stream().anyMatch(a -> a.buildId() == id));
-    return launcher.launched.stream().filter(a -> a.buildId() == id).findFirst().orElseThrow();
+    return launcher.awaitLaunched(id, 1);
   }
 
   private Api.Response call(Attempt a, String runner, String what, String body) {
@@ -98,11 +88,13 @@ class RunnerBindingTest {
     Api.Response second = call(a, SECOND, "acquire", "{}");
     assertThat(second.status()).isEqualTo(409);
     assertThat(second.json().path("error").asText())
-        .startsWith("attempt 1 of build " + id + " is held by runner " + FIRST)
+        .startsWith("attempt 1 of build " + id + " is held by runner " + fingerprint(FIRST))
         .contains(" since ");
-    assertThat(second.json().path("holder").path("runnerId").asText()).isEqualTo(FIRST);
+    assertThat(second.json().path("holder").path("runner").asText()).isEqualTo(fingerprint(FIRST));
+    assertThat(second.text()).as("the holder's id, which would pass for it").doesNotContain(FIRST);
 
-    String line = "a second runner was refused: runner " + SECOND + " tried to acquire";
+    String line =
+        "a second runner was refused: runner " + fingerprint(SECOND) + " tried to acquire";
     assertThat(log(id)).anyMatch(l -> l.startsWith(line));
     assertThat(
             Sql.count(
@@ -116,6 +108,14 @@ class RunnerBindingTest {
         .atMost(10, TimeUnit.SECONDS)
         .until(() -> launcher.removedRunners.contains(a.name() + " " + SECOND));
     assertThat(Sql.value("SELECT runner_id FROM oneshot.builds WHERE id = ?", id)).isEqualTo(FIRST);
+    JsonNode bound = t.api.get("/api/v1/builds/" + id).json().path("runner");
+    assertThat(bound.path("runner").asText()).isEqualTo(fingerprint(FIRST));
+    assertThat(bound.path("since").asText()).isNotBlank();
+    assertThat(t.api.get("/api/v1/builds/" + id).text()).doesNotContain(FIRST);
+  }
+
+  private static String fingerprint(String runnerId) {
+    return new io.oneshot.build.Runner(runnerId, null, null, null, null).fingerprint();
   }
 
   @Test
@@ -229,5 +229,37 @@ class RunnerBindingTest {
                     + " WHERE workspace = 'ws-e' ORDER BY version"))
         .extracting(r -> r.get("serial") + "/" + r.get("lineage"))
         .containsExactly("6/L1", "7/L1");
+  }
+
+  /**
+   * Terraform starts a new lineage only when it is given no state: a build that started from none
+   * while the workspace has versions (here the version it was given was removed by hand) may store
+   * a new lineage, and its log says so.
+   */
+  @Test
+  void aNewLineageIsStoredOnlyWhereTerraformStartsOneAndIsLogged() {
+    long first = submit("ws-f");
+    Attempt a = launched(first);
+    call(a, FIRST, "acquire", "{}");
+    assertThat(call(a, FIRST, "state", state(3, "L1", "three")).status()).isEqualTo(200);
+    call(a, FIRST, "complete", "{\"outcome\": \"succeeded\"}");
+
+    long next = submit("ws-f");
+    Attempt b = launched(next);
+    call(b, FIRST, "acquire", "{}");
+    assertThat(Sql.value("SELECT state_read_version FROM oneshot.builds WHERE id = ?", next))
+        .isEqualTo(1);
+    Sql.exec("UPDATE oneshot.builds SET state_read_version = 0 WHERE id = ?", next);
+    Api.Response fresh = call(b, FIRST, "state", state(1, "L2", "fresh"));
+    assertThat(fresh.status()).as(fresh.text()).isEqualTo(200);
+    assertThat(log(next))
+        .anyMatch(
+            l ->
+                l.contains(
+                    "terraform started a new lineage L2; the previous version 1 had lineage L1"));
+    assertThat(log(first)).noneMatch(l -> l.contains("new lineage"));
+    // Within the attempt the new lineage is then the one to continue.
+    assertThat(call(b, FIRST, "state", state(2, "L1", "back")).status()).isEqualTo(409);
+    assertThat(call(b, FIRST, "state", state(2, "L2", "on")).status()).isEqualTo(200);
   }
 }

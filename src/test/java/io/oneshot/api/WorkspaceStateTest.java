@@ -1,7 +1,6 @@
 package io.oneshot.api;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.launch.Attempt;
@@ -11,7 +10,6 @@ import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -37,27 +35,11 @@ class WorkspaceStateTest {
   }
 
   private long submit(String workspace) {
-    Api.Response r =
-        t.api.post(
-            "/api/v1/builds",
-            "{\"workspace\": \""
-                + workspace
-                + "\", \"input\": {\"provisioner\": \"terraform\", \"files\": {\"main.tf\": \"\"}}}");
-    assertThat(r.status()).as(r.text()).isEqualTo(201);
-    return r.json().path("id").asLong();
+    return t.api.submitTerraform(workspace, "");
   }
 
   private Attempt launched(long id, int attempt) {
-    await()
-        .atMost(10, TimeUnit.SECONDS)
-        .until(
-            () ->
-                launcher.launched.stream()
-                    .anyMatch(a -> a.buildId() == id && a.attempt() == attempt));
-    return launcher.launched.stream()
-        .filter(a -> a.buildId() == id && a.attempt() == attempt)
-        .findFirst()
-        .orElseThrow();
+    return launcher.awaitLaunched(id, attempt);
   }
 
   private Api.Response call(Attempt a, String what, String body) {

@@ -1,13 +1,13 @@
 package io.oneshot.bench;
 
 import io.oneshot.testing.DispatcherProcess;
+import io.oneshot.testing.Ports;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestDatabase;
 import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.MockCluster;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -52,10 +52,7 @@ final class FootprintBench implements Scenario {
     int queued = smoke ? 200 : 10_000;
     Duration settle = Duration.ofSeconds(smoke ? 1 : 10);
     Path dir = Files.createTempDirectory("oneshot-bench-footprint");
-    int port;
-    try (ServerSocket s = new ServerSocket(0)) {
-      port = s.getLocalPort();
-    }
+    int port = Ports.stable();
     Sql.reset();
     Path config = dir.resolve("oneshot.yaml");
     Files.writeString(

@@ -213,6 +213,7 @@ class ClaimTest {
           - {name: c, tags: {t: c}, maxConcurrent: 4}
         """;
     f = new StoreFixture(routes);
+    Limits.track();
     int global = 6;
     int n = 240;
     for (int i = 0; i < n; i++) {

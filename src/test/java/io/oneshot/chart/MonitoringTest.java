@@ -11,12 +11,12 @@ import com.marcnuri.helm.Helm;
 import com.marcnuri.helm.LintResult;
 import io.oneshot.api.Json;
 import io.oneshot.launch.kubernetes.KubernetesLauncher;
+import io.oneshot.testing.Ports;
 import io.oneshot.testing.PromText;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.MockCluster;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -69,10 +69,7 @@ class MonitoringTest {
 
   /** Runs a succeeded, a failed and a requeued build through Jobs, then scrapes /metrics. */
   private static Set<String> scrapeAfterARun() throws IOException {
-    int port;
-    try (ServerSocket s = new ServerSocket(0)) {
-      port = s.getLocalPort();
-    }
+    int port = Ports.stable();
     try (MockCluster cluster =
             new MockCluster(List.of("team-a"), Files.createDirectories(tmp.resolve("kubelet")));
         TestServer t =

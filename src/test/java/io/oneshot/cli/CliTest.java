@@ -103,10 +103,17 @@ class CliTest {
   void submitFollowStreamsTheLog() {
     Run r =
         oneshot(
-            "submit", "--script", "echo first; echo second >&2", "--env", "WHO=you", "--follow");
+            "submit",
+            "--script",
+            "echo first; echo second >&2; echo \"hello $WHO\"",
+            "--env",
+            "WHO=you",
+            "--follow");
     assertThat(r.code()).as(r.err()).isZero();
     assertThat(r.out())
         .contains("first\n")
+        .as("--env reaches the script as input.env")
+        .contains("hello you\n")
         .contains("second\n")
         .contains("[oneshot] script exited with code 0");
   }

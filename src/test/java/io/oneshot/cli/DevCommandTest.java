@@ -5,8 +5,8 @@ import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.testing.Api;
+import io.oneshot.testing.Ports;
 import io.oneshot.testing.TestDatabase;
-import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.net.ServerSocket;
@@ -81,12 +81,6 @@ class DevCommandTest {
     }
   }
 
-  private static int freePort() throws IOException {
-    try (ServerSocket s = new ServerSocket(0)) {
-      return s.getLocalPort();
-    }
-  }
-
   private static String status(Dev d, long id) {
     return d.api().get("/api/v1/builds/" + id).json().path("status").asText();
   }
@@ -94,7 +88,8 @@ class DevCommandTest {
   @Test
   void runsOnItsOwnPostgresKeepsBuildsAcrossAKillAndStopsCleanly() throws Exception {
     Path data = tmp.resolve("data");
-    int port = freePort();
+    // Started again on it after a kill: its running attempts report to this address.
+    int port = Ports.stable();
     Dev dev = startDev(data, port);
     assertThat(dev.url()).isEqualTo("http://127.0.0.1:" + port);
 

@@ -82,6 +82,47 @@ class DispatcherTest {
                     == 1);
   }
 
+  /**
+   * {@code wakeOnNotify: false} (the poll-only baseline): the dispatcher does not even hear of new
+   * builds. A notification it does listen for, sent after the enqueue, arrives alone: had it
+   * listened for builds, the enqueue's would have come first (one connection delivers in commit
+   * order).
+   */
+  @Test
+  void withoutWakeOnNotifyAnEnqueueWakesNothing() {
+    RecordingLauncher launcher = new RecordingLauncher();
+    t =
+        TestServer.with()
+            .dispatch(NO_POLL + ", wakeOnNotify: false")
+            .routes("routes: [{name: a}]")
+            .launcher(launcher)
+            .start();
+    awaitLeader();
+    long before = t.server.listener().notifications();
+    long id = enqueueDirectly();
+    Sql.exec("NOTIFY oneshot_cancel");
+    await().atMost(10, TimeUnit.SECONDS).until(() -> t.server.listener().notifications() > before);
+    assertThat(t.server.listener().notifications()).isEqualTo(before + 1);
+    // What the poll would do: a wake claims it.
+    t.server.dispatcher().wake();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> launcher.launched.size() == 1);
+    assertThat(launcher.last().buildId()).isEqualTo(id);
+  }
+
+  /** The poll is jittered (±20%), so that replicas and restarts do not poll in step. */
+  @Test
+  void thePollIntervalIsJitteredWithinAFifthEitherWay() {
+    long min = Long.MAX_VALUE;
+    long max = 0;
+    for (int i = 0; i < 2000; i++) {
+      long d = Dispatcher.jitter(1000);
+      min = Math.min(min, d);
+      max = Math.max(max, d);
+    }
+    assertThat(min).isBetween(800L, 850L);
+    assertThat(max).isBetween(1150L, 1200L);
+  }
+
   @Test
   void thePollFindsWorkThatWasNeverNotified() {
     RecordingLauncher launcher = new RecordingLauncher();

@@ -146,9 +146,20 @@ class RescuerTest {
         .endsWith("(the limit is 2m); its attempt was killed");
     assertThat(launcher.killed).extracting(r -> r.name()).contains(a.name());
     assertThat(systemLog(id)).anyMatch(l -> l.startsWith("provisionerd stopped reporting"));
-    // Its token can no longer act on the build.
+    // Its token can no longer act on the build, and its runner's late outcome does not undo the
+    // end: the answer tells it the outcome that stands.
     assertThat(runner().post("/api/v1/runner/heartbeat", "{}", a.token().value()).status())
         .isEqualTo(410);
+    Api.Response late =
+        runner()
+            .post(
+                "/api/v1/runner/complete",
+                "{\"outcome\": \"succeeded\", \"exitCode\": 0}",
+                a.token().value());
+    assertThat(late.status()).as(late.text()).isEqualTo(200);
+    assertThat(late.json().path("status").asText()).isEqualTo("failed");
+    assertThat(status(id)).isEqualTo("failed");
+    assertThat(error(id)).startsWith("provisionerd stopped reporting");
   }
 
   @Test
@@ -246,6 +257,29 @@ class RescuerTest {
     awaitLaunch(id, 2);
     assertThat(launcher.history)
         .containsSubsequence("launch " + a.name(), "launch oneshot-" + id + "-2");
+  }
+
+  /**
+   * {@code retryAfterAcquire} is for scripts: a terraform build that acquired may have applied part
+   * of its plan, so a lost attempt fails it, on any route, rather than apply again.
+   */
+  @Test
+  void aTerraformBuildIsNeverRetriedAfterAcquireEvenOnARouteThatRetriesScripts() {
+    start();
+    long id =
+        ((Number)
+                Sql.value(
+                    "SELECT id FROM oneshot.enqueue(?::jsonb, ?::jsonb)",
+                    "{\"retry\": \"yes\"}",
+                    "{\"provisioner\": \"terraform\", \"files\": {\"main.tf\": \"\"}}"))
+            .longValue();
+    Attempt a = awaitLaunch(id, 1);
+    acquire(a);
+    launcher.vanish(a.name());
+    quietFor(id, FENCED_AFTER_SECONDS + 1);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
+    assertThat(error(id)).isEqualTo("provisionerd ended without reporting an outcome: vanished");
+    assertThat(launcher.launched).as("no second apply").hasSize(1);
   }
 
   @Test

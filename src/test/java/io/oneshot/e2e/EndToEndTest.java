@@ -68,6 +68,7 @@ class EndToEndTest {
             .dispatch(
                 "maxConcurrent: 8, pollInterval: 500ms, rescueInterval: 1s, heartbeatInterval: 500ms")
             .start();
+    Limits.track();
     int n = 200;
     List<Long> ids = new ArrayList<>();
     for (int i = 0; i < n; i++) {

@@ -4,22 +4,18 @@ import static io.oneshot.testing.TestServer.status;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import io.oneshot.api.Json;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.provisionerd.Provisionerd;
-import io.oneshot.testing.Api;
+import io.oneshot.testing.Audit;
 import io.oneshot.testing.CapturingLauncher;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TcpProxy;
 import io.oneshot.testing.TerraformOnPath;
 import io.oneshot.testing.TestServer;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -45,14 +41,7 @@ class SecondRunnerTest {
   }
 
   private void start(String routes, Map<String, String> extraEnv, String api) {
-    Map<String, String> env = new HashMap<>(LocalLauncher.baseEnvironment(List.of()));
-    env.putAll(extraEnv);
-    launcher =
-        new CapturingLauncher(
-            new LocalLauncher(
-                tmp.resolve("runs"),
-                LocalLauncher.defaultCommand(List.of(), tmp.resolve("cds.jsa")),
-                env));
+    launcher = CapturingLauncher.local(tmp, extraEnv);
     TestServer.Builder b = TestServer.with().routes(routes).launcher(launcher);
     if (api != null) {
       b.api(api);
@@ -84,46 +73,9 @@ class SecondRunnerTest {
     return pb.start();
   }
 
-  private static List<String> lines(Path file) throws IOException {
-    return Files.exists(file) ? Files.readAllLines(file, StandardCharsets.UTF_8) : List.of();
-  }
-
   private static long count(long id, String text) {
     return Sql.count(
         "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text = ?", id, text);
-  }
-
-  private static boolean conflictRecorded(long id) {
-    return Sql.count(
-            "SELECT count(*) FROM oneshot.build_events WHERE build_id = ?"
-                + " AND reason LIKE 'a second runner was refused:%'",
-            id)
-        == 1;
-  }
-
-  /**
-   * The audit of one workspace: each version's serial above the one before, one lineage, every
-   * version written by a build that ended.
-   */
-  private static void auditWorkspace(String workspace) {
-    List<Map<String, Object>> v =
-        Sql.rows(
-            "SELECT s.version, s.serial, s.lineage, b.status FROM oneshot.workspace_states s"
-                + " JOIN oneshot.builds b ON b.id = s.build_id WHERE s.workspace = ?"
-                + " ORDER BY s.version",
-            workspace);
-    long last = -1;
-    List<Object> lineages = new ArrayList<>();
-    for (Map<String, Object> r : v) {
-      long serial = (Long) r.get("serial");
-      assertThat(serial).as("version %s", r.get("version")).isGreaterThan(last);
-      last = serial;
-      if (!lineages.contains(r.get("lineage"))) {
-        lineages.add(r.get("lineage"));
-      }
-      assertThat((String) r.get("status")).isIn("succeeded", "failed", "canceled");
-    }
-    assertThat(lineages).hasSizeLessThanOrEqualTo(1);
   }
 
   @Test
@@ -144,12 +96,12 @@ class SecondRunnerTest {
     Process second = secondProvisionerd(attemptOf(id));
     assertThat(second.waitFor(60, TimeUnit.SECONDS)).isTrue();
     assertThat(second.exitValue()).isEqualTo(Provisionerd.HELD_ELSEWHERE);
-    assertThat(conflictRecorded(id)).isTrue();
-    assertThat(lines(marker)).containsExactly("run");
+    assertThat(Audit.conflicts(id)).isEqualTo(1);
+    assertThat(Audit.lines(marker)).containsExactly("run");
 
     Files.createFile(gate);
     await().atMost(60, TimeUnit.SECONDS).until(() -> status(id).equals("succeeded"));
-    assertThat(lines(marker)).as("the script ran once").containsExactly("run");
+    assertThat(Audit.lines(marker)).as("the script ran once").containsExactly("run");
     assertThat(count(id, "started")).isEqualTo(1);
     assertThat(count(id, "finished")).isEqualTo(1);
     assertThat(Sql.value("SELECT exit_code FROM oneshot.builds WHERE id = ?", id)).isEqualTo(0);
@@ -172,31 +124,23 @@ class SecondRunnerTest {
         }
         """
             .formatted(marker, gate);
-    Api.Response r =
-        t.api.post(
-            "/api/v1/builds",
-            "{\"workspace\": \"ws-second\", \"input\": {\"provisioner\": \"terraform\","
-                + " \"files\": {\"main.tf\": "
-                + Json.write(mainTf)
-                + "}}}");
-    assertThat(r.status()).as(r.text()).isEqualTo(201);
-    long id = r.json().path("id").asLong();
-    await().atMost(2, TimeUnit.MINUTES).until(() -> lines(marker).size() == 1);
+    long id = t.api.submitTerraform("ws-second", mainTf);
+    await().atMost(2, TimeUnit.MINUTES).until(() -> Audit.lines(marker).size() == 1);
 
     Process second = secondProvisionerd(attemptOf(id));
     assertThat(second.waitFor(60, TimeUnit.SECONDS)).isTrue();
     assertThat(second.exitValue()).isEqualTo(Provisionerd.HELD_ELSEWHERE);
-    assertThat(conflictRecorded(id)).isTrue();
+    assertThat(Audit.conflicts(id)).isEqualTo(1);
 
     Files.createFile(gate);
     await().atMost(2, TimeUnit.MINUTES).until(() -> !status(id).equals("running"));
     assertThat(status(id)).isEqualTo("succeeded");
-    assertThat(lines(marker)).as("one terraform apply").containsExactly("apply");
+    assertThat(Audit.lines(marker)).as("one terraform apply").containsExactly("apply");
     assertThat(
             Sql.count(
                 "SELECT count(*) FROM oneshot.workspace_states WHERE workspace = 'ws-second'"))
         .isEqualTo(1);
-    auditWorkspace("ws-second");
+    Audit.workspace("ws-second");
   }
 
   @Test
@@ -225,9 +169,9 @@ class SecondRunnerTest {
           }
           """
               .formatted(marker, ticks);
-      long first = submitTerraform("ws-lease", endless);
-      long next = submitTerraform("ws-lease", "resource \"terraform_data\" \"next\" {}");
-      await().atMost(2, TimeUnit.MINUTES).until(() -> lines(marker).size() == 1);
+      long first = t.api.submitTerraform("ws-lease", endless);
+      long next = t.api.submitTerraform("ws-lease", "resource \"terraform_data\" \"next\" {}");
+      await().atMost(2, TimeUnit.MINUTES).until(() -> Audit.lines(marker).size() == 1);
       long provisionerd =
           ((LocalLauncher) launcher.real()).pid(launcher.of(first).name()).orElseThrow();
 
@@ -268,8 +212,8 @@ class SecondRunnerTest {
                   next))
           .as("the workspace's next build was claimed only after the first ended")
           .isEqualTo(1);
-      assertThat(lines(marker)).containsExactly("apply");
-      auditWorkspace("ws-lease");
+      assertThat(Audit.lines(marker)).containsExactly("apply");
+      Audit.workspace("ws-lease");
     }
   }
 
@@ -285,7 +229,7 @@ class SecondRunnerTest {
     start("routes: [{name: tf, cancelGrace: 20s}]", Map.of("PATH", bin.toString()), null);
     Path marker = tmp.resolve("slow.pid");
     long id =
-        submitTerraform(
+        t.api.submitTerraform(
             "ws-nokill",
             """
             resource "terraform_data" "a" { input = "before the slow one" }
@@ -295,7 +239,7 @@ class SecondRunnerTest {
             }
             """
                 .formatted(marker));
-    await().atMost(2, TimeUnit.MINUTES).until(() -> !lines(marker).isEmpty());
+    await().atMost(2, TimeUnit.MINUTES).until(() -> !Audit.lines(marker).isEmpty());
     assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
     await().atMost(60, TimeUnit.SECONDS).until(() -> status(id).equals("canceled"));
     assertThat(
@@ -305,19 +249,6 @@ class SecondRunnerTest {
                 id))
         .as("terraform saw the SIGINT")
         .isPositive();
-  }
-
-  private long submitTerraform(String workspace, String mainTf) {
-    Api.Response r =
-        t.api.post(
-            "/api/v1/builds",
-            "{\"workspace\": "
-                + Json.write(workspace)
-                + ", \"input\": {\"provisioner\": \"terraform\", \"files\": {\"main.tf\": "
-                + Json.write(mainTf)
-                + "}}}");
-    assertThat(r.status()).as(r.text()).isEqualTo(201);
-    return r.json().path("id").asLong();
   }
 
   private static Path onPath(String tool) {

@@ -131,6 +131,46 @@ class TerraformTest {
       }
       """;
 
+  /**
+   * Terraform runs as in automation (no prompts, no upgrade checks to a host it cannot reach), with
+   * the provider cache the launcher was given: what its local-exec sees of its environment.
+   */
+  @Test
+  void terraformRunsNonInteractiveWithoutCheckpointAndWithThePluginCache() throws Exception {
+    Path cache = tmp.resolve("plugin-cache");
+    t =
+        TestServer.with()
+            .routes(ROUTES)
+            .launcherYaml(
+                "{kind: local, local: {runDir: \""
+                    + tmp.resolve("runs")
+                    + "\", pluginCacheDir: \""
+                    + cache
+                    + "\"}}")
+            .start();
+    Path seen = tmp.resolve("env.txt");
+    long id =
+        submit(
+            "{}",
+            null,
+            """
+            variable "name" { type = string }
+            resource "terraform_data" "env" {
+              provisioner "local-exec" { command = "env > %s" }
+            }
+            """
+                .formatted(seen),
+            "apply");
+    assertThat(awaitEnd(id)).isEqualTo("succeeded");
+    assertThat(java.nio.file.Files.readAllLines(seen))
+        .contains(
+            "TF_IN_AUTOMATION=1",
+            "TF_INPUT=0",
+            "CHECKPOINT_DISABLE=1",
+            "TF_PLUGIN_CACHE_DIR=" + cache.toAbsolutePath());
+    assertThat(cache).isDirectory();
+  }
+
   @Test
   void applyKeepsStateThatTheNextBuildReusesAndDestroyEmpties() {
     start();

@@ -43,6 +43,7 @@ class BackpressureTest {
             .dispatch("maxConcurrent: 100, claimBatch: 100, pollInterval: 1s, rescueInterval: 2s")
             .launcher(launcher)
             .start();
+    Limits.track();
     await().atMost(10, TimeUnit.SECONDS).until(() -> t.server.leader());
     Sql.exec(
         "SELECT oneshot.enqueue('{}'::jsonb,"

@@ -76,6 +76,22 @@ public final class Api {
     return r.json().path("id").asLong();
   }
 
+  /** Submits a terraform apply of one {@code main.tf} on a workspace; returns the build's id. */
+  public long submitTerraform(String workspace, String mainTf) {
+    Response r =
+        post(
+            "/api/v1/builds",
+            "{\"workspace\": "
+                + Json.write(workspace)
+                + ", \"input\": {\"provisioner\": \"terraform\", \"files\": {\"main.tf\": "
+                + Json.write(mainTf)
+                + "}}}");
+    if (r.status() != 201) {
+      throw new IllegalStateException("submit failed: " + r.status() + " " + r.text());
+    }
+    return r.json().path("id").asLong();
+  }
+
   private HttpRequest.Builder builder(String path, String bearer) {
     HttpRequest.Builder b =
         HttpRequest.newBuilder(URI.create(base + path)).timeout(Duration.ofSeconds(30));

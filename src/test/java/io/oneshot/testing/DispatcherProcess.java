@@ -17,14 +17,15 @@ import java.util.Map;
 
 /**
  * {@code oneshot dispatcher} as its own process, on this JVM's class path, so that it can be killed
- * for real: SIGKILL leaves no cleanup, as when a node or a container dies.
+ * for real: SIGKILL leaves no cleanup, as when a node or a container dies. Its configuration lets
+ * it pick its API port ({@code listen: "127.0.0.1:0"}); {@link #port()} is the one it reported in
+ * its log at this start, so that a restart never races another process for a port picked before.
  */
 public final class DispatcherProcess {
   private static final HttpClient HTTP =
       HttpClient.newBuilder().connectTimeout(Duration.ofMillis(500)).build();
 
   public final String name;
-  public final int port;
   private final Path config;
   private final Path logDir;
   private volatile Map<String, String> env;
@@ -32,18 +33,31 @@ public final class DispatcherProcess {
       List.of("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m");
   private Process process;
   private int starts;
+  private volatile Path log;
+  private volatile int port = -1;
 
+  private final int fixedPort;
+
+  /** A dispatcher whose configuration lets it pick its API port at every start. */
+  public DispatcherProcess(String name, Path config, Path logDir, Map<String, String> env) {
+    this(name, -1, config, logDir, env);
+  }
+
+  /**
+   * A dispatcher whose configuration names its API port ({@code fixedPort}): for one that is not
+   * restarted, or whose clients must find it where they were told.
+   */
   public DispatcherProcess(
-      String name, int port, Path config, Path logDir, Map<String, String> env) {
+      String name, int fixedPort, Path config, Path logDir, Map<String, String> env) {
     this.name = name;
-    this.port = port;
+    this.fixedPort = fixedPort;
     this.config = config;
     this.logDir = logDir;
     this.env = env;
   }
 
   public synchronized DispatcherProcess start() {
-    List<String> cmd = new ArrayList<>();
+    List<String> cmd = new ArrayList<>(wrapper);
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.addAll(jvm);
     cmd.add("-cp");
@@ -55,13 +69,47 @@ public final class DispatcherProcess {
     cmd.add(config.toString());
     ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.environment().putAll(env);
-    File log = logDir.resolve(name + "-" + ++starts + ".log").toFile();
-    pb.redirectErrorStream(true).redirectOutput(log);
+    Path out = logDir.resolve(name + "-" + ++starts + ".log");
+    pb.redirectErrorStream(true).redirectOutput(out.toFile());
+    port = -1;
+    log = out;
     try {
       process = pb.start();
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
+    return this;
+  }
+
+  private static final java.util.regex.Pattern UP =
+      java.util.regex.Pattern.compile("oneshot is up: API on port (\\d+)");
+
+  /** The API port this start of the process listens on; -1 until it has said so in its log. */
+  public int port() {
+    if (fixedPort > 0) {
+      return fixedPort;
+    }
+    int p = port;
+    Path current = log;
+    if (p > 0 || current == null) {
+      return p;
+    }
+    try {
+      java.util.regex.Matcher m = UP.matcher(java.nio.file.Files.readString(current));
+      if (m.find() && current == log) {
+        port = Integer.parseInt(m.group(1));
+      }
+    } catch (IOException | RuntimeException e) {
+      // not written yet
+    }
+    return port;
+  }
+
+  private volatile List<String> wrapper = List.of();
+
+  /** A command the next {@link #start()} runs the JVM under, e.g. {@code ip netns exec NS}. */
+  public DispatcherProcess under(List<String> command) {
+    this.wrapper = List.copyOf(command);
     return this;
   }
 
@@ -121,6 +169,10 @@ public final class DispatcherProcess {
 
   /** GET {@code path} from this replica; null when it does not answer within 2 s. */
   private HttpResponse<String> get(String path) {
+    int port = port();
+    if (port < 0) {
+      return null;
+    }
     try {
       return HTTP.send(
           HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))

@@ -5,23 +5,49 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
-/** Limits as the event table tells them: how many builds were live at once. */
+/**
+ * Limits as the event table tells them: how many builds were live at once, replayed in the order
+ * the transitions committed. Ordering by the time a statement ran would under-count: a build's end
+ * written at 10:00:01 but committed at 10:00:03 would free its slot two seconds early in the
+ * replay, hiding a claim that took the slot in between.
+ */
 public final class Limits {
   private Limits() {}
 
   /**
-   * Replays every status change in order and returns the most builds that were launching or running
-   * at once: under {@code global}, {@code route:<name>} and {@code ws:<workspace>}.
+   * From now on, every event is numbered in commit order ({@code audit/commit-order.sql}). Call it
+   * before the run whose limits {@link #maxConcurrency()} will check. It costs every transaction
+   * that writes an event one lock at commit.
+   */
+  public static void track() {
+    try (var in = Limits.class.getResourceAsStream("/audit/commit-order.sql")) {
+      Sql.exec(new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8));
+    } catch (java.io.IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
+  }
+
+  /**
+   * Replays every status change in commit order and returns the most builds that were launching or
+   * running at once: under {@code global}, {@code route:<name>} and {@code ws:<workspace>}. Needs
+   * {@link #track()} before the run.
    */
   public static Map<String, Integer> maxConcurrency() {
-    List<Map<String, Object>> events =
-        Sql.rows(
-            """
-            SELECT e.from_status, e.to_status, b.route, b.workspace
-            FROM oneshot.build_events e JOIN oneshot.builds b ON b.id = e.build_id
-            WHERE e.from_status IS DISTINCT FROM e.to_status
-            ORDER BY e.at, e.id
-            """);
+    List<Map<String, Object>> events;
+    try {
+      events =
+          Sql.rows(
+              """
+              SELECT e.id, e.from_status, e.to_status, b.route, b.workspace, c.seq
+              FROM oneshot.build_events e JOIN oneshot.builds b ON b.id = e.build_id
+              LEFT JOIN oneshot_audit.commit_order c ON c.event_id = e.id
+              WHERE e.from_status IS DISTINCT FROM e.to_status
+              ORDER BY c.seq
+              """);
+    } catch (IllegalStateException e) {
+      throw new IllegalStateException(
+          "Limits.track() was not called before the run: " + e.getMessage(), e);
+    }
     Map<String, Integer> live = new HashMap<>();
     Map<String, Integer> max = new HashMap<>();
     for (Map<String, Object> e : events) {
@@ -29,6 +55,10 @@ public final class Limits {
       boolean nowLive = isLive((String) e.get("to_status"));
       if (wasLive == nowLive) {
         continue;
+      }
+      if (e.get("seq") == null) {
+        throw new IllegalStateException(
+            "event " + e.get("id") + " was written before Limits.track(): its commit is unknown");
       }
       int delta = nowLive ? 1 : -1;
       List<String> keys = new ArrayList<>(List.of("global", "route:" + e.get("route")));

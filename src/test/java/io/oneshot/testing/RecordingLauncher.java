@@ -55,6 +55,19 @@ public final class RecordingLauncher implements Launcher {
     events.changed(AttemptRef.parse(name, null).orElseThrow());
   }
 
+  /** The launch of this attempt of the build, once it has happened (within 10 s). */
+  public Attempt awaitLaunched(long buildId, int attempt) {
+    org.awaitility.Awaitility.await()
+        .atMost(10, java.util.concurrent.TimeUnit.SECONDS)
+        .until(
+            () ->
+                launched.stream().anyMatch(a -> a.buildId() == buildId && a.attempt() == attempt));
+    return launched.stream()
+        .filter(a -> a.buildId() == buildId && a.attempt() == attempt)
+        .findFirst()
+        .orElseThrow();
+  }
+
   public Attempt last() {
     return launched.get(launched.size() - 1);
   }

@@ -20,7 +20,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
  */
 public final class TcpProxy implements AutoCloseable {
   private final ServerSocket server;
-  private volatile List<InetSocketAddress> targets;
+  private volatile java.util.function.Supplier<List<InetSocketAddress>> targets;
   private final java.util.concurrent.atomic.AtomicInteger next =
       new java.util.concurrent.atomic.AtomicInteger();
   private final List<Socket> sockets = new CopyOnWriteArrayList<>();
@@ -33,7 +33,12 @@ public final class TcpProxy implements AutoCloseable {
   }
 
   public TcpProxy(List<InetSocketAddress> targets) {
-    this.targets = List.copyOf(targets);
+    this(() -> targets);
+  }
+
+  /** A proxy to whatever {@code targets} names when a connection arrives (servers that move). */
+  public TcpProxy(java.util.function.Supplier<List<InetSocketAddress>> targets) {
+    this.targets = targets;
     try {
       server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
     } catch (IOException e) {
@@ -44,7 +49,8 @@ public final class TcpProxy implements AutoCloseable {
 
   /** Sends new connections to {@code host:port} (a server that started after the proxy). */
   public void target(String host, int port) {
-    targets = List.of(new InetSocketAddress(host, port));
+    List<InetSocketAddress> to = List.of(new InetSocketAddress(host, port));
+    targets = () -> to;
   }
 
   /** A proxy for the test database; {@link #url()} is its URL through the proxy. */
@@ -84,10 +90,11 @@ public final class TcpProxy implements AutoCloseable {
   /** The next target that accepts a connection, or null when none does. */
   private Socket connectUpstream() {
     int start = next.getAndIncrement();
-    for (int i = 0; i < targets.size(); i++) {
+    List<InetSocketAddress> to = targets.get();
+    for (int i = 0; i < to.size(); i++) {
       Socket upstream = new Socket();
       try {
-        upstream.connect(targets.get(Math.floorMod(start + i, targets.size())), 2000);
+        upstream.connect(to.get(Math.floorMod(start + i, to.size())), 2000);
         return upstream;
       } catch (IOException e) {
         close(upstream);

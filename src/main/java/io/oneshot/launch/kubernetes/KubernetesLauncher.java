@@ -68,6 +68,9 @@ public final class KubernetesLauncher implements Launcher {
   private final Set<String> warned = java.util.concurrent.ConcurrentHashMap.newKeySet();
   private volatile String serverVersion = "(version unknown)";
   private volatile AttemptEvents events = AttemptEvents.NONE;
+  private final java.util.concurrent.locks.ReentrantLock podEvents =
+      new java.util.concurrent.locks.ReentrantLock();
+  private final java.util.concurrent.locks.Condition podChanged = podEvents.newCondition();
 
   KubernetesLauncher(
       KubernetesClient client, JobFactory factory, RateLimiter limiter, Set<String> namespaces) {
@@ -245,62 +248,118 @@ public final class KubernetesLauncher implements Launcher {
   /**
    * Deletes the pod of a second runner the API refused: only a pod of this attempt's Job (by its
    * labels) whose UID is the one the runner gave, and never the pod of the runner that holds it.
+   *
+   * <p>The pod is deleted once its container has exited (a refused provisionerd exits at once), or
+   * after {@link #REMOVAL_WAIT}: a Job controller that replaces deleted pods at once (no {@code
+   * podReplacementPolicy}) would answer the deletion of a running pod with yet another pod, while
+   * an exited one counts as the Job's failure and is not replaced. Blocks; called off the event
+   * loop.
    */
   @Override
   public void removeRunner(AttemptRef ref, Runner intruder, Runner holder) {
     if (intruder.pod() == null || intruder.pod().equals(holder.pod())) {
       return;
     }
-    for (SharedIndexInformer<Pod> inf : pods.values()) {
-      for (Pod p : inf.getStore().list()) {
-        if (!p.getMetadata().getName().equals(intruder.pod())) {
-          continue;
+    Pod p;
+    try {
+      p = awaitPod(intruder.pod(), KubernetesLauncher::exited, REMOVAL_WAIT);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return;
+    }
+    if (p == null) {
+      log.warn(
+          "Build {}: the second runner names pod {}, which is gone or was never seen; left alone.",
+          ref.buildId(),
+          intruder.pod());
+      return;
+    }
+    Optional<AttemptRef> of = refOf(p);
+    boolean ours =
+        of.isPresent()
+            && of.get().buildId() == ref.buildId()
+            && of.get().attempt() == ref.attempt()
+            && (intruder.podUid() == null || intruder.podUid().equals(p.getMetadata().getUid()));
+    if (!ours) {
+      log.warn(
+          "Build {}: the second runner names pod {}, which is not a pod of attempt {}; left"
+              + " alone.",
+          ref.buildId(),
+          intruder.pod(),
+          ref.name());
+      return;
+    }
+    String ns = p.getMetadata().getNamespace();
+    try {
+      call(
+          "delete",
+          () -> client.pods().inNamespace(ns).withName(intruder.pod()).withGracePeriod(0).delete());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return;
+    }
+    log.warn(
+        "Build {} (attempt {}): deleted pod {}/{}, a second runner of the attempt, which {}"
+            + " holds.",
+        ref.buildId(),
+        ref.attempt(),
+        ns,
+        intruder.pod(),
+        holder.describe());
+    events.note(
+        of.get(),
+        AttemptEvents.Note.warn(
+            "deleted pod " + intruder.pod() + ": a second pod of this attempt (refused)"));
+  }
+
+  /** How long a refused runner's pod is given to exit before it is deleted anyway. */
+  static final Duration REMOVAL_WAIT = Duration.ofSeconds(20);
+
+  /** Whether the pod's provisionerd container has stopped (or the pod has ended). */
+  private static boolean exited(Pod p) {
+    if (p.getStatus() == null) {
+      return false;
+    }
+    if ("Failed".equals(p.getStatus().getPhase()) || "Succeeded".equals(p.getStatus().getPhase())) {
+      return true;
+    }
+    List<ContainerStatus> cs = p.getStatus().getContainerStatuses();
+    return cs != null
+        && !cs.isEmpty()
+        && cs.stream().allMatch(c -> c.getState() != null && c.getState().getTerminated() != null);
+  }
+
+  /**
+   * The pod of that name as the informers last saw it, once it passes the test or the wait is over
+   * (then as it is); null if it was never seen or is gone. Woken by every pod event.
+   */
+  private Pod awaitPod(String name, java.util.function.Predicate<Pod> until, Duration wait)
+      throws InterruptedException {
+    long deadline = System.nanoTime() + wait.toNanos();
+    boolean seen = false;
+    podEvents.lock();
+    try {
+      while (true) {
+        Pod found = null;
+        for (SharedIndexInformer<Pod> inf : pods.values()) {
+          for (Pod p : inf.getStore().list()) {
+            if (p.getMetadata().getName().equals(name)) {
+              found = p;
+            }
+          }
         }
-        Optional<AttemptRef> of = refOf(p);
-        boolean ours =
-            of.isPresent()
-                && of.get().buildId() == ref.buildId()
-                && of.get().attempt() == ref.attempt()
-                && (intruder.podUid() == null
-                    || intruder.podUid().equals(p.getMetadata().getUid()));
-        if (!ours) {
-          log.warn(
-              "Build {}: the second runner names pod {}, which is not a pod of attempt {}; left"
-                  + " alone.",
-              ref.buildId(),
-              intruder.pod(),
-              ref.name());
-          return;
+        if (found == null && seen) {
+          return null;
         }
-        String ns = p.getMetadata().getNamespace();
-        try {
-          call(
-              "delete",
-              () ->
-                  client
-                      .pods()
-                      .inNamespace(ns)
-                      .withName(intruder.pod())
-                      .withGracePeriod(0)
-                      .delete());
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          return;
+        seen |= found != null;
+        long left = deadline - System.nanoTime();
+        if ((found != null && until.test(found)) || left <= 0) {
+          return found;
         }
-        log.warn(
-            "Build {} (attempt {}): deleted pod {}/{}, a second runner of the attempt, which {}"
-                + " holds.",
-            ref.buildId(),
-            ref.attempt(),
-            ns,
-            intruder.pod(),
-            holder.describe());
-        events.note(
-            of.get(),
-            AttemptEvents.Note.warn(
-                "deleted pod " + intruder.pod() + ": a second pod of this attempt (refused)"));
-        return;
+        podChanged.awaitNanos(left);
       }
+    } finally {
+      podEvents.unlock();
     }
   }
 
@@ -323,6 +382,17 @@ public final class KubernetesLauncher implements Launcher {
             safely(
                 () -> {
                   refOf(obj).ifPresent(events::changed);
+                  if (obj instanceof Pod pod) {
+                    podsChanged();
+                    if (!deletedFinalStateUnknown) {
+                      refOf(pod)
+                          .ifPresent(
+                              ref ->
+                                  notes
+                                      .deleting(ref.name(), pod)
+                                      .ifPresent(n -> events.note(ref, n)));
+                    }
+                  }
                   if (obj instanceof Job) {
                     notes.forget(obj.getMetadata().getName());
                   }
@@ -361,7 +431,17 @@ public final class KubernetesLauncher implements Launcher {
     events.changed(ref.get());
   }
 
+  private void podsChanged() {
+    podEvents.lock();
+    try {
+      podChanged.signalAll();
+    } finally {
+      podEvents.unlock();
+    }
+  }
+
   private void onPod(Pod pod) {
+    podsChanged();
     Optional<AttemptRef> ref = refOf(pod);
     if (ref.isEmpty()) {
       return;
@@ -641,10 +721,32 @@ public final class KubernetesLauncher implements Launcher {
     return null;
   }
 
+  /**
+   * The pod's phase, and for a pending pod what it waits on: "Pending: ImagePullBackOff: Back-off
+   * pulling image …", "Pending: Unschedulable: 0/3 nodes are available: …".
+   */
   private static String phase(Pod pod) {
-    return pod.getStatus() == null || pod.getStatus().getPhase() == null
-        ? "(no status yet)"
-        : pod.getStatus().getPhase();
+    if (pod.getStatus() == null || pod.getStatus().getPhase() == null) {
+      return "(no status yet)";
+    }
+    String phase = pod.getStatus().getPhase();
+    if (!"Pending".equals(phase)) {
+      return phase;
+    }
+    ContainerStatus cs = PodNotes.provisionerd(pod);
+    if (cs != null && cs.getState() != null && cs.getState().getWaiting() != null) {
+      var w = cs.getState().getWaiting();
+      return phase + ": " + w.getReason() + (w.getMessage() == null ? "" : ": " + w.getMessage());
+    }
+    for (var c :
+        pod.getStatus().getConditions() == null
+            ? List.<io.fabric8.kubernetes.api.model.PodCondition>of()
+            : pod.getStatus().getConditions()) {
+      if ("PodScheduled".equals(c.getType()) && "False".equals(c.getStatus())) {
+        return phase + ": " + c.getReason() + (c.getMessage() == null ? "" : ": " + c.getMessage());
+      }
+    }
+    return phase;
   }
 
   private static Integer exitCode(Pod pod) {

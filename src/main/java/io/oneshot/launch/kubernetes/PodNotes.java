@@ -48,11 +48,41 @@ final class PodNotes {
     said.remove(jobName);
   }
 
+  /**
+   * A pod of the attempt was deleted (or is terminating) before it ended, while its Job stays: its
+   * provisionerd gets SIGTERM and stops the build, which then ends canceled. Said once, in the log
+   * and the timeline.
+   */
+  java.util.Optional<Note> deleting(String attempt, Pod pod) {
+    // A Job already forgotten (deleted: a cancel, a cleanup) is not brought back.
+    Set<String> known = said.get(attempt);
+    if (ended(pod) || known == null || !known.add("deleting " + pod.getMetadata().getName())) {
+      return java.util.Optional.empty();
+    }
+    Long grace = pod.getMetadata().getDeletionGracePeriodSeconds();
+    return java.util.Optional.of(
+        new Note(
+            "warn",
+            "pod "
+                + pod.getMetadata().getName()
+                + " was deleted while running; provisionerd gets SIGTERM"
+                + (grace == null ? "" : " and " + grace + " s to stop"),
+            true));
+  }
+
+  private static boolean ended(Pod pod) {
+    String phase = pod.getStatus() == null ? null : pod.getStatus().getPhase();
+    return "Succeeded".equals(phase) || "Failed".equals(phase);
+  }
+
   List<Note> pod(String attempt, Pod pod) {
     List<Note> out = new ArrayList<>();
     String name = pod.getMetadata().getName();
     if (pod.getStatus() == null) {
       return out;
+    }
+    if (pod.getMetadata().getDeletionTimestamp() != null && !ended(pod)) {
+      deleting(attempt, pod).ifPresent(out::add);
     }
     for (PodCondition c : list(pod.getStatus().getConditions())) {
       if ("PodScheduled".equals(c.getType()) && "True".equals(c.getStatus())) {

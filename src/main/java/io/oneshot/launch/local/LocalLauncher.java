@@ -120,6 +120,8 @@ public final class LocalLauncher implements Launcher {
     Path javaBin = Path.of(System.getProperty("java.home"), "bin", "java");
     List<String> cmd = new ArrayList<>();
     cmd.add(javaBin.toString());
+    // Signals go through libc (JNA); JDK 24+ warn on stderr without this.
+    cmd.add("--enable-native-access=ALL-UNNAMED");
     if (javaOptions.isEmpty()) {
       cmd.addAll(DEFAULT_JAVA_OPTIONS);
       // The JVM archives classes from jars only (it fails at exit over a directory entry).

@@ -11,7 +11,9 @@ import io.oneshot.build.BuildStore;
 import io.oneshot.build.BuildToken;
 import io.oneshot.build.Database;
 import io.oneshot.testing.Api;
+import io.oneshot.testing.Audit;
 import io.oneshot.testing.Limits;
+import io.oneshot.testing.Ports;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.StoreFixture;
 import io.oneshot.testing.TerraformOnPath;
@@ -19,7 +21,6 @@ import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.FaultyDispatcher;
 import io.oneshot.testing.k8s.MockCluster;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -56,9 +57,8 @@ class KubernetesLauncherTest {
     cluster =
         new MockCluster(
             List.of("team-a", "team-b"), Files.createDirectories(tmp.resolve("kubelet")));
-    try (ServerSocket s = new ServerSocket(0)) {
-      port = s.getLocalPort();
-    }
+    // The server restarts on it in some tests: pods already running were told this address.
+    port = Ports.stable();
   }
 
   @AfterEach
@@ -83,20 +83,40 @@ class KubernetesLauncherTest {
   }
 
   private List<Job> jobsOf(long build) {
-    List<Job> out = new ArrayList<>();
-    for (String ns : List.of("team-a", "team-b")) {
-      out.addAll(
-          cluster
-              .admin
-              .batch()
-              .v1()
-              .jobs()
-              .inNamespace(ns)
-              .withLabel("oneshot.io/build", Long.toString(build))
-              .list()
-              .getItems());
+    return cluster
+        .admin
+        .batch()
+        .v1()
+        .jobs()
+        .inAnyNamespace()
+        .withLabel("oneshot.io/build", Long.toString(build))
+        .list()
+        .getItems();
+  }
+
+  private List<io.fabric8.kubernetes.api.model.Pod> podsOf(long build) {
+    return cluster
+        .admin
+        .pods()
+        .inAnyNamespace()
+        .withLabel("oneshot.io/build", Long.toString(build))
+        .list()
+        .getItems();
+  }
+
+  /**
+   * A template directory holding the repository's templates and {@code custom.yaml}: the script
+   * template changed by {@code change}.
+   */
+  private String templates(java.util.function.UnaryOperator<String> change) throws IOException {
+    Path dir = Files.createDirectories(tmp.resolve("templates"));
+    for (String f : List.of("script.yaml", "terraform.yaml")) {
+      Files.copy(Path.of("job-templates", f), dir.resolve(f));
     }
-    return out;
+    Files.writeString(
+        dir.resolve("custom.yaml"),
+        change.apply(Files.readString(Path.of("job-templates/script.yaml"))));
+    return dir.toString();
   }
 
   private String awaitEnd(long id) {
@@ -113,6 +133,7 @@ class KubernetesLauncherTest {
   @Test
   void aHundredBuildsAcrossTwoRoutesRunAsJobs() {
     t = server().start();
+    Limits.track();
     List<Long> ids = new ArrayList<>();
     for (int i = 0; i < 100; i++) {
       String team = i % 2 == 0 ? "a" : "b";
@@ -300,6 +321,7 @@ class KubernetesLauncherTest {
   void underRandomApiFaultsEveryBuildRunsOnceThroughOneJob() {
     cluster.dispatcher.chaos(0.1, io.oneshot.testing.k8s.MockCluster.DISPATCHER_AGENT);
     t = server().start();
+    Limits.track();
     List<Long> ids = new ArrayList<>();
     for (int i = 0; i < 20; i++) {
       ids.add(t.api.submitScript("{\"team\": \"" + (i % 2 == 0 ? "a" : "b") + "\"}", "echo ok"));
@@ -356,8 +378,17 @@ class KubernetesLauncherTest {
                 Sql.value(
                     "SELECT reason FROM oneshot.build_events WHERE build_id = ? AND from_status = 'launching' AND to_status = 'pending'",
                     id))
-        .contains("Job team-a/oneshot-1-1 failed: PodFailurePolicy")
-        .contains("evicted: The node was low on resource: memory.");
+        .contains("Job team-a/oneshot-1-1 failed: PodFailurePolicy");
+    // What the kubelet said of the pod reaches the log, whichever watch event came first.
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ?"
+                            + " AND attempt = 1 AND text LIKE 'pod oneshot-1-1-% was evicted: %'",
+                        id)
+                    == 1);
   }
 
   @Test
@@ -390,15 +421,264 @@ class KubernetesLauncherTest {
     cluster.kubelet.hold("oneshot-" + (running + 1) + "-1");
     long waiting = t.api.submitScript("{\"team\": \"a\"}", "true");
     await().atMost(1, TimeUnit.MINUTES).until(() -> jobsOf(waiting).size() == 1);
+    await().atMost(1, TimeUnit.MINUTES).until(() -> podsOf(waiting).size() == 1);
 
     assertThat(t.api.post("/api/v1/builds/" + waiting + "/cancel", "{}").status()).isEqualTo(202);
     assertThat(status(waiting)).isEqualTo("canceled");
     await().atMost(30, TimeUnit.SECONDS).until(() -> jobsOf(waiting).isEmpty());
+    // Deleted with its pod (a Job deleted with the API's default, Orphan, would leave it).
+    await().atMost(30, TimeUnit.SECONDS).until(() -> podsOf(waiting).isEmpty());
 
     assertThat(t.api.post("/api/v1/builds/" + running + "/cancel", "{}").status()).isEqualTo(202);
     assertThat(awaitEnd(running)).isEqualTo("canceled");
     String job = "oneshot-" + running + "-1";
     await().atMost(30, TimeUnit.SECONDS).until(() -> !cluster.kubelet.running("team-a", job));
+  }
+
+  /**
+   * A Job past its {@code activeDeadlineSeconds} is failed by Kubernetes and its pod stopped: the
+   * build ends, once, and its log says why.
+   */
+  @Test
+  void aJobPastItsDeadlineEndsTheBuildAndSaysSo() throws IOException {
+    String dir =
+        templates(
+            t -> t.replace("spec:\n  template:", "spec:\n  activeDeadlineSeconds: 3\n  template:"));
+    t =
+        server()
+            .launcherYaml(
+                "{kind: kubernetes, kubernetes: {namespace: team-a, templateDir: \""
+                    + dir
+                    + "\", qps: 200, burst: 400}}")
+            .routes(
+                "routes: [{name: short, template: custom.yaml, namespace: team-a, cancelGrace: 2s}]")
+            .start();
+    Path marker = tmp.resolve("runs.txt");
+    long id =
+        t.api.submitScript(
+            "{}", "echo run >> " + marker + "; echo started; while true; do sleep 0.1; done");
+    assertThat(awaitEnd(id)).isIn("failed", "canceled");
+    assertThat(Audit.lines(marker)).containsExactly("run");
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text LIKE ?",
+                id,
+                "Job oneshot-"
+                    + id
+                    + "-1 passed its activeDeadlineSeconds and Kubernetes stopped it%"))
+        .isEqualTo(1);
+  }
+
+  /**
+   * An image that cannot be pulled: the build's log says so while it waits, and the launch timeout
+   * ends the build with the reason, having run nothing.
+   */
+  @Test
+  void anImageThatCannotBePulledIsInTheLogAndEndsTheBuildAtItsLaunchTimeout() throws IOException {
+    String dir =
+        templates(
+            t ->
+                t.replace(
+                    "image: ghcr.io/oneshot-dev/oneshot:0.1.0",
+                    "image: registry.example/oneshot:missing"));
+    t =
+        server()
+            .launcherYaml(
+                "{kind: kubernetes, kubernetes: {namespace: team-a, templateDir: \""
+                    + dir
+                    + "\", qps: 200, burst: 400}}")
+            .routes(
+                "routes: [{name: bad-image, template: custom.yaml, namespace: team-a,"
+                    + " launchTimeout: 4s, maxAttempts: 1}]")
+            .start();
+    long id = t.api.submitScript("{}", "echo never");
+    assertThat(awaitEnd(id)).isEqualTo("failed");
+    assertThat(Sql.value("SELECT started_at FROM oneshot.builds WHERE id = ?", id)).isNull();
+    String log =
+        String.join(
+            "\n",
+            Sql.rows("SELECT text FROM oneshot.build_logs WHERE build_id = ? ORDER BY seq", id)
+                .stream()
+                .map(r -> (String) r.get("text"))
+                .toList());
+    assertThat(log).contains("ErrImagePull").contains("registry.example/oneshot:missing");
+    assertThat(error(id))
+        .as("the launch timeout says what the pod was waiting on")
+        .startsWith("provisionerd did not acquire the build within 4s")
+        .containsPattern(
+            "Pending: (ErrImagePull|ImagePullBackOff): .*registry.example/oneshot:missing");
+  }
+
+  /**
+   * An API server that silently drops the Job fields that spare the cluster a second pod: each
+   * dropped field is named once, in {@code /readyz} (still ready: the runner binding keeps builds
+   * safe), however many Jobs are made.
+   */
+  @Test
+  void jobFieldsTheApiServerDropsAreNamedOnceInReadyz() {
+    cluster.dispatcher.dropJobSpecFields(
+        "podFailurePolicy", "podReplacementPolicy", "backoffLimit");
+    t = server().start();
+    long a = t.api.submitScript("{\"team\": \"a\"}", "true");
+    long b = t.api.submitScript("{\"team\": \"b\"}", "true");
+    assertThat(awaitEnd(a)).isEqualTo("succeeded");
+    assertThat(awaitEnd(b)).isEqualTo("succeeded");
+    Job kept = jobsOf(a).get(0);
+    assertThat(kept.getSpec().getPodReplacementPolicy()).as("the fake dropped it").isNull();
+
+    Api.Response ready = t.api.get("/readyz");
+    assertThat(ready.status()).isEqualTo(200);
+    List<String> warnings = new ArrayList<>();
+    ready.json().path("launcherWarnings").forEach(w -> warnings.add(w.asText()));
+    assertThat(warnings).hasSize(3);
+    assertThat(warnings.get(0)).contains("did not keep spec.podFailurePolicy of Job ");
+    assertThat(warnings.get(1)).contains("did not keep spec.podReplacementPolicy of Job ");
+    assertThat(warnings.get(2)).contains("did not keep spec.backoffLimit: 0 (kept as 6) of Job ");
+  }
+
+  /**
+   * A running build's pod is deleted on a cluster whose Job controller replaces it at once (no
+   * {@code podReplacementPolicy}, as before 1.28), and the old pod gets SIGTERM only after the new
+   * one has started: the new pod's provisionerd is refused, oneshot deletes that pod once it has
+   * exited (so no third pod replaces it), and the script, which ignores SIGTERM, ran once.
+   */
+  @Test
+  void aDeletedPodReplacedAtOnceDoesNotRunTheScriptAgain() {
+    Path marker = tmp.resolve("runs.txt");
+    long id = endlessScript(marker, true);
+    String deleted = deleteRunningPod(id, () -> Audit.lines(marker).size() == 1);
+    assertThat(awaitEnd(id)).isEqualTo("canceled");
+    assertThat(Audit.lines(marker)).as("the script ran once").containsExactly("run");
+    assertRefusedPodRemoved(id, deleted);
+  }
+
+  /**
+   * The same deletion on a cluster that honours the {@code podReplacementPolicy: Failed} oneshot
+   * sets: no second pod while the first terminates; the build is canceled, having run once.
+   */
+  @Test
+  void aDeletedPodIsNotReplacedWhileItTerminates() {
+    Path marker = tmp.resolve("runs.txt");
+    long id = endlessScript(marker, false);
+    await().atMost(2, TimeUnit.MINUTES).until(() -> Audit.lines(marker).size() == 1);
+    List<String> pods = cluster.kubelet.podsOf("team-a", "oneshot-" + id + "-1");
+    assertThat(pods).hasSize(1);
+    assertThat(cluster.admin.pods().inNamespace("team-a").withName(pods.get(0)).delete())
+        .isNotEmpty();
+    assertThat(awaitEnd(id)).isEqualTo("canceled");
+    assertThat(cluster.kubelet.podsOf("team-a", "oneshot-" + id + "-1")).hasSize(1);
+    assertThat(Audit.conflicts(id)).isZero();
+    assertThat(Audit.lines(marker)).containsExactly("run");
+  }
+
+  /**
+   * Starts a server whose route gives a stopping build 3 s, and submits a script that notes its run
+   * in {@code marker} and runs until killed ({@code ignoresTerm}: through SIGTERM too).
+   */
+  private long endlessScript(Path marker, boolean ignoresTerm) {
+    t =
+        server()
+            .routes(
+                "routes: [{name: endless, tags: {team: a}, template: script.yaml,"
+                    + " namespace: team-a, cancelGrace: 3s}]")
+            .start();
+    return t.api.submitScript(
+        "{\"team\": \"a\"}",
+        (ignoresTerm ? "trap '' TERM; " : "")
+            + "echo run >> "
+            + marker
+            + "; echo started; while true; do sleep 0.1; done");
+  }
+
+  /** The same, mid-apply: terraform applies once, and the workspace's state stays one line. */
+  @Test
+  void aDeletedPodReplacedAtOnceDoesNotApplyAgain() {
+    TerraformOnPath.assume();
+    t =
+        server()
+            .routes(
+                "routes: [{name: tf, template: terraform.yaml, namespace: team-a,"
+                    + " cancelGrace: 3s}]")
+            .start();
+    Path marker = tmp.resolve("applies.txt");
+    String mainTf =
+        """
+        resource "terraform_data" "first" { input = "one" }
+        resource "terraform_data" "slow" {
+          depends_on = [terraform_data.first]
+          provisioner "local-exec" {
+            command = "trap '' INT TERM; echo apply >> %s; while true; do sleep 0.1; done"
+          }
+        }
+        """
+            .formatted(marker);
+    long id = t.api.submitTerraform("ws-deleted", mainTf);
+    String deleted = deleteRunningPod(id, () -> Audit.lines(marker).size() == 1);
+    assertThat(awaitEnd(id)).isEqualTo("canceled");
+    assertThat(Audit.lines(marker)).as("one terraform apply").containsExactly("apply");
+    assertRefusedPodRemoved(id, deleted);
+
+    long next =
+        t.api.submitTerraform(
+            "ws-deleted", "resource \"terraform_data\" \"first\" { input = \"one\" }");
+    assertThat(awaitEnd(next)).isEqualTo("succeeded");
+    Audit.workspace("ws-deleted");
+  }
+
+  /**
+   * Once {@code ready}, deletes the build's only pod as {@code kubectl delete pod} would, with the
+   * kubelet replacing it at once and holding the old pod's SIGTERM until the new pod's runner has
+   * been refused. Returns the deleted pod's name.
+   */
+  private String deleteRunningPod(long id, java.util.concurrent.Callable<Boolean> ready) {
+    await().atMost(2, TimeUnit.MINUTES).until(ready);
+    assertThat(status(id)).isEqualTo("running");
+    List<String> pods = cluster.kubelet.podsOf("team-a", "oneshot-" + id + "-1");
+    assertThat(pods).hasSize(1);
+    cluster.kubelet.replaceDeletedPods();
+    cluster.kubelet.beforeStop(
+        pod -> await().atMost(1, TimeUnit.MINUTES).until(() -> Audit.conflicts(id) >= 1));
+    assertThat(cluster.admin.pods().inNamespace("team-a").withName(pods.get(0)).delete())
+        .isNotEmpty();
+    return pods.get(0);
+  }
+
+  /**
+   * The build's timeline shows one refused runner; oneshot deleted its pod (after it exited, so the
+   * Job controller made no third pod) and never the holder's.
+   */
+  private void assertRefusedPodRemoved(long id, String holderPod) {
+    List<String> pods = cluster.kubelet.podsOf("team-a", "oneshot-" + id + "-1");
+    assertThat(pods).hasSize(2).startsWith(holderPod);
+    String refused = pods.get(1);
+    assertThat(Audit.conflicts(id)).isEqualTo(1);
+    String podPath = "/api/v1/namespaces/team-a/pods/";
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () ->
+                cluster.dispatcher.requests.stream()
+                    .anyMatch(
+                        r ->
+                            r.userAgent().equals(MockCluster.DISPATCHER_AGENT)
+                                && r.method().equals("DELETE")
+                                && r.path().startsWith(podPath + refused)));
+    assertThat(cluster.dispatcher.requests)
+        .noneMatch(
+            r ->
+                r.userAgent().equals(MockCluster.DISPATCHER_AGENT)
+                    && r.method().equals("DELETE")
+                    && r.path().startsWith(podPath + holderPod));
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text LIKE ?",
+                id,
+                "%deleted pod " + refused + ": a second pod of this attempt (refused)%"))
+        .isEqualTo(1);
+    assertThat(cluster.kubelet.podsOf("team-a", "oneshot-" + id + "-1")).hasSize(2);
+    assertThat(t.api.get("/api/v1/builds/" + id).json().path("events").toString())
+        .as("the timeline says why the build was canceled")
+        .contains("pod " + holderPod + " was deleted while running; provisionerd gets SIGTERM");
   }
 
   /**
@@ -492,6 +772,9 @@ class KubernetesLauncherTest {
             "terraform apply",
             "finished");
 
+    assertThat(buildsShow(id))
+        .as("the runner that ran it, by fingerprint and pod")
+        .containsPattern("runner +[0-9a-f]{8} in pod oneshot-" + id + "-1-[a-z0-9]+, since 20");
     assertThat(buildsShow(id))
         .containsSubsequence(
             "timeline",

@@ -4,12 +4,14 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import io.oneshot.build.BuildToken;
+import io.oneshot.build.Runner;
 import io.oneshot.config.ConfigLoader;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.AttemptState;
 import io.oneshot.launch.LaunchOutcome;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -21,6 +23,22 @@ class LocalLauncherTest {
   @TempDir Path runDir;
 
   /**
+   * Attempt 1 of build {@code id}, whose API is unreachable: a provisionerd keeps trying to acquire
+   * it, so its process stays alive.
+   */
+  private static Attempt attempt(long id) {
+    var route = ConfigLoader.parse("routes: [{name: a}]", "test", Map.of()).routes().get(0);
+    return new Attempt(
+        id, 1, Attempt.nameOf(id, 1), route, BuildToken.generate(), "http://127.0.0.1:1");
+  }
+
+  /** {@code oneshot provisionerd} from the test class path. */
+  private List<String> provisionerd() {
+    return LocalLauncher.defaultCommand(
+        List.of("-XX:TieredStopAtLevel=1"), runDir.resolve("x.jsa"));
+  }
+
+  /**
    * A dispatcher that died between starting an attempt's process and recording it leaves a
    * directory without its attempt file. The next dispatcher still finds the process (by the marker
    * on its command line), records it, and can stop it: it is neither reported missing, which would
@@ -28,12 +46,8 @@ class LocalLauncherTest {
    */
   @Test
   void anAttemptStartedButNeverRecordedIsFoundByTheNextDispatcher() throws Exception {
-    var route = ConfigLoader.parse("routes: [{name: a}]", "test", Map.of()).routes().get(0);
-    List<String> command =
-        LocalLauncher.defaultCommand(List.of("-XX:TieredStopAtLevel=1"), runDir.resolve("x.jsa"));
-    // The API is unreachable: provisionerd keeps trying to acquire, so the process stays alive.
-    Attempt a =
-        new Attempt(7, 1, Attempt.nameOf(7, 1), route, BuildToken.generate(), "http://127.0.0.1:1");
+    List<String> command = provisionerd();
+    Attempt a = attempt(7);
     LocalLauncher first =
         new LocalLauncher(runDir, command, LocalLauncher.baseEnvironment(List.of()));
     assertThat(first.launch(a)).isInstanceOf(LaunchOutcome.Launched.class);
@@ -56,5 +70,110 @@ class LocalLauncherTest {
     assertThat(next.inspect(a.ref())).isInstanceOf(AttemptState.Missing.class);
     first.close();
     next.close();
+  }
+
+  /**
+   * An attempt sees its own token and nothing of the dispatcher's: the token file is the owner's
+   * alone, the environment is the reduced one (no admin token, no database URL, whatever the
+   * dispatcher had), and the process leads its own process group, so that ending the attempt ends
+   * everything it started.
+   */
+  @Test
+  void anAttemptIsIsolatedFromTheDispatcherAndFromOtherAttempts() throws Exception {
+    List<String> command =
+        List.of(
+            "/bin/sh",
+            "-c",
+            "env > ../env.txt; cut -d' ' -f5 /proc/$$/stat > ../pgid.txt; exec sleep 120");
+    Attempt a = attempt(9);
+    LocalLauncher launcher =
+        new LocalLauncher(runDir, command, LocalLauncher.baseEnvironment(List.of("NOT_SET_X")));
+    try {
+      assertThat(launcher.launch(a)).isInstanceOf(LaunchOutcome.Launched.class);
+      long pid = launcher.pid(a.name()).orElseThrow();
+      Path dir = runDir.resolve(a.name());
+      await().atMost(30, TimeUnit.SECONDS).until(() -> Files.size(dir.resolve("pgid.txt")) > 0);
+
+      Path token = dir.resolve("token");
+      assertThat(Files.readString(token)).isEqualTo(a.token().value());
+      assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(token)))
+          .isEqualTo("rw-------");
+      assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(dir)))
+          .isEqualTo("rwx------");
+
+      Map<String, String> env = new java.util.TreeMap<>();
+      for (String line : Files.readAllLines(dir.resolve("env.txt"))) {
+        int eq = line.indexOf('=');
+        if (eq > 0) {
+          env.put(line.substring(0, eq), line.substring(eq + 1));
+        }
+      }
+      // What sh adds of its own: PWD, SHLVL, and "_" for the last command.
+      env.keySet().removeAll(List.of("PWD", "OLDPWD", "SHLVL", "_"));
+      assertThat(env.keySet())
+          .containsExactlyInAnyOrder(
+              "PATH",
+              "LANG",
+              "HOME",
+              "TMPDIR",
+              "ONESHOT_API_URL",
+              "ONESHOT_TOKEN_FILE",
+              "ONESHOT_WORK_DIR",
+              "ONESHOT_BUILD_ID",
+              "ONESHOT_ATTEMPT");
+      assertThat(env.get("HOME")).isEqualTo(dir.resolve("work").toString());
+      assertThat(env.get("ONESHOT_TOKEN_FILE")).isEqualTo(token.toString());
+
+      assertThat(Files.readString(dir.resolve("pgid.txt")).trim())
+          .as("its own process group")
+          .isEqualTo(Long.toString(pid));
+    } finally {
+      launcher.kill(a.ref(), Duration.ZERO, "test");
+      launcher.close();
+    }
+  }
+
+  /**
+   * A second runner the API refused is killed when it is this launcher's own process of that
+   * attempt, and only then: not a process someone started by hand, not the holder.
+   */
+  @Test
+  void aRefusedSecondRunnerIsKilledOnlyWhenItIsThisLaunchersOwnProcess() throws Exception {
+    List<String> command = provisionerd();
+    Attempt a = attempt(8);
+    LocalLauncher launcher =
+        new LocalLauncher(runDir, command, LocalLauncher.baseEnvironment(List.of()));
+    Process byHand = new ProcessBuilder("sleep", "120").start();
+    try {
+      assertThat(launcher.launch(a)).isInstanceOf(LaunchOutcome.Launched.class);
+      long own = launcher.pid(a.name()).orElseThrow();
+      Runner holder =
+          new Runner("holder-runner-1", null, null, "host-1", ProcessHandle.current().pid());
+
+      // Started by hand: not the launcher's to kill, and no reason to kill its own either.
+      launcher.removeRunner(
+          a.ref(), new Runner("by-hand-runner", null, null, "host-1", byHand.pid()), holder);
+      assertThat(byHand.isAlive()).isTrue();
+      assertThat(ProcessHandle.of(own).map(ProcessHandle::isAlive)).contains(true);
+      // Its own process, but named as the holder: never killed.
+      Runner ownAsHolder = new Runner("own-runner-01", null, null, "host-1", own);
+      launcher.removeRunner(a.ref(), ownAsHolder, ownAsHolder);
+      assertThat(ProcessHandle.of(own).map(ProcessHandle::isAlive)).contains(true);
+      // Its own process of another attempt: left alone.
+      launcher.removeRunner(
+          new io.oneshot.launch.AttemptRef(8, 2, Attempt.nameOf(8, 2), null),
+          new Runner("own-runner-01", null, null, null, own),
+          holder);
+      assertThat(ProcessHandle.of(own).map(ProcessHandle::isAlive)).contains(true);
+
+      launcher.removeRunner(a.ref(), new Runner("own-runner-01", null, null, null, own), holder);
+      await()
+          .atMost(30, TimeUnit.SECONDS)
+          .until(() -> ProcessHandle.of(own).map(h -> !h.isAlive()).orElse(true));
+      assertThat(byHand.isAlive()).isTrue();
+    } finally {
+      byHand.destroyForcibly();
+      launcher.close();
+    }
   }
 }

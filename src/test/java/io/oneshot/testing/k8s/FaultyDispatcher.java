@@ -29,8 +29,31 @@ public final class FaultyDispatcher extends Dispatcher {
       new java.util.concurrent.atomic.AtomicInteger();
   public final List<Request> requests = new CopyOnWriteArrayList<>();
 
-  /** One request as the server received it. */
-  public record Request(String userAgent, String method, String path) {}
+  /** One request as the server received it; {@code body} is kept for DELETEs (DeleteOptions). */
+  public record Request(String userAgent, String method, String path, String body) {}
+
+  /**
+   * The DeleteOptions of the last DELETE of this object's path (no query), when it sent any: what a
+   * controller reads as the propagation policy and grace period.
+   */
+  public java.util.Optional<com.fasterxml.jackson.databind.JsonNode> lastDeleteOptions(
+      String objectPath) {
+    for (int i = requests.size() - 1; i >= 0; i--) {
+      Request r = requests.get(i);
+      if (r.method().equals("DELETE") && r.path().replaceFirst("\\?.*", "").equals(objectPath)) {
+        if (r.body() == null || r.body().isBlank()) {
+          return java.util.Optional.empty();
+        }
+        try {
+          return java.util.Optional.of(
+              new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.body()));
+        } catch (java.io.IOException e) {
+          return java.util.Optional.empty();
+        }
+      }
+    }
+    return java.util.Optional.empty();
+  }
 
   public FaultyDispatcher(Dispatcher crud) {
     this.crud = crud;
@@ -38,6 +61,45 @@ public final class FaultyDispatcher extends Dispatcher {
 
   public void add(Fault f) {
     faults.add(f);
+  }
+
+  private volatile List<String> droppedJobFields = List.of();
+
+  /**
+   * From now on, Jobs are stored without these fields of their spec, as by an API server that does
+   * not know them (too old, or a feature gate off); {@code backoffLimit} is stored as its default,
+   * 6.
+   */
+  public void dropJobSpecFields(String... fields) {
+    droppedJobFields = List.of(fields);
+  }
+
+  private static final Pattern JOBS =
+      Pattern.compile("^/apis/batch/v1/namespaces/[^/]+/jobs($|\\?)");
+
+  private RecordedRequest withoutDroppedFields(RecordedRequest request) {
+    try {
+      var mapper = new com.fasterxml.jackson.databind.ObjectMapper();
+      var job =
+          (com.fasterxml.jackson.databind.node.ObjectNode)
+              mapper.readTree(request.getBody().getBytes());
+      var spec = (com.fasterxml.jackson.databind.node.ObjectNode) job.path("spec");
+      for (String f : droppedJobFields) {
+        if (f.equals("backoffLimit")) {
+          spec.put(f, 6);
+        } else {
+          spec.remove(f);
+        }
+      }
+      return new RecordedRequest(
+          request.getHttpVersion(),
+          request.method(),
+          request.getPath(),
+          request.getHeaders(),
+          new io.fabric8.mockwebserver.http.Buffer(mapper.writeValueAsBytes(job)));
+    } catch (java.io.IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
   }
 
   /**
@@ -53,7 +115,16 @@ public final class FaultyDispatcher extends Dispatcher {
   @Override
   public MockResponse dispatch(RecordedRequest request) {
     requests.add(
-        new Request(request.getHeader("User-Agent"), request.getMethod(), request.getPath()));
+        new Request(
+            request.getHeader("User-Agent"),
+            request.getMethod(),
+            request.getPath(),
+            request.getMethod().equals("DELETE") ? request.getUtf8Body() : null));
+    if (!droppedJobFields.isEmpty()
+        && request.getMethod().equals("POST")
+        && JOBS.matcher(request.getPath()).find()) {
+      request = withoutDroppedFields(request);
+    }
     if (chaos > 0
         && chaosAgent.equals(request.getHeader("User-Agent"))
         && !request.getPath().contains("watch=true")) {

@@ -42,7 +42,7 @@ public final class MockCluster implements AutoCloseable {
         };
     server.init();
     admin = server.createClient();
-    kubelet = new FakeKubelet(admin, namespaces, workRoot);
+    kubelet = new FakeKubelet(admin, dispatcher, namespaces, workRoot);
     kubelet.start();
   }
 

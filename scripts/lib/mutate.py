@@ -1,0 +1,307 @@
+"""The driver behind scripts/mutate: makes each break, compiles it, runs its tests, reports.
+
+A break is a file, a text that must occur in it exactly once, and what replaces it. The guard
+list (scripts/mutations) names each break and the tests written for it; --all adds one break per
+clause of every WHERE in the build store's writing statements (UPDATE, DELETE, INSERT, FOR UPDATE,
+advisory locks), each run against the store's test suite.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LIST = ROOT / "scripts" / "mutations"
+WORK = ROOT / "target" / "mutate"
+# Where --all looks for statements, and the tests each of those breaks runs against.
+STORE_SOURCES = ["src/main/java/io/oneshot/build"]
+STORE_SUITE = [
+    "io.oneshot.build",
+    "io.oneshot.dispatch",
+    "io.oneshot.api",
+    "io.oneshot.server",
+    "io.oneshot.e2e",
+]
+TIMEOUT_S = 20 * 60
+
+
+@dataclass
+class Break:
+    name: str
+    file: str
+    old: str
+    new: str
+    tests: list
+    why: str = ""
+    start: int = -1  # offset of old in the file, when known (generated breaks)
+    problems: list = field(default_factory=list)
+
+
+def parse_list(path):
+    """The guard list: blocks of 'key: value' lines, '#' lines before a block say why."""
+    breaks, block, why = [], {}, []
+
+    def flush():
+        nonlocal block, why
+        if block:
+            missing = [k for k in ("name", "file", "from", "to", "tests") if k not in block]
+            if missing:
+                sys.exit(f"{path}: break {block.get('name', '?')}: missing {', '.join(missing)}")
+            breaks.append(
+                Break(
+                    block["name"],
+                    block["file"],
+                    block["from"],
+                    block["to"],
+                    block["tests"].split(),
+                    " ".join(why),
+                )
+            )
+        block, why = {}, []
+
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            flush()
+        elif line.startswith("#"):
+            if block:
+                flush()
+            why.append(line.lstrip("# ").strip())
+        else:
+            key, _, value = line.partition(":")
+            value = value.strip()
+            if key == "to" and value == "(nothing)":
+                value = ""
+            block[key.strip()] = value
+    flush()
+    names = [b.name for b in breaks]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        sys.exit(f"{path}: names used twice: {', '.join(sorted(dupes))}")
+    return breaks
+
+
+# --- Clauses of the store's statements ---------------------------------------------------------
+
+STOP_WORDS = re.compile(
+    r"\b(RETURNING|ORDER\s+BY|GROUP\s+BY|LIMIT|FOR\s+UPDATE|UNION|ON\s+CONFLICT|SELECT)\b"
+)
+
+
+def where_clauses(sql, base):
+    """(start, end) of each top-level conjunct of each WHERE in the text, as offsets + base."""
+    out = []
+    for m in re.finditer(r"\bWHERE\b", sql):
+        i, depth, quote = m.end(), 0, False
+        parts, part_start = [], m.end()
+        while i < len(sql):
+            c = sql[i]
+            if quote:
+                quote = c != "'"
+            elif c == "'":
+                quote = True
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth < 0:
+                    break
+            elif depth == 0:
+                if sql.startswith("CASE", i) and not sql[i - 1].isalnum():
+                    end = sql.find("END", i)
+                    i = end + 3 if end > 0 else len(sql)
+                    continue
+                if STOP_WORDS.match(sql, i) and not sql[i - 1].isalnum():
+                    break
+                if sql.startswith("AND", i) and not sql[i - 1].isalnum() and not sql[i + 3].isalnum():
+                    parts.append((part_start, i))
+                    part_start = i + 3
+                    i += 3
+                    continue
+            i += 1
+        parts.append((part_start, i))
+        clean = []
+        for s, e in parts:
+            text = sql[s:e]
+            lead = len(text) - len(text.lstrip())
+            s2, e2 = s + lead, s + len(text.rstrip())
+            if e2 > s2:
+                clean.append((s2 + base, e2 + base))
+        out.append(clean)
+    return out
+
+
+def statement_breaks():
+    breaks = []
+    for d in STORE_SOURCES:
+        for path in sorted((ROOT / d).glob("*.java")):
+            text = path.read_text()
+            rel = str(path.relative_to(ROOT))
+            for m in re.finditer(r'"""\n(.*?)"""', text, re.S):
+                sql = m.group(1)
+                if not re.search(r"\b(UPDATE|DELETE|INSERT)\b|pg_advisory", sql):
+                    continue
+                before = text[: m.start()]
+                names = re.findall(r"(\w+)\s*=\s*$", before.rstrip())
+                label = names[-1] if names else f"line {before.count(chr(10)) + 1}"
+                for conj in where_clauses(sql, m.start(1)):
+                    for k, (s, e) in enumerate(conj):
+                        clause = " ".join(text[s:e].split())
+                        if len(conj) == 1:
+                            start, end, new = s, e, "true"
+                        elif k == 0:
+                            start, end, new = s, conj[1][0], ""
+                        else:
+                            start, end, new = conj[k - 1][1], e, ""
+                        line = text[:s].count("\n") + 1
+                        breaks.append(
+                            Break(
+                                f"{path.stem}.{label}:{line} drop [{clause}]",
+                                rel,
+                                text[start:end],
+                                new,
+                                list(STORE_SUITE),
+                                "a clause of a writing statement",
+                                start,
+                            )
+                        )
+    return breaks
+
+
+# --- Running ----------------------------------------------------------------------------------
+
+
+def mutated_source(b):
+    path = ROOT / b.file
+    text = path.read_text()
+    if b.start >= 0:
+        if text[b.start : b.start + len(b.old)] != b.old:
+            return None, "the file changed since the break was made"
+        return text[: b.start] + b.new + text[b.start + len(b.old) :], None
+    n = text.count(b.old)
+    if n != 1:
+        return None, f"its text occurs {n} times in {b.file} (must be once): update scripts/mutations"
+    return text.replace(b.old, b.new, 1), None
+
+
+def java():
+    home = os.environ.get("JAVA_HOME")
+    return (str(Path(home) / "bin" / "java"), str(Path(home) / "bin" / "javac")) if home else ("java", "javac")
+
+
+def run(b, index, cp):
+    src, problem = mutated_source(b)
+    if problem:
+        return "STALE", problem, 0.0
+    d = WORK / f"{index:03d}"
+    shutil.rmtree(d, ignore_errors=True)
+    (d / "classes").mkdir(parents=True)
+    java_bin, javac_bin = java()
+    if b.file.endswith(".java"):
+        f = d / "src" / Path(b.file).name
+        f.parent.mkdir(parents=True)
+        f.write_text(src)
+        c = subprocess.run(
+            [javac_bin, "--release", "21", "-nowarn", "-proc:none", "-encoding", "UTF-8",
+             "-d", str(d / "classes"), "-cp", cp, str(f)],
+            capture_output=True, text=True,
+        )
+        if c.returncode != 0:
+            return "NOCOMPILE", c.stderr.strip().splitlines()[0] if c.stderr else "javac failed", 0.0
+    else:
+        # A resource (SQL): the same path under the class path's resources root.
+        rel = Path(b.file).relative_to("src/main/resources")
+        (d / "classes" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / "classes" / rel).write_text(src)
+    log = d / "tests.log"
+    started = time.monotonic()
+    with open(log, "w") as out:
+        try:
+            p = subprocess.run(
+                [java_bin, "-Dio.netty.noUnsafe=true", "--enable-native-access=ALL-UNNAMED",
+                 "-cp", f"{d / 'classes'}:{cp}", "io.oneshot.testing.FirstFailure", *b.tests],
+                stdout=out, stderr=subprocess.STDOUT, timeout=TIMEOUT_S, cwd=ROOT,
+            )
+            code = p.returncode
+        except subprocess.TimeoutExpired:
+            code = 124
+    took = time.monotonic() - started
+    reap(d / "classes")
+    tail = [l for l in log.read_text(errors="replace").splitlines() if l.startswith(("FAILED ", "all ", "no test"))]
+    detail = tail[-1] if tail else f"see {log.relative_to(ROOT)}"
+    if code == 1:
+        return "KILLED", detail, took
+    if code == 0:
+        return "SURVIVED", detail, took
+    if code == 124:
+        return "KILLED", f"the tests did not end within {TIMEOUT_S // 60} min ({log.relative_to(ROOT)})", took
+    return "ERROR", f"exit {code}: {detail}", took
+
+
+def reap(marker):
+    """Kills what a mutant's test run left behind: the test JVM stops at the first failure without
+    cleaning up, and the provisionerd processes it started carry the mutant's class path."""
+    marker = str(marker)
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                os.kill(int(proc.name), 9)
+        except (OSError, ValueError):
+            pass
+
+
+def main(argv):
+    listed = parse_list(LIST)
+    everything = "--all" in argv
+    names = [a for a in argv if not a.startswith("--")]
+    breaks = listed
+    if everything or names:
+        seen = set()
+        for b in listed:
+            src, _ = mutated_source(b)
+            seen.add((b.file, src))
+        for b in statement_breaks():
+            src, _ = mutated_source(b)
+            if (b.file, src) not in seen:
+                breaks = breaks + [b]
+        if names:
+            breaks = [b for b in breaks if b.name in names]
+            unknown = set(names) - {b.name for b in breaks}
+            if unknown:
+                sys.exit("no such break: " + ", ".join(sorted(unknown)) + " (scripts/mutate --list)")
+        elif not everything:
+            breaks = listed
+    if "--list" in argv:
+        for b in breaks:
+            print(f"{b.name}\n    {b.file}: [{' '.join(b.old.split())}] -> [{' '.join(b.new.split())}]\n    tests: {' '.join(b.tests)}")
+        return 0
+    cp_file = ROOT / "target" / "test-classpath.txt"
+    cp = ":".join([str(ROOT / "target" / "test-classes"), str(ROOT / "target" / "classes"), cp_file.read_text().strip()])
+    WORK.mkdir(parents=True, exist_ok=True)
+    results = []
+    total = time.monotonic()
+    for i, b in enumerate(breaks, 1):
+        print(f"[{i}/{len(breaks)}] {b.name} ...", end="", flush=True)
+        verdict, detail, took = run(b, i, cp)
+        print(f" {verdict} in {took:.0f} s: {detail}", flush=True)
+        results.append((b, verdict, detail))
+    print()
+    survived = [r for r in results if r[1] == "SURVIVED"]
+    stale = [r for r in results if r[1] in ("STALE", "NOCOMPILE", "ERROR")]
+    killed = sum(1 for r in results if r[1] == "KILLED")
+    print(f"{killed} killed, {len(survived)} survived, {len(stale)} not run, in {time.monotonic() - total:.0f} s")
+    for b, _, _ in survived:
+        print(f"SURVIVED {b.name}: {b.why or b.file}")
+    for b, v, d in stale:
+        print(f"{v} {b.name}: {d}")
+    if survived:
+        return 1
+    return 2 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,152 @@
+package io.oneshot.build;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.StoreFixture;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The compare-and-set clauses of the build store's transitions, each in the race it is there for:
+ * without the clause, the losing side of the race would win.
+ */
+class TransitionGuardsTest {
+  private static final String SCRIPT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
+  private static final Runner RUNNER = new Runner("runner-guards-1", null, null, "host", 1L);
+
+  private StoreFixture f;
+
+  @AfterEach
+  void tearDown() {
+    if (f != null) {
+      f.close();
+    }
+  }
+
+  private BuildStore.Claimed enqueueAndClaim() {
+    f = f != null ? f : new StoreFixture("routes: [{name: a, maxAttempts: 3}]");
+    Database.await(f.store.enqueue("{}", SCRIPT, 0, null));
+    return claim();
+  }
+
+  private BuildStore.Claimed claim() {
+    List<BuildStore.Claimed> c =
+        Database.await(f.store.claim(10, "test", List.of(BuildToken.generate())));
+    assertThat(c).hasSize(1);
+    return c.get(0);
+  }
+
+  private static Map<String, Object> row(long id) {
+    return Sql.rows(
+            "SELECT status, attempt, launched_at, started_at, runner_id FROM oneshot.builds"
+                + " WHERE id = ?",
+            id)
+        .get(0);
+  }
+
+  /**
+   * The rescuer's launch-timeout requeue reads the build as launching; provisionerd acquires before
+   * the requeue runs. The requeue must lose: the build is running and its script or apply has
+   * started.
+   */
+  @Test
+  void aLaunchTimeoutRequeueLosesToAnAcquireThatCameFirst() {
+    BuildStore.Claimed c = enqueueAndClaim();
+    assertThat(Database.await(f.store.acquire(c.token().hash(), RUNNER)))
+        .isInstanceOf(BuildStore.Acquire.Granted.class);
+
+    assertThat(
+            Database.await(
+                f.store.requeue(c.id(), c.attempt(), BuildState.LAUNCHING, "launch timed out")))
+        .isEmpty();
+    Map<String, Object> b = row(c.id());
+    assertThat(b.get("status")).isEqualTo("running");
+    assertThat(b.get("attempt")).isEqualTo(1);
+    assertThat(b.get("runner_id")).isEqualTo(RUNNER.id());
+  }
+
+  /**
+   * A launch confirmed late for attempt 1, after that attempt was requeued and attempt 2 claimed,
+   * must not mark attempt 2 launched: attempt 2's launch timeout would then count from the wrong
+   * launch, and its Job would be taken for created.
+   */
+  @Test
+  void aLateLaunchRecordOfAnOldAttemptDoesNotMarkTheNewOneLaunched() {
+    BuildStore.Claimed first = enqueueAndClaim();
+    assertThat(
+            Database.await(
+                f.store.requeue(first.id(), 1, BuildState.LAUNCHING, "launch failed: 503")))
+        .contains(BuildState.PENDING);
+    BuildStore.Claimed second = claim();
+    assertThat(second.attempt()).isEqualTo(2);
+
+    assertThat(
+            Database.await(
+                f.store.markLaunched(first.id(), 1, "test", first.launchName(), null, "late")))
+        .isEmpty();
+    assertThat(row(first.id()).get("launched_at")).isNull();
+
+    assertThat(
+            Database.await(
+                f.store.markLaunched(second.id(), 2, "test", second.launchName(), null, "ok")))
+        .isPresent();
+    assertThat(row(first.id()).get("launched_at")).isNotNull();
+  }
+
+  /**
+   * A requeue decided for attempt 1 (its pod failed) that lands after attempt 2 was claimed must
+   * not requeue attempt 2, whose Job is being created.
+   */
+  @Test
+  void aLateRequeueOfAnOldAttemptLeavesTheNewOneAlone() {
+    BuildStore.Claimed first = enqueueAndClaim();
+    assertThat(Database.await(f.store.requeue(first.id(), 1, BuildState.LAUNCHING, "pod failed")))
+        .contains(BuildState.PENDING);
+    BuildStore.Claimed second = claim();
+    assertThat(
+            Database.await(
+                f.store.requeue(first.id(), 1, BuildState.LAUNCHING, "pod failed, told twice")))
+        .isEmpty();
+    Map<String, Object> b = row(first.id());
+    assertThat(b.get("status")).isEqualTo("launching");
+    assertThat(b.get("attempt")).isEqualTo(second.attempt());
+  }
+
+  /**
+   * A claim whose launch was never recorded gets a new token before it is launched again; one whose
+   * launch was recorded keeps its token, which its pod may be about to acquire with.
+   */
+  @Test
+  void aLaunchedAttemptKeepsItsToken() {
+    BuildStore.Claimed c = enqueueAndClaim();
+    assertThat(Database.await(f.store.markLaunched(c.id(), 1, "test", c.launchName(), null, "ok")))
+        .isPresent();
+    assertThat(Database.await(f.store.retoken(c.id(), 1, BuildToken.generate()))).isFalse();
+    assertThat(Database.await(f.store.acquire(c.token().hash(), RUNNER)))
+        .isInstanceOf(BuildStore.Acquire.Granted.class);
+  }
+
+  /** Builds queued for a route the configuration no longer has fail at once, saying why. */
+  @Test
+  void queuedBuildsOfARemovedRouteFailInsteadOfWaitingForever() {
+    f = new StoreFixture("routes: [{name: a}, {name: gone, tags: {old: \"yes\"}}]");
+    long orphan = Database.await(f.store.enqueue("{\"old\": \"yes\"}", SCRIPT, 0, null)).id();
+    long kept = Database.await(f.store.enqueue("{}", SCRIPT, 0, null)).id();
+
+    StoreFixture narrower = new StoreFixture("routes: [{name: a}]", false);
+    try {
+      List<String> failed =
+          Database.await(narrower.store.mirror(narrower.config.routes(), narrower.config.limits()));
+      assertThat(failed).containsExactly("gone");
+    } finally {
+      narrower.close();
+    }
+    assertThat(row(orphan).get("status")).isEqualTo("failed");
+    assertThat(Sql.value("SELECT error FROM oneshot.builds WHERE id = ?", orphan))
+        .isEqualTo("route gone no longer exists in the dispatcher's configuration");
+    assertThat(row(kept).get("status")).isEqualTo("pending");
+  }
+}

@@ -1,0 +1,72 @@
+package io.oneshot.server;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.oneshot.build.BuildStore;
+import io.oneshot.build.BuildToken;
+import io.oneshot.build.Database;
+import io.oneshot.launch.AttemptEvents.Note;
+import io.oneshot.launch.AttemptRef;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.StoreFixture;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * What a launcher says of an attempt reaches the build's log and timeline in the order it said it.
+ */
+class LaunchEventsTest {
+  private StoreFixture f;
+
+  @AfterEach
+  void tearDown() {
+    if (f != null) {
+      f.close();
+    }
+  }
+
+  @Test
+  void notesHeardInARowAreLoggedAndTimedInThatOrder() {
+    f = new StoreFixture("routes: [{name: a}]");
+    Sql.exec(
+        "SELECT oneshot.enqueue('{}', '{\"provisioner\": \"script\", \"command\": [\"true\"]}')");
+    BuildStore.Claimed c =
+        Database.await(f.store.claim(1, "test", List.of(BuildToken.generate()))).get(0);
+    AttemptRef ref = new AttemptRef(c.id(), c.attempt(), c.launchName(), null);
+    LaunchEvents events = new LaunchEvents(f.store, null, null);
+
+    int n = 60;
+    // As an informer delivers them: one thread, back to back, each a log line and a milestone.
+    IntStream.range(0, n).forEach(i -> events.note(ref, Note.milestone("step " + i)));
+
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.build_events WHERE build_id = ?"
+                            + " AND reason LIKE 'step %'",
+                        c.id())
+                    == n);
+    List<String> expected = IntStream.range(0, n).mapToObj(i -> "step " + i).toList();
+    assertThat(
+            Sql.rows("SELECT text FROM oneshot.build_logs WHERE build_id = ? ORDER BY seq", c.id())
+                .stream()
+                .map(r -> (String) r.get("text"))
+                .toList())
+        .isEqualTo(expected);
+    assertThat(
+            Sql.rows(
+                    "SELECT reason FROM oneshot.build_events WHERE build_id = ?"
+                        + " AND reason LIKE 'step %' ORDER BY id",
+                    c.id())
+                .stream()
+                .map(r -> (String) r.get("reason"))
+                .toList())
+        .isEqualTo(expected);
+  }
+}

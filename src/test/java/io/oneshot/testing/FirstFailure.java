@@ -1,0 +1,79 @@
+package io.oneshot.testing;
+
+import static org.junit.platform.engine.discovery.DiscoverySelectors.selectClass;
+import static org.junit.platform.engine.discovery.DiscoverySelectors.selectMethod;
+import static org.junit.platform.engine.discovery.DiscoverySelectors.selectPackage;
+
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.platform.engine.DiscoverySelector;
+import org.junit.platform.engine.TestExecutionResult;
+import org.junit.platform.launcher.Launcher;
+import org.junit.platform.launcher.TestExecutionListener;
+import org.junit.platform.launcher.TestIdentifier;
+import org.junit.platform.launcher.TestPlan;
+import org.junit.platform.launcher.core.LauncherDiscoveryRequestBuilder;
+import org.junit.platform.launcher.core.LauncherFactory;
+
+/**
+ * Runs tests until the first one fails, for {@code scripts/mutate}: a mutant is killed by the first
+ * failure, so the rest need not run. Arguments select tests: a package ({@code io.oneshot.build}),
+ * a class ({@code io.oneshot.build.ClaimTest}) or a method ({@code ClaimTest#name}, fully
+ * qualified). Exits 0 when every selected test passed, 1 at the first failure (naming it), 2 when
+ * the selection found no test.
+ */
+public final class FirstFailure {
+  private FirstFailure() {}
+
+  public static void main(String[] args) {
+    PrintStream out = System.out;
+    List<DiscoverySelector> selectors = new ArrayList<>();
+    for (String a : args) {
+      if (a.contains("#")) {
+        selectors.add(selectMethod(a));
+      } else if (Character.isUpperCase(a.charAt(a.lastIndexOf('.') + 1))) {
+        selectors.add(selectClass(a));
+      } else {
+        selectors.add(selectPackage(a));
+      }
+    }
+    Launcher launcher = LauncherFactory.create();
+    TestPlan plan =
+        launcher.discover(LauncherDiscoveryRequestBuilder.request().selectors(selectors).build());
+    long tests = plan.countTestIdentifiers(TestIdentifier::isTest);
+    if (tests == 0) {
+      out.println("no test matches " + String.join(" ", args));
+      System.exit(2);
+    }
+    int[] passed = {0};
+    launcher.execute(
+        plan,
+        new TestExecutionListener() {
+          @Override
+          public void executionFinished(TestIdentifier id, TestExecutionResult result) {
+            if (result.getStatus() == TestExecutionResult.Status.SUCCESSFUL) {
+              if (id.isTest()) {
+                passed[0]++;
+              }
+              return;
+            }
+            if (result.getStatus() == TestExecutionResult.Status.ABORTED) {
+              out.println("skipped " + id.getDisplayName() + " (an assumption did not hold)");
+              return;
+            }
+            out.println(
+                "FAILED "
+                    + id.getUniqueId()
+                    + ": "
+                    + result.getThrowable().map(Throwable::toString).orElse("aborted"));
+            out.flush();
+            // Tests leave servers and processes behind when stopped midway: halt, don't unwind.
+            Runtime.getRuntime().halt(1);
+          }
+        });
+    out.println("all " + passed[0] + " tests passed");
+    out.flush();
+    Runtime.getRuntime().halt(0);
+  }
+}
