@@ -947,5 +947,14 @@ public final class FakeKubelet implements AutoCloseable {
     }
     timers.shutdownNow();
     work.shutdownNow();
+    // Nothing of the kubelet's may call the API server once it closes: a request in flight then
+    // holds a connection the server waits on.
+    try {
+      if (!work.awaitTermination(20, TimeUnit.SECONDS)) {
+        System.err.println("test kubelet: work still running 20 s after close");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 }

@@ -7,14 +7,20 @@ import io.fabric8.kubernetes.client.server.mock.KubernetesMockServer;
 import io.fabric8.kubernetes.client.vertx.VertxHttpClientFactory;
 import io.fabric8.mockwebserver.Context;
 import io.fabric8.mockwebserver.MockWebServer;
+import io.fabric8.mockwebserver.MockWebServerListener;
 import io.fabric8.mockwebserver.ServerRequest;
 import io.fabric8.mockwebserver.ServerResponse;
+import io.fabric8.mockwebserver.http.RecordedHttpConnection;
 import io.vertx.core.Vertx;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Queue;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A Kubernetes API server for tests: fabric8's mock server in CRUD mode (real HTTP, real watches,
@@ -27,11 +33,32 @@ public final class MockCluster implements AutoCloseable {
   public final KubernetesClient admin;
   public final FakeKubelet kubelet;
 
+  /** The clients' ends of the connections open to the API server. */
+  private final Set<String> connections = new HashSet<>();
+
   public MockCluster(List<String> namespaces, Path workRoot) {
     Map<ServerRequest, Queue<ServerResponse>> responses = new HashMap<>();
     dispatcher = new FaultyDispatcher(new KubernetesMixedDispatcher(responses));
+    MockWebServer web = new MockWebServer();
+    web.addListener(
+        new MockWebServerListener() {
+          @Override
+          public void onConnection(RecordedHttpConnection c) {
+            synchronized (connections) {
+              connections.add(c.getRemoteAddress().toString());
+            }
+          }
+
+          @Override
+          public void onConnectionClosed(RecordedHttpConnection c) {
+            synchronized (connections) {
+              connections.remove(c.getRemoteAddress().toString());
+              connections.notifyAll();
+            }
+          }
+        });
     server =
-        new KubernetesMockServer(new Context(), new MockWebServer(), responses, dispatcher, false) {
+        new KubernetesMockServer(new Context(), web, responses, dispatcher, false) {
           @Override
           protected Config initConfig() {
             Config c = super.initConfig();
@@ -75,10 +102,38 @@ public final class MockCluster implements AutoCloseable {
     return out;
   }
 
+  /**
+   * Stops the kubelet, then the API server once every client has hung up. The server closes a
+   * WebSocket (a watch) by handshake and gives the client ten seconds to answer, the same time
+   * fabric8 waits for the whole close: a watch still open then can fail the close. So the clients
+   * go first (the dispatcher's before this is called, the kubelet's here) and the server closes
+   * with no connection left; one that stays open is named.
+   */
   @Override
   public void close() {
     kubelet.close();
     admin.close();
-    server.destroy();
+    List<String> left = awaitNoConnections(Duration.ofSeconds(20));
+    try {
+      server.destroy();
+    } catch (IllegalStateException e) {
+      throw new IllegalStateException(
+          e.getMessage() + "; connections still open when it closed: " + left, e);
+    }
+  }
+
+  private List<String> awaitNoConnections(Duration limit) {
+    long deadline = System.nanoTime() + limit.toNanos();
+    synchronized (connections) {
+      try {
+        long rest;
+        while (!connections.isEmpty() && (rest = deadline - System.nanoTime()) > 0) {
+          TimeUnit.NANOSECONDS.timedWait(connections, rest);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      return List.copyOf(connections);
+    }
   }
 }
