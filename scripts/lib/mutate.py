@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIST = ROOT / "scripts" / "mutations"
 WORK = ROOT / "target" / "mutate"
 # Where --all looks for statements, and the tests each of those breaks runs against.
-STORE_SOURCES = ["src/main/java/io/oneshot/build"]
+STORE_SOURCES = ["src/main/resources/io/oneshot/build/sql"]
 STORE_SUITE = [
     "io.oneshot.build",
     "io.oneshot.dispatch",
@@ -138,37 +138,36 @@ def where_clauses(sql, base):
 def statement_breaks():
     breaks = []
     for d in STORE_SOURCES:
-        for path in sorted((ROOT / d).glob("*.java")):
+        for path in sorted((ROOT / d).rglob("*.sql")):
             text = path.read_text()
             rel = str(path.relative_to(ROOT))
-            for m in re.finditer(r'"""\n(.*?)"""', text, re.S):
-                sql = m.group(1)
-                if not re.search(r"\b(UPDATE|DELETE|INSERT)\b|pg_advisory", sql):
-                    continue
-                before = text[: m.start()]
-                names = re.findall(r"(\w+)\s*=\s*$", before.rstrip())
-                label = names[-1] if names else f"line {before.count(chr(10)) + 1}"
-                for conj in where_clauses(sql, m.start(1)):
-                    for k, (s, e) in enumerate(conj):
-                        clause = " ".join(text[s:e].split())
-                        if len(conj) == 1:
-                            start, end, new = s, e, "true"
-                        elif k == 0:
-                            start, end, new = s, conj[1][0], ""
-                        else:
-                            start, end, new = conj[k - 1][1], e, ""
-                        line = text[:s].count("\n") + 1
-                        breaks.append(
-                            Break(
-                                f"{path.stem}.{label}:{line} drop [{clause}]",
-                                rel,
-                                text[start:end],
-                                new,
-                                list(STORE_SUITE),
-                                "a clause of a writing statement",
-                                start,
-                            )
+            label = str(path.relative_to(ROOT / d).with_suffix(""))
+            # The statement is the file but its leading comment, which says what it guards.
+            body = re.sub(r"\A(?:--[^\n]*\n)*", "", text)
+            offset = len(text) - len(body)
+            if not re.search(r"\b(UPDATE|DELETE|INSERT)\b|pg_advisory", body):
+                continue
+            for conj in where_clauses(body, offset):
+                for k, (s, e) in enumerate(conj):
+                    clause = " ".join(text[s:e].split())
+                    if len(conj) == 1:
+                        start, end, new = s, e, "true"
+                    elif k == 0:
+                        start, end, new = s, conj[1][0], ""
+                    else:
+                        start, end, new = conj[k - 1][1], e, ""
+                    line = text[:s].count("\n") + 1
+                    breaks.append(
+                        Break(
+                            f"{label}:{line} drop [{clause}]",
+                            rel,
+                            text[start:end],
+                            new,
+                            list(STORE_SUITE),
+                            "a clause of a writing statement",
+                            start,
                         )
+                    )
     return breaks
 
 

@@ -1,6 +1,6 @@
 package io.oneshot.api;
 
-import io.oneshot.build.BuildStore.RouteStatus;
+import io.oneshot.build.BuildReads.RouteStatus;
 import io.prometheus.metrics.core.metrics.Counter;
 import io.prometheus.metrics.core.metrics.CounterWithCallback;
 import io.prometheus.metrics.core.metrics.Gauge;

@@ -1,7 +1,7 @@
 package io.oneshot.api;
 
-import io.oneshot.build.BuildStore;
 import io.oneshot.build.Runner;
+import io.oneshot.build.RunnerStore;
 
 /** A runner call refused because the attempt is bound to another runner: who holds it, who came. */
-public record RunnerConflict(BuildStore.Holder holder, Runner intruder) {}
+public record RunnerConflict(RunnerStore.Holder holder, Runner intruder) {}

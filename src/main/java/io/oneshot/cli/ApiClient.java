@@ -57,15 +57,8 @@ final class ApiClient {
 
   /** Reads an NDJSON response line by line until the server ends it. */
   void stream(String path, Consumer<String> line) {
-    HttpResponse<InputStream> resp;
-    try {
-      resp = http.send(request(path).GET().build(), HttpResponse.BodyHandlers.ofInputStream());
-    } catch (IOException e) {
-      throw unreachable(e);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new CliException(Main.UNREACHABLE, "interrupted");
-    }
+    HttpResponse<InputStream> resp =
+        exchange(request(path).GET().build(), HttpResponse.BodyHandlers.ofInputStream());
     if (resp.statusCode() >= 300) {
       try (InputStream in = resp.body()) {
         throw refused(resp.statusCode(), new String(in.readAllBytes(), StandardCharsets.UTF_8));
@@ -92,16 +85,20 @@ final class ApiClient {
         .header("Accept", "application/json");
   }
 
-  private JsonNode send(HttpRequest req) {
-    HttpResponse<String> resp;
+  /** Sends the request; a connection that fails is {@link Main#UNREACHABLE}. */
+  private <T> HttpResponse<T> exchange(HttpRequest req, HttpResponse.BodyHandler<T> body) {
     try {
-      resp = http.send(req, HttpResponse.BodyHandlers.ofString());
+      return http.send(req, body);
     } catch (IOException e) {
       throw unreachable(e);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new CliException(Main.UNREACHABLE, "interrupted");
     }
+  }
+
+  private JsonNode send(HttpRequest req) {
+    HttpResponse<String> resp = exchange(req, HttpResponse.BodyHandlers.ofString());
     if (resp.statusCode() >= 300) {
       throw refused(resp.statusCode(), resp.body());
     }

@@ -113,7 +113,8 @@ final class DevCommand implements Callable<Integer> {
     String token = adminToken(dir);
     OneshotConfig cfg =
         new OneshotConfig(
-            new OneshotConfig.Database(url, base.database().poolSize()),
+            new OneshotConfig.Database(
+                url, base.database().poolSize(), base.database().reconnect()),
             new OneshotConfig.Api("127.0.0.1", port, null, token),
             base.dispatch(),
             base.limits(),

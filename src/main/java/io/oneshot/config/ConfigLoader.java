@@ -3,7 +3,6 @@ package io.oneshot.config;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.MissingNode;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.oneshot.config.OneshotConfig.Api;
 import io.oneshot.config.OneshotConfig.Database;
@@ -23,7 +22,6 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.regex.Pattern;
 
 /**
@@ -50,16 +48,19 @@ public final class ConfigLoader {
 
   private ConfigLoader() {}
 
-  public static OneshotConfig load(Path file, Map<String, String> env) {
-    String text;
+  /** A configuration file's text; a missing or unreadable file is a {@link ConfigException}. */
+  public static String readFile(Path file) {
     try {
-      text = Files.readString(file, StandardCharsets.UTF_8);
+      return Files.readString(file, StandardCharsets.UTF_8);
     } catch (NoSuchFileException e) {
       throw new ConfigException(file + ": no such file");
     } catch (IOException e) {
       throw new ConfigException(file + ": cannot be read: " + e.getMessage(), e);
     }
-    return parse(text, file.toString(), env);
+  }
+
+  public static OneshotConfig load(Path file, Map<String, String> env) {
+    return parse(readFile(file), file.toString(), env);
   }
 
   public static OneshotConfig parse(String yaml, String source, Map<String, String> env) {
@@ -74,7 +75,7 @@ public final class ConfigLoader {
       root = YAML.createObjectNode();
     }
     try {
-      return read(new Node(root, ""), env);
+      return read(new ConfigNode(root, ""), env);
     } catch (ConfigException e) {
       throw new ConfigException(source + ": " + e.getMessage(), e);
     }
@@ -90,16 +91,18 @@ public final class ConfigLoader {
             + ")";
   }
 
-  private static OneshotConfig read(Node root, Map<String, String> env) {
+  private static OneshotConfig read(ConfigNode root, Map<String, String> env) {
     root.requireObject();
     root.allowOnly("database", "api", "dispatch", "limits", "launcher", "logging", "routes");
 
-    Node db = root.object("database");
-    db.allowOnly("url", "poolSize");
+    ConfigNode db = root.object("database");
+    db.allowOnly("url", "poolSize", "reconnect");
     String url = env.getOrDefault(ENV_DATABASE_URL, db.string("url", null));
-    Database database = new Database(url, db.integer("poolSize", 10, 1, 200));
+    Database database =
+        new Database(
+            url, db.integer("poolSize", 10, 1, 200), db.backoff("reconnect", "100ms", "5s"));
 
-    Node apiNode = root.object("api");
+    ConfigNode apiNode = root.object("api");
     apiNode.allowOnly("listen", "publicUrl", "adminToken", "adminTokenFile");
     String listen = apiNode.string("listen", "0.0.0.0:8080");
     int colon = listen.lastIndexOf(':');
@@ -141,7 +144,7 @@ public final class ConfigLoader {
     }
     Api api = new Api(host, port, publicUrl, token);
 
-    Node d = root.object("dispatch");
+    ConfigNode d = root.object("dispatch");
     d.allowOnly(
         "maxConcurrent",
         "claimBatch",
@@ -151,7 +154,8 @@ public final class ConfigLoader {
         "listenerHealthInterval",
         "heartbeatInterval",
         "leaderInterval",
-        "shutdownGrace");
+        "shutdownGrace",
+        "launchRetry");
     Dispatch dispatch =
         new Dispatch(
             d.integer("maxConcurrent", 100, 1, 100_000),
@@ -162,9 +166,10 @@ public final class ConfigLoader {
             d.duration("listenerHealthInterval", "10s", Duration.ofMillis(100)),
             d.duration("heartbeatInterval", "1s", Duration.ofMillis(100)),
             d.duration("leaderInterval", "1s", Duration.ofMillis(50)),
-            d.duration("shutdownGrace", "20s", Duration.ofSeconds(1)));
+            d.duration("shutdownGrace", "20s", Duration.ofSeconds(1)),
+            d.backoff("launchRetry", "500ms", "30s"));
 
-    Node l = root.object("limits");
+    ConfigNode l = root.object("limits");
     l.allowOnly(
         "maxInputBytes",
         "maxTags",
@@ -189,13 +194,13 @@ public final class ConfigLoader {
           .invalid("must exceed maxStateBytes by at least 64KiB, so that a full state fits");
     }
 
-    Node ln = root.object("launcher");
+    ConfigNode ln = root.object("launcher");
     ln.allowOnly("kind", "local", "kubernetes");
     String kind = ln.string("kind", "local");
     if (!kind.equals("local") && !kind.equals("kubernetes")) {
       throw ln.child("kind").invalid("must be local or kubernetes", kind);
     }
-    Node lo = ln.object("local");
+    ConfigNode lo = ln.object("local");
     lo.allowOnly("runDir", "javaOptions", "command", "passEnv", "pluginCacheDir");
     String runDir = lo.string("runDir", null);
     String cache = lo.string("pluginCacheDir", null);
@@ -206,7 +211,7 @@ public final class ConfigLoader {
             lo.strings("command", List.of()),
             lo.strings("passEnv", List.of()),
             cache == null ? null : Path.of(cache));
-    Node kn = ln.object("kubernetes");
+    ConfigNode kn = ln.object("kubernetes");
     kn.allowOnly(
         "namespace", "templateDir", "qps", "burst", "ttlSecondsAfterFinished", "requestTimeout");
     String namespace = kn.string("namespace", "default");
@@ -230,15 +235,15 @@ public final class ConfigLoader {
                   + " http://oneshot.oneshot.svc:8080");
     }
 
-    Node lg = root.object("logging");
+    ConfigNode lg = root.object("logging");
     lg.allowOnly("format", "levels");
     String format = lg.string("format", "text");
     if (!format.equals("text") && !format.equals("json")) {
       throw lg.child("format").invalid("must be text or json", format);
     }
     Map<String, String> levels = new LinkedHashMap<>();
-    Node lv = lg.object("levels");
-    for (Iterator<String> it = lv.node.fieldNames(); it.hasNext(); ) {
+    ConfigNode lv = lg.object("levels");
+    for (Iterator<String> it = lv.node().fieldNames(); it.hasNext(); ) {
       String name = it.next();
       String level = lv.string(name, null);
       if (level == null
@@ -265,17 +270,17 @@ public final class ConfigLoader {
     return new OneshotConfig(database, api, dispatch, limits, launcher, logging, routes);
   }
 
-  private static List<Route> readRoutes(Node root, Dispatch dispatch) {
-    Node list = root.child("routes");
-    if (list.node.isMissingNode() || list.node.isNull()) {
+  private static List<Route> readRoutes(ConfigNode root, Dispatch dispatch) {
+    ConfigNode list = root.child("routes");
+    if (list.node().isMissingNode() || list.node().isNull()) {
       throw list.invalid("at least one route is required");
     }
-    if (!list.node.isArray() || list.node.isEmpty()) {
+    if (!list.node().isArray() || list.node().isEmpty()) {
       throw list.invalid("must be a non-empty list of routes");
     }
     List<Route> routes = new ArrayList<>();
-    for (int i = 0; i < list.node.size(); i++) {
-      Node r = list.index(i);
+    for (int i = 0; i < list.node().size(); i++) {
+      ConfigNode r = list.index(i);
       r.requireObject();
       r.allowOnly(
           "name",
@@ -353,7 +358,7 @@ public final class ConfigLoader {
    * How long a runner goes on without an accepted heartbeat before it stops its provisioner:
    * shorter than the hang timeout (the dispatcher's limit), and at least two heartbeats long.
    */
-  private static Duration lease(Node r, Duration hang, Duration heartbeat) {
+  private static Duration lease(ConfigNode r, Duration hang, Duration heartbeat) {
     Duration half = hang.dividedBy(2);
     Duration fallback = DEFAULT_LEASE.compareTo(half) < 0 ? DEFAULT_LEASE : half;
     Duration lease = r.duration("lease", Units.format(fallback), Duration.ofMillis(200));
@@ -374,218 +379,5 @@ public final class ConfigLoader {
               Units.format(lease));
     }
     return lease;
-  }
-
-  /** A YAML node and its path from the root, for messages. */
-  private record Node(JsonNode node, String path) {
-    Node child(String name) {
-      JsonNode n = node.isObject() ? node.path(name) : MissingNode.getInstance();
-      return new Node(n, path.isEmpty() ? name : path + "." + name);
-    }
-
-    Node index(int i) {
-      return new Node(node.get(i), path + "[" + i + "]");
-    }
-
-    ConfigException invalid(String rule) {
-      return new ConfigException((path.isEmpty() ? "(top level)" : path) + ": " + rule);
-    }
-
-    ConfigException invalid(String rule, Object got) {
-      return invalid(rule + ", got " + quote(got));
-    }
-
-    private static String quote(Object v) {
-      return v instanceof JsonNode j ? j.toString() : "\"" + v + "\"";
-    }
-
-    boolean absent() {
-      return node == null || node.isMissingNode() || node.isNull();
-    }
-
-    void requireObject() {
-      if (!node.isObject()) {
-        throw invalid("must be a mapping of keys to values", node);
-      }
-    }
-
-    Node object(String name) {
-      Node c = child(name);
-      if (c.absent()) {
-        return new Node(YAML.createObjectNode(), c.path);
-      }
-      c.requireObject();
-      return c;
-    }
-
-    void allowOnly(String... known) {
-      Set<String> allowed = Set.of(known);
-      for (Iterator<String> it = node.fieldNames(); it.hasNext(); ) {
-        String name = it.next();
-        if (!allowed.contains(name)) {
-          String hint = closest(name, known);
-          throw child(name)
-              .invalid(
-                  "unknown field"
-                      + (hint == null ? "" : " (did you mean " + hint + "?)")
-                      + "; known fields: "
-                      + String.join(", ", known));
-        }
-      }
-    }
-
-    String string(String name, String fallback) {
-      Node c = child(name);
-      if (c.absent()) {
-        return fallback;
-      }
-      if (!c.node.isTextual() && !c.node.isNumber() && !c.node.isBoolean()) {
-        throw c.invalid("must be a string", c.node);
-      }
-      return c.node.asText();
-    }
-
-    int integer(String name, int fallback, int min, int max) {
-      Node c = child(name);
-      if (c.absent()) {
-        return fallback;
-      }
-      if (!c.node.canConvertToInt() || !c.node.isIntegralNumber()) {
-        throw c.invalid("must be an integer from " + min + " to " + max, c.node);
-      }
-      int v = c.node.intValue();
-      if (v < min || v > max) {
-        throw c.invalid("must be an integer from " + min + " to " + max, c.node);
-      }
-      return v;
-    }
-
-    boolean bool(String name, boolean fallback) {
-      Node c = child(name);
-      if (c.absent()) {
-        return fallback;
-      }
-      if (!c.node.isBoolean()) {
-        throw c.invalid("must be true or false", c.node);
-      }
-      return c.node.booleanValue();
-    }
-
-    Duration duration(String name, String fallback, Duration min) {
-      Node c = child(name);
-      String text = c.absent() ? fallback : c.node.asText();
-      if (!c.absent() && !c.node.isTextual()) {
-        throw c.invalid("must be a duration like 250ms, 2s, 5m or 1h", c.node);
-      }
-      Duration d;
-      try {
-        d = Units.parseDuration(text);
-      } catch (IllegalArgumentException e) {
-        throw c.invalid(e.getMessage());
-      }
-      if (d.compareTo(min) < 0) {
-        throw c.invalid("must be at least " + Units.format(min), text);
-      }
-      return d;
-    }
-
-    long size(String name, String fallback, long min, long max) {
-      Node c = child(name);
-      String text = c.absent() ? fallback : c.node.asText();
-      long v;
-      try {
-        v = Units.parseSize(text);
-      } catch (IllegalArgumentException e) {
-        throw c.invalid(e.getMessage());
-      }
-      if (v < min || v > max) {
-        throw c.invalid(
-            "must be from " + Units.formatSize(min) + " to " + Units.formatSize(max), text);
-      }
-      return v;
-    }
-
-    List<String> strings(String name, List<String> fallback) {
-      Node c = child(name);
-      if (c.absent()) {
-        return fallback;
-      }
-      if (!c.node.isArray()) {
-        throw c.invalid("must be a list of strings", c.node);
-      }
-      List<String> out = new ArrayList<>();
-      for (int i = 0; i < c.node.size(); i++) {
-        JsonNode e = c.node.get(i);
-        if (!e.isTextual()) {
-          throw c.index(i).invalid("must be a string", e);
-        }
-        out.add(e.asText());
-      }
-      return List.copyOf(out);
-    }
-
-    Map<String, String> tags(String name) {
-      Node c = child(name);
-      if (c.absent()) {
-        return Map.of();
-      }
-      if (!c.node.isObject()) {
-        throw c.invalid("must be a mapping of tag keys to string values", c.node);
-      }
-      Map<String, String> out = new LinkedHashMap<>();
-      for (Map.Entry<String, JsonNode> e : c.node.properties()) {
-        Node v = c.child(e.getKey());
-        if (!TAG_KEY.matcher(e.getKey()).matches()) {
-          throw v.invalid(
-              "is not a valid tag key: 1 to 63 letters, digits, '.', '_', '-' or '/', starting"
-                  + " and ending with a letter or digit");
-        }
-        if (!e.getValue().isValueNode() || e.getValue().isNull()) {
-          throw v.invalid("must be a string", e.getValue());
-        }
-        String value = e.getValue().asText();
-        if (!TAG_VALUE.matcher(value).matches()) {
-          throw v.invalid(
-              "is not a valid tag value: up to 63 letters, digits, '.', '_' or '-', starting and"
-                  + " ending with a letter or digit",
-              value);
-        }
-        out.put(e.getKey(), value);
-      }
-      return Map.copyOf(out);
-    }
-  }
-
-  /** The known name nearest to a misspelt one, if it is near enough to be a likely typo. */
-  static String closest(String name, String... known) {
-    String best = null;
-    int bestDistance = Integer.MAX_VALUE;
-    for (String k : known) {
-      int d = distance(name.toLowerCase(), k.toLowerCase());
-      if (d < bestDistance) {
-        bestDistance = d;
-        best = k;
-      }
-    }
-    return bestDistance <= Math.max(2, name.length() / 4) ? best : null;
-  }
-
-  private static int distance(String a, String b) {
-    int[] prev = new int[b.length() + 1];
-    int[] cur = new int[b.length() + 1];
-    for (int j = 0; j <= b.length(); j++) {
-      prev[j] = j;
-    }
-    for (int i = 1; i <= a.length(); i++) {
-      cur[0] = i;
-      for (int j = 1; j <= b.length(); j++) {
-        int cost = a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1;
-        cur[j] = Math.min(Math.min(cur[j - 1] + 1, prev[j] + 1), prev[j - 1] + cost);
-      }
-      int[] t = prev;
-      prev = cur;
-      cur = t;
-    }
-    return prev[b.length()];
   }
 }

@@ -25,8 +25,12 @@ public record OneshotConfig(
    */
   public record Logging(String format, Map<String, String> levels) {}
 
-  /** Where the queue lives. {@code url} may come from {@code ONESHOT_DATABASE_URL}. */
-  public record Database(String url, int poolSize) {}
+  /**
+   * Where the queue lives. {@code url} may come from {@code ONESHOT_DATABASE_URL}. {@code
+   * reconnect}: how the dispatcher waits between tries to reach it (at start, and when the
+   * listener's connection is lost).
+   */
+  public record Database(String url, int poolSize, Backoff reconnect) {}
 
   /**
    * The HTTP API. {@code publicUrl} is what provisionerd uses to reach it; {@code adminToken} comes
@@ -34,7 +38,10 @@ public record OneshotConfig(
    */
   public record Api(String host, int port, String publicUrl, String adminToken) {}
 
-  /** The claim loop and the rescuer. */
+  /**
+   * The claim loop and the rescuer. {@code launchRetry}: how long a launch that failed for a reason
+   * worth retrying (the API server unreachable, throttled) waits before its next try.
+   */
   public record Dispatch(
       int maxConcurrent,
       int claimBatch,
@@ -44,7 +51,8 @@ public record OneshotConfig(
       Duration listenerHealthInterval,
       Duration heartbeatInterval,
       Duration leaderInterval,
-      Duration shutdownGrace) {}
+      Duration shutdownGrace,
+      Backoff launchRetry) {}
 
   /**
    * Size caps, enforced by the API and (input and tags) mirrored into the database for SQL

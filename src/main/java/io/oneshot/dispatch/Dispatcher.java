@@ -1,13 +1,14 @@
 package io.oneshot.dispatch;
 
 import io.oneshot.api.Metrics;
+import io.oneshot.build.AttemptStore;
 import io.oneshot.build.BuildState;
 import io.oneshot.build.BuildStore;
-import io.oneshot.build.BuildStore.Claimed;
 import io.oneshot.build.BuildToken;
 import io.oneshot.build.Database;
 import io.oneshot.build.FencedOutException;
 import io.oneshot.build.LeaderFence;
+import io.oneshot.build.QueueStore.Claimed;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.LaunchOutcome;
@@ -39,7 +40,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class Dispatcher implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(Dispatcher.class);
-  private static final Duration MAX_RETRY_DELAY = Duration.ofSeconds(30);
 
   /**
    * Launcher calls under way at once, at most. A burst claims thousands of builds in a few cycles;
@@ -54,7 +54,7 @@ public final class Dispatcher implements AutoCloseable {
   private final String apiUrl;
   private final Supplier<LeaderFence> fence;
   private volatile boolean fencedOut;
-  private final Wakeup wakeup = new Wakeup();
+  private final LoopThread worker = new LoopThread("oneshot-dispatch");
   private final Set<Long> inFlight = ConcurrentHashMap.newKeySet();
   private final ExecutorService launches = Executors.newVirtualThreadPerTaskExecutor();
   private final Semaphore launchSlots = new Semaphore(PARALLEL_LAUNCHES);
@@ -65,8 +65,6 @@ public final class Dispatcher implements AutoCloseable {
   private final AtomicLong pollsWithWork = new AtomicLong();
   private final Metrics metrics;
   private final LaunchRecorder recorder;
-  private volatile boolean running;
-  private Thread thread;
 
   public Dispatcher(
       BuildStore store,
@@ -87,18 +85,14 @@ public final class Dispatcher implements AutoCloseable {
             Thread.ofPlatform().name("oneshot-launch-retry").daemon().factory());
   }
 
-  public synchronized void start() {
-    if (running) {
-      return;
-    }
-    running = true;
-    thread = Thread.ofPlatform().name("oneshot-dispatch").daemon().start(this::loop);
+  public void start() {
+    worker.start(this::loop);
     wake();
   }
 
   /** Asks for one more cycle; wakes that arrive during a cycle fold into one. */
   public void wake() {
-    wakeup.wake();
+    worker.wake();
   }
 
   /** Cycles run so far (for tests and diagnostics). */
@@ -123,10 +117,10 @@ public final class Dispatcher implements AutoCloseable {
 
   private void loop() {
     long poll = config.dispatch().pollInterval().toMillis();
-    while (running) {
+    while (worker.running()) {
       try {
-        boolean woken = wakeup.await(jitter(poll));
-        if (!running) {
+        boolean woken = worker.await(jitter(poll));
+        if (!worker.running()) {
           break;
         }
         int claimed = cycle();
@@ -173,17 +167,19 @@ public final class Dispatcher implements AutoCloseable {
       // without also seeing that a launch of them is under way here.
       claimed =
           Database.await(
-              store.claim(
-                  config.dispatch().maxConcurrent(),
-                  launcher.kind(),
-                  tokens,
-                  leading,
-                  c -> {
-                    for (Claimed x : c) {
-                      inFlight.add(x.id());
-                      registered.add(x.id());
-                    }
-                  }));
+              store
+                  .queue()
+                  .claim(
+                      config.dispatch().maxConcurrent(),
+                      launcher.kind(),
+                      tokens,
+                      leading,
+                      c -> {
+                        for (Claimed x : c) {
+                          inFlight.add(x.id());
+                          registered.add(x.id());
+                        }
+                      }));
     } catch (FencedOutException e) {
       returnUnused(tokens, List.of());
       if (!fencedOut) {
@@ -234,7 +230,7 @@ public final class Dispatcher implements AutoCloseable {
         () -> {
           BuildToken token = BuildToken.generate();
           try {
-            if (!Database.await(store.retoken(buildId, attempt, token))) {
+            if (!Database.await(store.attempts().retoken(buildId, attempt, token))) {
               inFlight.remove(buildId);
               return;
             }
@@ -287,12 +283,14 @@ public final class Dispatcher implements AutoCloseable {
               a.name(),
               r.reason());
           Database.await(
-                  store.finish(
-                      a.buildId(),
-                      a.attempt(),
-                      BuildState.LAUNCHING,
-                      BuildState.FAILED,
-                      "launch rejected: " + r.reason()))
+                  store
+                      .attempts()
+                      .finish(
+                          a.buildId(),
+                          a.attempt(),
+                          BuildState.LAUNCHING,
+                          BuildState.FAILED,
+                          "launch rejected: " + r.reason()))
               .ifPresent(e -> metrics.finished(e.route(), "failed", e.ranSeconds()));
         }
         case LaunchOutcome.RetryLater r -> {
@@ -317,7 +315,7 @@ public final class Dispatcher implements AutoCloseable {
     Optional<Double> dispatch =
         Database.await(
             recorder.record(
-                new BuildStore.Launch(
+                new AttemptStore.Launch(
                     a.buildId(), a.attempt(), launcher.kind(), a.name(), namespace, detail)));
     long ms = (System.nanoTime() - startedNanos) / 1_000_000;
     if (dispatch.isPresent()) {
@@ -353,6 +351,7 @@ public final class Dispatcher implements AutoCloseable {
         r.reason());
     if (tries == 0) {
       store
+          .attempts()
           .systemLog(
               a.buildId(),
               a.attempt(),
@@ -377,25 +376,27 @@ public final class Dispatcher implements AutoCloseable {
 
   private boolean stillLaunching(Attempt a) {
     try {
-      var cur = Database.await(store.current(List.of(a.buildId()))).get(a.buildId());
-      return running
+      var cur = Database.await(store.attempts().current(List.of(a.buildId()))).get(a.buildId());
+      return worker.running()
           && cur != null
           && cur.status() == BuildState.LAUNCHING
           && cur.attempt() == a.attempt();
     } catch (RuntimeException e) {
-      return running;
+      return worker.running();
     }
   }
 
   private void unknownRoute(Claimed c) {
     try {
       Database.await(
-              store.finish(
-                  c.id(),
-                  c.attempt(),
-                  BuildState.LAUNCHING,
-                  BuildState.FAILED,
-                  "route " + c.route() + " is not in this dispatcher's configuration"))
+              store
+                  .attempts()
+                  .finish(
+                      c.id(),
+                      c.attempt(),
+                      BuildState.LAUNCHING,
+                      BuildState.FAILED,
+                      "route " + c.route() + " is not in this dispatcher's configuration"))
           .ifPresent(e -> metrics.finished(e.route(), "failed", e.ranSeconds()));
     } catch (RuntimeException e) {
       log.warn(
@@ -409,9 +410,9 @@ public final class Dispatcher implements AutoCloseable {
     }
   }
 
-  private static Duration backoff(int tries) {
-    long ms = Math.min(MAX_RETRY_DELAY.toMillis(), 500L << Math.min(tries, 10));
-    return Duration.ofMillis(ms);
+  /** The wait before launch try {@code tries + 1}: {@code dispatch.launchRetry}. */
+  private Duration backoff(int tries) {
+    return config.dispatch().launchRetry().delay(tries);
   }
 
   private synchronized List<BuildToken> takeTokens(int n) {
@@ -443,19 +444,7 @@ public final class Dispatcher implements AutoCloseable {
 
   @Override
   public void close() {
-    Thread t;
-    synchronized (this) {
-      running = false;
-      t = thread;
-    }
-    wake();
-    if (t != null) {
-      try {
-        t.join(10_000);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    }
+    worker.close();
     retries.shutdownNow();
     launches.shutdown();
     try {

@@ -1,7 +1,7 @@
 package io.oneshot.dispatch;
 
+import io.oneshot.build.AttemptStore.Launch;
 import io.oneshot.build.BuildStore;
-import io.oneshot.build.BuildStore.Launch;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayDeque;
@@ -59,7 +59,7 @@ final class LaunchRecorder {
     batch.forEach(w -> launches.add(w.launch()));
     // compose: a write that throws instead of failing its future ends the same way.
     Future.succeededFuture()
-        .compose(v -> store.markLaunched(launches))
+        .compose(v -> store.attempts().markLaunched(launches))
         .onComplete(
             ar -> {
               synchronized (this) {

@@ -1,5 +1,6 @@
 package io.oneshot.dispatch;
 
+import io.oneshot.config.Backoff;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -7,7 +8,6 @@ import io.vertx.pgclient.PgConnectOptions;
 import io.vertx.pgclient.PgConnection;
 import java.time.Duration;
 import java.util.Map;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
@@ -17,18 +17,16 @@ import org.slf4j.LoggerFactory;
  * LISTENs on a dedicated connection and hands each notification to its channel's handler.
  *
  * <p>Reconnect policy: when the connection closes or fails its health check, reconnect after a
- * jittered exponential backoff (100 ms doubling to 5 s), for as long as the listener is open; the
- * backoff resets once LISTEN succeeds. Health check: a {@code SELECT 1} every {@code
- * healthInterval} that must answer within half of it, else the connection is closed and replaced.
- * After every successful LISTEN, {@code onListening} runs, so that whatever was notified while no
- * one listened is picked up by a poll (LISTEN first, then poll).
+ * {@link Backoff} ({@code database.reconnect}: 100 ms doubling to 5 s by default), for as long as
+ * the listener is open; the backoff starts over once LISTEN succeeds. Health check: a {@code SELECT
+ * 1} every {@code healthInterval} that must answer within half of it, else the connection is closed
+ * and replaced. After every successful LISTEN, {@code onListening} runs, so that whatever was
+ * notified while no one listened is picked up by a poll (LISTEN first, then poll).
  *
  * <p>Runs on one Vert.x event-loop context; the handlers must not block.
  */
 public final class Listener implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(Listener.class);
-  private static final long MIN_BACKOFF_MS = 100;
-  private static final long MAX_BACKOFF_MS = 5_000;
 
   private final Vertx vertx;
   private final Context context;
@@ -41,7 +39,7 @@ public final class Listener implements AutoCloseable {
   private volatile PgConnection conn;
   private volatile boolean open;
   private volatile boolean listening;
-  private long backoffMs = MIN_BACKOFF_MS;
+  private final Backoff.Sequence backoff;
   private long healthTimer = -1;
   private boolean everConnected;
 
@@ -50,13 +48,15 @@ public final class Listener implements AutoCloseable {
       PgConnectOptions options,
       Map<String, Consumer<String>> channels,
       Runnable onListening,
-      Duration healthInterval) {
+      Duration healthInterval,
+      Backoff reconnect) {
     this.vertx = vertx;
     this.context = vertx.getOrCreateContext();
     this.options = options;
     this.channels = Map.copyOf(channels);
     this.onListening = onListening;
     this.healthMs = healthInterval.toMillis();
+    this.backoff = reconnect.sequence();
   }
 
   public void start() {
@@ -102,7 +102,7 @@ public final class Listener implements AutoCloseable {
                 log.info("Listener reconnected; polling for anything notified meanwhile.");
               }
               everConnected = true;
-              backoffMs = MIN_BACKOFF_MS;
+              backoff.reset();
               listening = true;
               scheduleHealthCheck(c);
               safely(onListening);
@@ -110,7 +110,9 @@ public final class Listener implements AutoCloseable {
         .onFailure(
             e -> {
               log.warn(
-                  "Listener cannot connect: {}. Retrying in {} ms.", e.getMessage(), backoffMs);
+                  "Listener cannot connect: {}. Retrying in {} ms.",
+                  e.getMessage(),
+                  backoff.upcoming().toMillis());
               retry();
             });
   }
@@ -160,15 +162,15 @@ public final class Listener implements AutoCloseable {
     }
     if (was) {
       log.warn(
-          "Listener lost: {}. Reconnecting in {} ms; polls continue meanwhile.", why, backoffMs);
+          "Listener lost: {}. Reconnecting in {} ms; polls continue meanwhile.",
+          why,
+          backoff.upcoming().toMillis());
     }
     retry();
   }
 
   private void retry() {
-    long delay = backoffMs + ThreadLocalRandom.current().nextLong(backoffMs / 2 + 1);
-    backoffMs = Math.min(MAX_BACKOFF_MS, backoffMs * 2);
-    vertx.setTimer(delay, t -> connect());
+    vertx.setTimer(backoff.next().toMillis(), t -> connect());
   }
 
   private void scheduleHealthCheck(PgConnection c) {

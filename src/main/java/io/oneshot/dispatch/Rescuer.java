@@ -1,10 +1,11 @@
 package io.oneshot.dispatch;
 
 import io.oneshot.api.Metrics;
+import io.oneshot.build.AttemptStore;
+import io.oneshot.build.AttemptStore.Current;
+import io.oneshot.build.AttemptStore.LiveBuild;
 import io.oneshot.build.BuildState;
 import io.oneshot.build.BuildStore;
-import io.oneshot.build.BuildStore.Current;
-import io.oneshot.build.BuildStore.LiveBuild;
 import io.oneshot.build.Database;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.config.Units;
@@ -73,9 +74,7 @@ public final class Rescuer implements AutoCloseable {
   private final Dispatcher dispatcher;
   private final BooleanSupplier leader;
   private final Metrics metrics;
-  private final Wakeup wakeup = new Wakeup();
-  private volatile boolean running;
-  private Thread thread;
+  private final LoopThread worker = new LoopThread("oneshot-rescue");
 
   public Rescuer(
       BuildStore store,
@@ -92,24 +91,20 @@ public final class Rescuer implements AutoCloseable {
     this.leader = leader;
   }
 
-  public synchronized void start() {
-    if (running) {
-      return;
-    }
-    running = true;
-    thread = Thread.ofPlatform().name("oneshot-rescue").daemon().start(this::loop);
+  public void start() {
+    worker.start(this::loop);
   }
 
   /** Asks for a tick now (an attempt ended, a build was canceled). */
   public void wake() {
-    wakeup.wake();
+    worker.wake();
   }
 
   private void loop() {
-    while (running) {
+    while (worker.running()) {
       try {
-        wakeup.await(config.dispatch().rescueInterval().toMillis());
-        if (running) {
+        worker.await(config.dispatch().rescueInterval().toMillis());
+        if (worker.running()) {
           tick();
         }
       } catch (InterruptedException e) {
@@ -125,7 +120,7 @@ public final class Rescuer implements AutoCloseable {
     if (!leader.getAsBoolean()) {
       return;
     }
-    List<LiveBuild> live = Database.await(store.live());
+    List<LiveBuild> live = Database.await(store.attempts().live());
     Set<String> needed = new HashSet<>();
     for (LiveBuild b : live) {
       needed.add(key(b.id(), b.attempt()));
@@ -162,13 +157,15 @@ public final class Rescuer implements AutoCloseable {
         case AttemptState.Running r -> {
           boolean adopted =
               Database.await(
-                      store.markLaunched(
-                          b.id(),
-                          b.attempt(),
-                          launcher.kind(),
-                          ref.name(),
-                          ref.namespace(),
-                          "adopted after a dispatcher restart: " + r.detail()))
+                      store
+                          .attempts()
+                          .markLaunched(
+                              b.id(),
+                              b.attempt(),
+                              launcher.kind(),
+                              ref.name(),
+                              ref.namespace(),
+                              "adopted after a dispatcher restart: " + r.detail()))
                   .isPresent();
           if (adopted) {
             log.info(
@@ -182,15 +179,7 @@ public final class Rescuer implements AutoCloseable {
         }
         case AttemptState.Missing m ->
             dispatcher.relaunch(b.id(), b.attempt(), b.route(), b.launchName());
-        case AttemptState.Exited e ->
-            requeue(
-                b,
-                ref,
-                "attempt "
-                    + ref.name()
-                    + " ended before provisionerd acquired the build: "
-                    + e.detail(),
-                Metrics.Requeue.ENDED_BEFORE_ACQUIRE);
+        case AttemptState.Exited e -> endedBeforeAcquire(b, ref, e);
       }
       return;
     }
@@ -208,15 +197,7 @@ public final class Rescuer implements AutoCloseable {
               Metrics.Requeue.LAUNCH_TIMEOUT);
         }
       }
-      case AttemptState.Exited e ->
-          requeue(
-              b,
-              ref,
-              "attempt "
-                  + ref.name()
-                  + " ended before provisionerd acquired the build: "
-                  + e.detail(),
-              Metrics.Requeue.ENDED_BEFORE_ACQUIRE);
+      case AttemptState.Exited e -> endedBeforeAcquire(b, ref, e);
       case AttemptState.Missing m ->
           requeue(
               b,
@@ -305,7 +286,8 @@ public final class Rescuer implements AutoCloseable {
   private void requeue(LiveBuild b, AttemptRef ref, String why, Metrics.Requeue kind) {
     launcher.kill(ref, Duration.ZERO, why);
     FaultPoint.DURING_REQUEUE.reach();
-    Optional<BuildState> now = Database.await(store.requeue(b.id(), b.attempt(), b.status(), why));
+    Optional<BuildState> now =
+        Database.await(store.attempts().requeue(b.id(), b.attempt(), b.status(), why));
     if (now.isPresent()) {
       requeued(b, now.get(), why, kind);
     }
@@ -334,7 +316,8 @@ public final class Rescuer implements AutoCloseable {
    * kill an attempt that had just acquired, and fail its build.
    */
   private void revokeAndRequeue(LiveBuild b, AttemptRef ref, String why, Metrics.Requeue kind) {
-    Optional<BuildState> now = Database.await(store.requeue(b.id(), b.attempt(), b.status(), why));
+    Optional<BuildState> now =
+        Database.await(store.attempts().requeue(b.id(), b.attempt(), b.status(), why));
     if (now.isEmpty()) {
       return; // it acquired meanwhile: it runs the build
     }
@@ -346,8 +329,8 @@ public final class Rescuer implements AutoCloseable {
   /** Kills the attempt, then ends the build in {@code to}. */
   private void end(LiveBuild b, AttemptRef ref, BuildState to, String why) {
     launcher.kill(ref, Duration.ZERO, why);
-    Optional<BuildStore.Ended> ended =
-        Database.await(store.finish(b.id(), b.attempt(), b.status(), to, why));
+    Optional<AttemptStore.Ended> ended =
+        Database.await(store.attempts().finish(b.id(), b.attempt(), b.status(), to, why));
     if (ended.isPresent()) {
       metrics.finished(ended.get().route(), to.wire(), ended.get().ranSeconds());
       log.warn(
@@ -363,7 +346,7 @@ public final class Rescuer implements AutoCloseable {
 
   private void systemLog(LiveBuild b, String level, String text) {
     try {
-      Database.await(store.systemLog(b.id(), b.attempt(), level, text));
+      Database.await(store.attempts().systemLog(b.id(), b.attempt(), level, text));
     } catch (RuntimeException e) {
       log.debug("Build {}: cannot write log line: {}", b.id(), e.toString());
     }
@@ -382,7 +365,8 @@ public final class Rescuer implements AutoCloseable {
       return;
     }
     Map<Long, Current> now =
-        Database.await(store.current(candidates.stream().map(AttemptRef::buildId).toList()));
+        Database.await(
+            store.attempts().current(candidates.stream().map(AttemptRef::buildId).toList()));
     for (AttemptRef ref : candidates) {
       Current cur = now.get(ref.buildId());
       if (cur != null && cur.status().live() && cur.attempt() == ref.attempt()) {
@@ -433,20 +417,16 @@ public final class Rescuer implements AutoCloseable {
     return id + "/" + attempt;
   }
 
+  private void endedBeforeAcquire(LiveBuild b, AttemptRef ref, AttemptState.Exited e) {
+    requeue(
+        b,
+        ref,
+        "attempt " + ref.name() + " ended before provisionerd acquired the build: " + e.detail(),
+        Metrics.Requeue.ENDED_BEFORE_ACQUIRE);
+  }
+
   @Override
   public void close() {
-    Thread t;
-    synchronized (this) {
-      running = false;
-      t = thread;
-    }
-    wake();
-    if (t != null) {
-      try {
-        t.join(10_000);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    }
+    worker.close();
   }
 }

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.api.Json;
 import io.oneshot.api.RunnerHeaders;
 import io.oneshot.build.Runner;
+import io.oneshot.config.Backoff;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -12,7 +13,6 @@ import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Map;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -145,12 +145,12 @@ final class RunnerClient {
       String call, String body, Duration budget, Duration readTimeout, boolean renews)
       throws Refused, Unreachable, InterruptedException {
     long deadline = System.nanoTime() + budget.toNanos();
-    long backoffMs = 100;
+    Backoff.Sequence backoff = Backoff.RUNNER.sequence();
     int attempt = 0;
     while (true) {
       attempt++;
       String problem;
-      long waitMs = backoffMs;
+      long retryAfterMs = 0;
       long sentAt = System.nanoTime();
       try {
         Reply r = send(call, body, readTimeout);
@@ -166,7 +166,7 @@ final class RunnerClient {
         String message = errorOf(r.body(), r.status());
         if (r.status() == 429 || r.status() >= 500) {
           problem = "HTTP " + r.status() + ": " + message;
-          waitMs = Math.max(backoffMs, r.retryAfterMs());
+          retryAfterMs = r.retryAfterMs();
         } else {
           throw new Refused(r.status(), message, r.status() == 409 && heldByOther(r.body()));
         }
@@ -179,12 +179,12 @@ final class RunnerClient {
         throw new Unreachable(
             call + " failed for " + budget.toSeconds() + " s (" + attempt + " tries): " + problem);
       }
-      long sleep = Math.min(left, waitMs + ThreadLocalRandom.current().nextLong(waitMs / 2 + 1));
+      // The server's Retry-After, when it gave one, is the least wait.
+      long sleep = Math.min(left, Math.max(backoff.next().toMillis(), retryAfterMs));
       if (attempt == 1 || attempt % 10 == 0) {
         log.warn("{} failed ({}); retrying for up to {} s more.", call, problem, left / 1000);
       }
       Thread.sleep(sleep);
-      backoffMs = Math.min(5_000, backoffMs * 2);
     }
   }
 

@@ -63,6 +63,7 @@ final class LaunchEvents implements AttemptEvents {
   private Future<Void> write(AttemptRef ref, Note note) {
     Future<Void> line =
         store
+            .attempts()
             .systemLog(ref.buildId(), ref.attempt(), note.level(), note.text())
             .onSuccess(
                 route ->
@@ -92,6 +93,7 @@ final class LaunchEvents implements AttemptEvents {
     return line.compose(
         x ->
             store
+                .attempts()
                 .milestone(ref.buildId(), ref.attempt(), note.text())
                 .transform(
                     r -> {
@@ -108,6 +110,7 @@ final class LaunchEvents implements AttemptEvents {
   @Override
   public void runsIn(AttemptRef ref, String where) {
     store
+        .attempts()
         .runsIn(ref.buildId(), ref.attempt(), where)
         .onFailure(
             e -> log.debug("Build {}: cannot record its pod: {}", ref.buildId(), e.toString()));

@@ -7,6 +7,9 @@ import io.oneshot.api.RunnerConflict;
 import io.oneshot.build.BuildStore;
 import io.oneshot.build.Database;
 import io.oneshot.build.Migrator;
+import io.oneshot.build.RunnerStore;
+import io.oneshot.build.Sql;
+import io.oneshot.config.Backoff;
 import io.oneshot.config.ConfigException;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.dispatch.Dispatcher;
@@ -17,6 +20,7 @@ import io.oneshot.launch.Attempt;
 import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.Launcher;
 import io.oneshot.launch.kubernetes.KubernetesLauncher;
+import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
 import io.vertx.core.Vertx;
 import io.vertx.core.VertxOptions;
@@ -111,10 +115,13 @@ public final class OneshotServer implements AutoCloseable {
       launcher = launchers.apply(vertx, config);
       db =
           Database.open(vertx, config.database().url(), config.database().poolSize(), "dispatcher");
-      migrateWhenReachable(db, config.database().url());
+      migrateWhenReachable(db, config.database().url(), config.database().reconnect());
       BuildStore store = new BuildStore(db.pool(), db.readPool());
+      // Every statement parses against the schema now, or the start fails naming its file.
+      Database.await(Sql.checkAll(db.pool()));
       Metrics metrics = new Metrics();
-      List<String> orphaned = Database.await(store.mirror(config.routes(), config.limits()));
+      List<String> orphaned =
+          Database.await(store.routeMirror().write(config.routes(), config.limits()));
       orphaned.forEach(route -> metrics.finished(route, "failed", null));
       if (!orphaned.isEmpty()) {
         log.warn(
@@ -172,7 +179,8 @@ public final class OneshotServer implements AutoCloseable {
                 dispatcher.wake();
                 followers.wakeAll();
               },
-              config.dispatch().listenerHealthInterval());
+              config.dispatch().listenerHealthInterval(),
+              config.database().reconnect());
       holder.set(dispatcher, rescuer, listener, leadership, launcher);
       metrics.watch(
           leadership::isLeader,
@@ -228,7 +236,7 @@ public final class OneshotServer implements AutoCloseable {
    * launcher calls block, and the API calls this on its event loop.
    */
   private static void removeSecondRunner(Launcher launcher, RunnerConflict c) {
-    BuildStore.Holder h = c.holder();
+    RunnerStore.Holder h = c.holder();
     AttemptRef ref =
         new AttemptRef(h.buildId(), h.attempt(), Attempt.nameOf(h.buildId(), h.attempt()), null);
     Thread.ofVirtual()
@@ -256,7 +264,7 @@ public final class OneshotServer implements AutoCloseable {
             local.runDir() != null
                 ? local.runDir()
                 : Path.of(System.getProperty("java.io.tmpdir"), "oneshot-runs");
-        Map<String, String> env = LocalLauncher.baseEnvironment(local.passEnv());
+        Map<String, String> env = LocalCommand.baseEnvironment(local.passEnv());
         if (local.pluginCacheDir() != null) {
           try {
             Files.createDirectories(local.pluginCacheDir());
@@ -272,7 +280,7 @@ public final class OneshotServer implements AutoCloseable {
         yield new LocalLauncher(
             runDir,
             local.command().isEmpty()
-                ? LocalLauncher.defaultCommand(
+                ? LocalCommand.defaultCommand(
                     local.javaOptions(), runDir.resolve(".provisionerd.jsa"))
                 : local.command(),
             env);
@@ -285,9 +293,9 @@ public final class OneshotServer implements AutoCloseable {
     };
   }
 
-  private static void migrateWhenReachable(Database db, String url) {
+  private static void migrateWhenReachable(Database db, String url, Backoff reconnect) {
     long deadline = System.nanoTime() + STARTUP_DATABASE_WAIT.toNanos();
-    long backoff = 250;
+    Backoff.Sequence backoff = reconnect.sequence();
     while (true) {
       try {
         Migrator.Result r = Migrator.migrate(db);
@@ -304,14 +312,13 @@ public final class OneshotServer implements AutoCloseable {
             "Waiting for the database at {}: {}. Retrying in {} ms.",
             Database.redact(url),
             e.getMessage(),
-            backoff);
+            backoff.upcoming().toMillis());
         try {
-          Thread.sleep(backoff);
+          Thread.sleep(backoff.next());
         } catch (InterruptedException ie) {
           Thread.currentThread().interrupt();
           throw new IllegalStateException("interrupted while waiting for the database", ie);
         }
-        backoff = Math.min(5000, backoff * 2);
       }
     }
   }

@@ -32,6 +32,7 @@ final class QueueGauges {
       return Future.succeededFuture();
     }
     return store
+        .reads()
         .routes()
         .onSuccess(metrics::queue)
         .onFailure(

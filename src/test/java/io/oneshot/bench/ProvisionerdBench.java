@@ -1,7 +1,7 @@
 package io.oneshot.bench;
 
 import io.oneshot.api.Json;
-import io.oneshot.launch.local.LocalLauncher;
+import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.server.OneshotServer;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
@@ -40,10 +40,10 @@ final class ProvisionerdBench implements Scenario {
     List<String> command;
     String variant;
     if (Files.isRegularFile(jar)) {
-      command = LocalLauncher.defaultCommand(List.of(), archive, List.of(jar.toString()));
+      command = LocalCommand.defaultCommand(List.of(), archive, List.of(jar.toString()));
       variant = "script build, oneshot.jar with its CDS archive";
     } else {
-      command = LocalLauncher.defaultCommand(List.of(), archive);
+      command = LocalCommand.defaultCommand(List.of(), archive);
       variant = "script build, class directories (no CDS archive: no target/oneshot.jar)";
     }
     TimedLauncher[] made = new TimedLauncher[1];
@@ -99,7 +99,7 @@ final class ProvisionerdBench implements Scenario {
       report.note(
           "provisionerd: process start is the launcher's call (fork and exec included); the JVM"
               + " runs with "
-              + String.join(" ", LocalLauncher.DEFAULT_JAVA_OPTIONS)
+              + String.join(" ", LocalCommand.DEFAULT_JAVA_OPTIONS)
               + " and, from the jar, an automatic CDS archive (the image ships one too).");
     }
   }

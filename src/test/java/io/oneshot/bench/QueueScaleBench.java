@@ -94,7 +94,7 @@ final class QueueScaleBench implements Scenario {
         tokens.add(BuildToken.generate());
       }
       long t0 = System.nanoTime();
-      int claimed = Database.await(store.claim(100_000, "noop", tokens)).size();
+      int claimed = Database.await(store.queue().claim(100_000, "noop", tokens)).size();
       double took = (System.nanoTime() - t0) / 1e6;
       if (claimed != batch) {
         throw new IllegalStateException("claimed " + claimed + " of " + batch);

@@ -35,19 +35,15 @@ class ClaimTest {
     }
   }
 
-  private static List<BuildToken> tokens(int n) {
-    return IntStream.range(0, n).mapToObj(i -> BuildToken.generate()).toList();
-  }
-
   private List<Long> claim(BuildStore store, int global, int batch) {
-    return Database.await(store.claim(global, "test", tokens(batch))).stream()
-        .map(BuildStore.Claimed::id)
+    return Database.await(store.queue().claim(global, "test", StoreFixture.tokens(batch))).stream()
+        .map(QueueStore.Claimed::id)
         .sorted()
         .toList();
   }
 
   private long enqueue(String tags, int priority, String workspace) {
-    return Database.await(f.store.enqueue(tags, SCRIPT, priority, workspace)).id();
+    return Database.await(f.store.queue().enqueue(tags, SCRIPT, priority, workspace)).id();
   }
 
   private void finish(long id) {
@@ -77,34 +73,36 @@ class ClaimTest {
     f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 1000}\n");
     List<Long> ids = IntStream.range(0, 30).mapToObj(i -> enqueue("{}", 0, null)).toList();
     List<Long> lockedByOthers = new ArrayList<>();
-    List<BuildStore.Claimed> c =
+    List<QueueStore.Claimed> c =
         Database.await(
-            f.store.claim(
-                1000,
-                "test",
-                tokens(2),
-                null,
-                claimed -> {
-                  // The claim's transaction is still open: the builds it did not take are free.
-                  try (var conn = Sql.connect()) {
-                    conn.setAutoCommit(false);
-                    lockedByOthers.addAll(
-                        Sql.rows(
-                                conn,
-                                "SELECT id FROM oneshot.builds WHERE status = 'pending'"
-                                    + " AND NOT id = ANY (?) ORDER BY id FOR UPDATE NOWAIT",
-                                conn.createArrayOf(
-                                    "bigint",
-                                    claimed.stream().map(BuildStore.Claimed::id).toArray()))
-                            .stream()
-                            .map(r -> ((Number) r.get("id")).longValue())
-                            .toList());
-                    conn.rollback();
-                  } catch (java.sql.SQLException e) {
-                    throw new IllegalStateException(e);
-                  }
-                }));
-    assertThat(c).extracting(BuildStore.Claimed::id).containsExactly(ids.get(0), ids.get(1));
+            f.store
+                .queue()
+                .claim(
+                    1000,
+                    "test",
+                    StoreFixture.tokens(2),
+                    null,
+                    claimed -> {
+                      // The claim's transaction is still open: the builds it did not take are free.
+                      try (var conn = Sql.connect()) {
+                        conn.setAutoCommit(false);
+                        lockedByOthers.addAll(
+                            Sql.rows(
+                                    conn,
+                                    "SELECT id FROM oneshot.builds WHERE status = 'pending'"
+                                        + " AND NOT id = ANY (?) ORDER BY id FOR UPDATE NOWAIT",
+                                    conn.createArrayOf(
+                                        "bigint",
+                                        claimed.stream().map(QueueStore.Claimed::id).toArray()))
+                                .stream()
+                                .map(r -> ((Number) r.get("id")).longValue())
+                                .toList());
+                        conn.rollback();
+                      } catch (java.sql.SQLException e) {
+                        throw new IllegalStateException(e);
+                      }
+                    }));
+    assertThat(c).extracting(QueueStore.Claimed::id).containsExactly(ids.get(0), ids.get(1));
     assertThat(lockedByOthers).isEqualTo(ids.subList(2, 30));
   }
 
@@ -112,8 +110,8 @@ class ClaimTest {
   void aClaimRecordsAttemptLaunchNameAndTokenHash() {
     f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 2}\n");
     long id = enqueue("{}", 0, null);
-    List<BuildToken> t = tokens(3);
-    List<BuildStore.Claimed> c = Database.await(f.store.claim(10, "test", t));
+    List<BuildToken> t = StoreFixture.tokens(3);
+    List<QueueStore.Claimed> c = Database.await(f.store.queue().claim(10, "test", t));
     assertThat(c).hasSize(1);
     assertThat(c.get(0).attempt()).isEqualTo(1);
     assertThat(c.get(0).launchName()).isEqualTo("oneshot-" + id + "-1");
@@ -225,7 +223,7 @@ class ClaimTest {
     for (int i = 0; i < 3; i++) {
       claimers.add(new StoreFixture(routes, false));
     }
-    BlockingQueue<BuildStore.Claimed> claimed = new LinkedBlockingQueue<>();
+    BlockingQueue<QueueStore.Claimed> claimed = new LinkedBlockingQueue<>();
     AtomicBoolean done = new AtomicBoolean();
     Map<Long, Integer> requeued = new ConcurrentHashMap<>();
     ExecutorService pool = Executors.newFixedThreadPool(9);
@@ -237,7 +235,9 @@ class ClaimTest {
               pool.submit(
                   () -> {
                     while (!done.get()) {
-                      claimed.addAll(Database.await(c.store.claim(global, "test", tokens(5))));
+                      claimed.addAll(
+                          Database.await(
+                              c.store.queue().claim(global, "test", StoreFixture.tokens(5))));
                     }
                     return null;
                   }));
@@ -248,22 +248,26 @@ class ClaimTest {
             pool.submit(
                 () -> {
                   while (!done.get()) {
-                    BuildStore.Claimed c = claimed.poll(100, TimeUnit.MILLISECONDS);
+                    QueueStore.Claimed c = claimed.poll(100, TimeUnit.MILLISECONDS);
                     if (c == null) {
                       continue;
                     }
                     if (ThreadLocalRandom.current().nextInt(10) == 0
                         && requeued.putIfAbsent(c.id(), 1) == null) {
                       Database.await(
-                          f.store.requeue(c.id(), c.attempt(), BuildState.LAUNCHING, "test"));
+                          f.store
+                              .attempts()
+                              .requeue(c.id(), c.attempt(), BuildState.LAUNCHING, "test"));
                     } else {
                       Database.await(
-                          f.store.finish(
-                              c.id(),
-                              c.attempt(),
-                              BuildState.LAUNCHING,
-                              BuildState.FAILED,
-                              "done"));
+                          f.store
+                              .attempts()
+                              .finish(
+                                  c.id(),
+                                  c.attempt(),
+                                  BuildState.LAUNCHING,
+                                  BuildState.FAILED,
+                                  "done"));
                     }
                   }
                   return null;
@@ -323,8 +327,10 @@ class ClaimTest {
       LeaderFence fenceA = a.fence();
       assertThat(fenceA).isNotNull();
       assertThat(b.fence()).as("b does not lead").isNull();
-      assertThat(Database.await(f.store.claim(10, "test", tokens(5), fenceA, c -> {})))
-          .extracting(BuildStore.Claimed::id)
+      assertThat(
+              Database.await(
+                  f.store.queue().claim(10, "test", StoreFixture.tokens(5), fenceA, c -> {})))
+          .extracting(QueueStore.Claimed::id)
           .containsExactly(first);
 
       // A's lock session ends (as when its replica is partitioned or killed); B takes the lock.
@@ -342,8 +348,10 @@ class ClaimTest {
       assertThat(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", second))
           .isEqualTo("pending");
 
-      assertThat(Database.await(f.store.claim(10, "test", tokens(5), b.fence(), c -> {})))
-          .extracting(BuildStore.Claimed::id)
+      assertThat(
+              Database.await(
+                  f.store.queue().claim(10, "test", StoreFixture.tokens(5), b.fence(), c -> {})))
+          .extracting(QueueStore.Claimed::id)
           .containsExactly(second);
     } finally {
       a.close();
@@ -353,7 +361,9 @@ class ClaimTest {
 
   private void assertThatFencedOut(LeaderFence stale) {
     org.assertj.core.api.Assertions.assertThatThrownBy(
-            () -> Database.await(f.store.claim(10, "test", tokens(5), stale, c -> {})))
+            () ->
+                Database.await(
+                    f.store.queue().claim(10, "test", StoreFixture.tokens(5), stale, c -> {})))
         .isInstanceOf(FencedOutException.class)
         .hasMessageContaining("does not lead");
   }

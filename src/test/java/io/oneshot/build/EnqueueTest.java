@@ -43,8 +43,8 @@ class EnqueueTest {
     f.close();
   }
 
-  private BuildStore.Enqueued enqueue(String tags) {
-    return Database.await(f.store.enqueue(tags, SCRIPT, 0, null));
+  private QueueStore.Enqueued enqueue(String tags) {
+    return Database.await(f.store.queue().enqueue(tags, SCRIPT, 0, null));
   }
 
   @Test
@@ -104,7 +104,7 @@ class EnqueueTest {
       String field,
       String message) {
     String in = input.equals("SCRIPT") ? SCRIPT : input;
-    assertThatThrownBy(() -> Database.await(f.store.enqueue(tags, in, priority, workspace)))
+    assertThatThrownBy(() -> Database.await(f.store.queue().enqueue(tags, in, priority, workspace)))
         .isInstanceOfSatisfying(
             InvalidBuildException.class,
             e -> {
@@ -133,7 +133,7 @@ class EnqueueTest {
     Sql.exec("UPDATE oneshot.limits SET max_input_bytes = 2048");
     String big =
         "{\"provisioner\": \"script\", \"command\": [\"echo\", \"" + "x".repeat(3000) + "\"]}";
-    assertThatThrownBy(() -> Database.await(f.store.enqueue("{}", big, 0, null)))
+    assertThatThrownBy(() -> Database.await(f.store.queue().enqueue("{}", big, 0, null)))
         .isInstanceOfSatisfying(
             InvalidBuildException.class,
             e -> {
@@ -155,7 +155,8 @@ class EnqueueTest {
             f.db.connectOptions("test-listener"),
             Map.of("oneshot_builds", got::add, "test_sentinel", p -> got.add("sentinel:" + p)),
             () -> listening.add(true),
-            Duration.ofSeconds(10));
+            Duration.ofSeconds(10),
+            f.config.database().reconnect());
     listener.start();
     try {
       assertThat(listening.poll(10, TimeUnit.SECONDS)).isTrue();

@@ -26,15 +26,14 @@ class TransitionGuardsTest {
     }
   }
 
-  private BuildStore.Claimed enqueueAndClaim() {
+  private QueueStore.Claimed enqueueAndClaim() {
     f = f != null ? f : new StoreFixture("routes: [{name: a, maxAttempts: 3}]");
-    Database.await(f.store.enqueue("{}", SCRIPT, 0, null));
+    Database.await(f.store.queue().enqueue("{}", SCRIPT, 0, null));
     return claim();
   }
 
-  private BuildStore.Claimed claim() {
-    List<BuildStore.Claimed> c =
-        Database.await(f.store.claim(10, "test", List.of(BuildToken.generate())));
+  private QueueStore.Claimed claim() {
+    List<QueueStore.Claimed> c = f.claim(10, 1, "test");
     assertThat(c).hasSize(1);
     return c.get(0);
   }
@@ -54,13 +53,15 @@ class TransitionGuardsTest {
    */
   @Test
   void aLaunchTimeoutRequeueLosesToAnAcquireThatCameFirst() {
-    BuildStore.Claimed c = enqueueAndClaim();
-    assertThat(Database.await(f.store.acquire(c.token().hash(), RUNNER)))
-        .isInstanceOf(BuildStore.Acquire.Granted.class);
+    QueueStore.Claimed c = enqueueAndClaim();
+    assertThat(Database.await(f.store.runner().acquire(c.token().hash(), RUNNER)))
+        .isInstanceOf(RunnerStore.Acquire.Granted.class);
 
     assertThat(
             Database.await(
-                f.store.requeue(c.id(), c.attempt(), BuildState.LAUNCHING, "launch timed out")))
+                f.store
+                    .attempts()
+                    .requeue(c.id(), c.attempt(), BuildState.LAUNCHING, "launch timed out")))
         .isEmpty();
     Map<String, Object> b = row(c.id());
     assertThat(b.get("status")).isEqualTo("running");
@@ -75,23 +76,29 @@ class TransitionGuardsTest {
    */
   @Test
   void aLateLaunchRecordOfAnOldAttemptDoesNotMarkTheNewOneLaunched() {
-    BuildStore.Claimed first = enqueueAndClaim();
+    QueueStore.Claimed first = enqueueAndClaim();
     assertThat(
             Database.await(
-                f.store.requeue(first.id(), 1, BuildState.LAUNCHING, "launch failed: 503")))
+                f.store
+                    .attempts()
+                    .requeue(first.id(), 1, BuildState.LAUNCHING, "launch failed: 503")))
         .contains(BuildState.PENDING);
-    BuildStore.Claimed second = claim();
+    QueueStore.Claimed second = claim();
     assertThat(second.attempt()).isEqualTo(2);
 
     assertThat(
             Database.await(
-                f.store.markLaunched(first.id(), 1, "test", first.launchName(), null, "late")))
+                f.store
+                    .attempts()
+                    .markLaunched(first.id(), 1, "test", first.launchName(), null, "late")))
         .isEmpty();
     assertThat(row(first.id()).get("launched_at")).isNull();
 
     assertThat(
             Database.await(
-                f.store.markLaunched(second.id(), 2, "test", second.launchName(), null, "ok")))
+                f.store
+                    .attempts()
+                    .markLaunched(second.id(), 2, "test", second.launchName(), null, "ok")))
         .isPresent();
     assertThat(row(first.id()).get("launched_at")).isNotNull();
   }
@@ -102,13 +109,17 @@ class TransitionGuardsTest {
    */
   @Test
   void aLateRequeueOfAnOldAttemptLeavesTheNewOneAlone() {
-    BuildStore.Claimed first = enqueueAndClaim();
-    assertThat(Database.await(f.store.requeue(first.id(), 1, BuildState.LAUNCHING, "pod failed")))
-        .contains(BuildState.PENDING);
-    BuildStore.Claimed second = claim();
+    QueueStore.Claimed first = enqueueAndClaim();
     assertThat(
             Database.await(
-                f.store.requeue(first.id(), 1, BuildState.LAUNCHING, "pod failed, told twice")))
+                f.store.attempts().requeue(first.id(), 1, BuildState.LAUNCHING, "pod failed")))
+        .contains(BuildState.PENDING);
+    QueueStore.Claimed second = claim();
+    assertThat(
+            Database.await(
+                f.store
+                    .attempts()
+                    .requeue(first.id(), 1, BuildState.LAUNCHING, "pod failed, told twice")))
         .isEmpty();
     Map<String, Object> b = row(first.id());
     assertThat(b.get("status")).isEqualTo("launching");
@@ -121,25 +132,33 @@ class TransitionGuardsTest {
    */
   @Test
   void aLaunchedAttemptKeepsItsToken() {
-    BuildStore.Claimed c = enqueueAndClaim();
-    assertThat(Database.await(f.store.markLaunched(c.id(), 1, "test", c.launchName(), null, "ok")))
+    QueueStore.Claimed c = enqueueAndClaim();
+    assertThat(
+            Database.await(
+                f.store.attempts().markLaunched(c.id(), 1, "test", c.launchName(), null, "ok")))
         .isPresent();
-    assertThat(Database.await(f.store.retoken(c.id(), 1, BuildToken.generate()))).isFalse();
-    assertThat(Database.await(f.store.acquire(c.token().hash(), RUNNER)))
-        .isInstanceOf(BuildStore.Acquire.Granted.class);
+    assertThat(Database.await(f.store.attempts().retoken(c.id(), 1, BuildToken.generate())))
+        .isFalse();
+    assertThat(Database.await(f.store.runner().acquire(c.token().hash(), RUNNER)))
+        .isInstanceOf(RunnerStore.Acquire.Granted.class);
   }
 
   /** Builds queued for a route the configuration no longer has fail at once, saying why. */
   @Test
   void queuedBuildsOfARemovedRouteFailInsteadOfWaitingForever() {
     f = new StoreFixture("routes: [{name: a}, {name: gone, tags: {old: \"yes\"}}]");
-    long orphan = Database.await(f.store.enqueue("{\"old\": \"yes\"}", SCRIPT, 0, null)).id();
-    long kept = Database.await(f.store.enqueue("{}", SCRIPT, 0, null)).id();
+    long orphan =
+        Database.await(f.store.queue().enqueue("{\"old\": \"yes\"}", SCRIPT, 0, null)).id();
+    long kept = Database.await(f.store.queue().enqueue("{}", SCRIPT, 0, null)).id();
 
     StoreFixture narrower = new StoreFixture("routes: [{name: a}]", false);
     try {
       List<String> failed =
-          Database.await(narrower.store.mirror(narrower.config.routes(), narrower.config.limits()));
+          Database.await(
+              narrower
+                  .store
+                  .routeMirror()
+                  .write(narrower.config.routes(), narrower.config.limits()));
       assertThat(failed).containsExactly("gone");
     } finally {
       narrower.close();

@@ -50,6 +50,23 @@ class ConfigLoaderTest {
   }
 
   @Test
+  void retryPoliciesHaveDefaultsAndAreCheckedWhenGiven() {
+    OneshotConfig c = parse(ROUTES);
+    assertThat(c.dispatch().launchRetry())
+        .isEqualTo(new Backoff(Duration.ofMillis(500), Duration.ofSeconds(30)));
+    assertThat(c.database().reconnect())
+        .isEqualTo(new Backoff(Duration.ofMillis(100), Duration.ofSeconds(5)));
+    assertThat(parse("dispatch: {launchRetry: {max: 2m}}\n" + ROUTES).dispatch().launchRetry())
+        .isEqualTo(new Backoff(Duration.ofMillis(500), Duration.ofMinutes(2)));
+    refused(
+        "dispatch: {launchRetry: {initial: 10s, max: 1s}}\n" + ROUTES,
+        "dispatch.launchRetry.max: must not be below initial (10s), got \"1s\"");
+    refused(
+        "database: {reconnect: {initial: 1s, limit: 5s}}\n" + ROUTES,
+        "database.reconnect.limit: unknown field; known fields: initial, max");
+  }
+
+  @Test
   void environmentOverridesTheDatabaseUrlAndToken() {
     OneshotConfig c =
         ConfigLoader.parse(

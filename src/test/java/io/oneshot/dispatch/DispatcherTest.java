@@ -62,24 +62,11 @@ class DispatcherTest {
   @Test
   void aNotificationWakesTheDispatcherWithoutAPoll() {
     RecordingLauncher launcher = new RecordingLauncher();
-    t =
-        TestServer.with()
-            .dispatch(NO_POLL)
-            .routes("routes: [{name: a}]")
-            .launcher(launcher)
-            .start();
-    awaitLeader();
+    leadWithoutPolling(launcher, null);
     long id = enqueueDirectly();
     await().atMost(10, TimeUnit.SECONDS).until(() -> launcher.launched.size() == 1);
     assertThat(launcher.last().buildId()).isEqualTo(id);
-    await()
-        .atMost(5, TimeUnit.SECONDS)
-        .until(
-            () ->
-                Sql.count(
-                        "SELECT count(*) FROM oneshot.builds WHERE id = ? AND launched_at IS NOT NULL",
-                        id)
-                    == 1);
+    await().atMost(5, TimeUnit.SECONDS).until(() -> Sql.launchRecorded(id));
   }
 
   /**
@@ -142,18 +129,27 @@ class DispatcherTest {
     }
   }
 
+  /**
+   * A leader whose database connections go through {@link #proxy}, with no poll: only the
+   * listener's notifications wake it.
+   */
+  private void leadBehindAProxyWithoutPolling(RecordingLauncher launcher) {
+    proxy = TcpProxy.forTestDatabase();
+    leadWithoutPolling(launcher, proxy.url());
+  }
+
+  /** A leader with no poll (only notifications wake it), on {@code databaseUrl} when not null. */
+  private void leadWithoutPolling(RecordingLauncher launcher, String databaseUrl) {
+    TestServer.Builder b =
+        TestServer.with().dispatch(NO_POLL).routes("routes: [{name: a}]").launcher(launcher);
+    t = (databaseUrl == null ? b : b.databaseUrl(databaseUrl)).start();
+    awaitLeader();
+  }
+
   @Test
   void aNotificationLostWhileTheListenerWasDownIsPickedUpAfterItReconnects() {
-    proxy = TcpProxy.forTestDatabase();
     RecordingLauncher launcher = new RecordingLauncher();
-    t =
-        TestServer.with()
-            .dispatch(NO_POLL)
-            .routes("routes: [{name: a}]")
-            .launcher(launcher)
-            .databaseUrl(proxy.url())
-            .start();
-    awaitLeader();
+    leadBehindAProxyWithoutPolling(launcher);
     long reconnectsBefore = t.server.listener().reconnects();
 
     proxy.cut();
@@ -174,16 +170,8 @@ class DispatcherTest {
 
   @Test
   void theHealthCheckReplacesAConnectionThatStoppedAnswering() {
-    proxy = TcpProxy.forTestDatabase();
     RecordingLauncher launcher = new RecordingLauncher();
-    t =
-        TestServer.with()
-            .dispatch(NO_POLL)
-            .routes("routes: [{name: a}]")
-            .launcher(launcher)
-            .databaseUrl(proxy.url())
-            .start();
-    awaitLeader();
+    leadBehindAProxyWithoutPolling(launcher);
     proxy.freeze();
     await().atMost(10, TimeUnit.SECONDS).until(() -> !t.server.listener().listening());
     long id = enqueueDirectly();
@@ -195,13 +183,7 @@ class DispatcherTest {
   @Test
   void anEnqueueRolledBackWakesNothingAndLeavesNothing() throws Exception {
     RecordingLauncher launcher = new RecordingLauncher();
-    t =
-        TestServer.with()
-            .dispatch(NO_POLL)
-            .routes("routes: [{name: a}]")
-            .launcher(launcher)
-            .start();
-    awaitLeader();
+    leadWithoutPolling(launcher, null);
     long notifications = t.server.listener().notifications();
     try (Connection c = Sql.connect()) {
       c.setAutoCommit(false);
@@ -244,14 +226,7 @@ class DispatcherTest {
     long id = enqueueDirectly();
     await().atMost(10, TimeUnit.SECONDS).until(() -> launcher.launched.size() == 1);
     assertThat(calls.get()).isEqualTo(3);
-    await()
-        .atMost(5, TimeUnit.SECONDS)
-        .until(
-            () ->
-                Sql.count(
-                        "SELECT count(*) FROM oneshot.builds WHERE id = ? AND launched_at IS NOT NULL",
-                        id)
-                    == 1);
+    await().atMost(5, TimeUnit.SECONDS).until(() -> Sql.launchRecorded(id));
     assertThat(status(id)).isEqualTo("launching");
     assertThat(Sql.count("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
     assertThat(

@@ -2,16 +2,15 @@ package io.oneshot.dispatch;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.oneshot.build.BuildStore;
-import io.oneshot.build.BuildToken;
+import io.oneshot.build.AttemptStore;
 import io.oneshot.build.Database;
+import io.oneshot.build.QueueStore;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.StoreFixture;
 import io.vertx.core.Future;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
-import java.util.stream.IntStream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -29,29 +28,22 @@ class LaunchRecorderTest {
   @Test
   void launchesArrivingTogetherShareCommitsAndStaleOnesAreToldApart() {
     f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 1000}\n");
-    Sql.exec(
-        "SELECT oneshot.enqueue('{}', '{\"provisioner\": \"script\", \"command\": [\"true\"]}')"
-            + " FROM generate_series(1, 300)");
-    List<BuildStore.Claimed> claimed =
-        Database.await(
-            f.store.claim(
-                1000,
-                "test",
-                IntStream.range(0, 300).mapToObj(i -> BuildToken.generate()).toList()));
+    f.enqueueNoops(300);
+    List<QueueStore.Claimed> claimed = f.claim(1000, 300, "test");
     assertThat(claimed).hasSize(300);
 
     LaunchRecorder recorder = new LaunchRecorder(f.store);
     List<Future<Optional<Double>>> results = new ArrayList<>();
-    for (BuildStore.Claimed c : claimed) {
+    for (QueueStore.Claimed c : claimed) {
       results.add(
           recorder.record(
-              new BuildStore.Launch(c.id(), c.attempt(), "test", c.launchName(), null, "ok")));
+              new AttemptStore.Launch(c.id(), c.attempt(), "test", c.launchName(), null, "ok")));
     }
     // An attempt that is no longer current: recorded as such, not as launched.
-    BuildStore.Claimed first = claimed.get(0);
+    QueueStore.Claimed first = claimed.get(0);
     Future<Optional<Double>> stale =
         recorder.record(
-            new BuildStore.Launch(first.id(), first.attempt() + 1, "test", "x", null, "late"));
+            new AttemptStore.Launch(first.id(), first.attempt() + 1, "test", "x", null, "late"));
 
     for (Future<Optional<Double>> r : results) {
       assertThat(Database.await(r)).isPresent();

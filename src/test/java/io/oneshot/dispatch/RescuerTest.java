@@ -4,9 +4,9 @@ import static io.oneshot.testing.TestServer.status;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import io.oneshot.build.BuildStore;
 import io.oneshot.build.BuildToken;
 import io.oneshot.build.Database;
+import io.oneshot.build.QueueStore;
 import io.oneshot.launch.Attempt;
 import io.oneshot.testing.Api;
 import io.oneshot.testing.RecordingLauncher;
@@ -287,14 +287,7 @@ class RescuerTest {
     long id = claimedBeforeTheServerStarts();
     launcher.running("oneshot-" + id + "-1");
     startKeepingQueue();
-    await()
-        .atMost(10, TimeUnit.SECONDS)
-        .until(
-            () ->
-                Sql.count(
-                        "SELECT count(*) FROM oneshot.builds WHERE id = ? AND launched_at IS NOT NULL",
-                        id)
-                    == 1);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> Sql.launchRecorded(id));
     assertThat(launcher.launched).isEmpty();
     assertThat(
             Sql.value(
@@ -339,8 +332,9 @@ class RescuerTest {
   /** A build claimed by a dispatcher that stopped before it recorded the launch. */
   private long claimedBeforeTheServerStarts(BuildToken token) {
     try (StoreFixture f = new StoreFixture(ROUTES)) {
-      long id = Database.await(f.store.enqueue("{}", SCRIPT, 0, null)).id();
-      List<BuildStore.Claimed> c = Database.await(f.store.claim(10, "recording", List.of(token)));
+      long id = Database.await(f.store.queue().enqueue("{}", SCRIPT, 0, null)).id();
+      List<QueueStore.Claimed> c =
+          Database.await(f.store.queue().claim(10, "recording", List.of(token)));
       assertThat(c).hasSize(1);
       return id;
     }

@@ -4,6 +4,7 @@ import static io.oneshot.testing.TestServer.status;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.testing.Limits;
 import io.oneshot.testing.Sql;
@@ -225,15 +226,26 @@ class EndToEndTest {
     }
   }
 
-  @Test
-  void aCanceledRunningBuildEndsCanceledAndItsProcessesAreGone() throws Exception {
-    t = TestServer.with().routes("routes: [{name: a, cancelGrace: 5s}]").start();
+  /** A running build whose script sleeps: its id, the script's pid and provisionerd's. */
+  private record Sleeper(long id, long scriptPid, long provisionerd) {}
+
+  private Sleeper startSleeper() throws Exception {
     Path pidFile = tmp.resolve("pid");
     long id = t.api.submitScript("{}", "echo $$ > " + pidFile + "; echo started; sleep 600");
     long scriptPid = pidIn(pidFile);
     await().atMost(30, TimeUnit.SECONDS).until(() -> logged(id, "started"));
     long provisionerd =
         ((LocalLauncher) t.server.launcher()).pid("oneshot-" + id + "-1").orElseThrow();
+    return new Sleeper(id, scriptPid, provisionerd);
+  }
+
+  @Test
+  void aCanceledRunningBuildEndsCanceledAndItsProcessesAreGone() throws Exception {
+    t = TestServer.with().routes("routes: [{name: a, cancelGrace: 5s}]").start();
+    Sleeper sleeper = startSleeper();
+    long id = sleeper.id();
+    long scriptPid = sleeper.scriptPid();
+    long provisionerd = sleeper.provisionerd();
 
     assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
     await().atMost(15, TimeUnit.SECONDS).until(() -> status(id).equals("canceled"));
@@ -248,12 +260,10 @@ class EndToEndTest {
   void aProvisionerdKilledAfterAcquireFailsTheBuildAndTakesItsScriptAlong() throws Exception {
     // Lease 1s, grace 1s: the build fails 17s after its last heartbeat (lease, grace, margin).
     t = TestServer.with().routes("routes: [{name: a, hangTimeout: 2s, cancelGrace: 1s}]").start();
-    Path pidFile = tmp.resolve("pid");
-    long id = t.api.submitScript("{}", "echo $$ > " + pidFile + "; echo started; sleep 600");
-    long scriptPid = pidIn(pidFile);
-    await().atMost(30, TimeUnit.SECONDS).until(() -> logged(id, "started"));
-    long provisionerd =
-        ((LocalLauncher) t.server.launcher()).pid("oneshot-" + id + "-1").orElseThrow();
+    Sleeper sleeper = startSleeper();
+    long id = sleeper.id();
+    long scriptPid = sleeper.scriptPid();
+    long provisionerd = sleeper.provisionerd();
 
     new ProcessBuilder("kill", "-KILL", Long.toString(provisionerd)).start().waitFor();
     await().atMost(60, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
@@ -277,7 +287,7 @@ class EndToEndTest {
                 new LocalLauncher(
                     tmp.resolve("runs"),
                     List.of("sh", "-c", "echo $$ >> " + marker + "; exec sleep 600"),
-                    LocalLauncher.baseEnvironment(List.of())))
+                    LocalCommand.baseEnvironment(List.of())))
             .start();
     long id = t.api.submitScript("{}", "true");
     LocalLauncher launcher = (LocalLauncher) t.server.launcher();

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import io.oneshot.launch.Attempt;
+import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.provisionerd.Provisionerd;
 import io.oneshot.testing.Audit;
@@ -60,7 +61,7 @@ class SecondRunnerTest {
   private Process secondProvisionerd(Attempt a) throws IOException {
     Path work = Files.createDirectories(tmp.resolve("second-" + a.name()));
     ProcessBuilder pb =
-        new ProcessBuilder(LocalLauncher.defaultCommand(List.of("-Xmx128m"), tmp.resolve("x")))
+        new ProcessBuilder(LocalCommand.defaultCommand(List.of("-Xmx128m"), tmp.resolve("x")))
             .directory(work.toFile())
             .redirectErrorStream(true)
             .redirectOutput(work.resolve("output.log").toFile());

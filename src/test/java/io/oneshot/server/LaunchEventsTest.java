@@ -3,9 +3,7 @@ package io.oneshot.server;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import io.oneshot.build.BuildStore;
-import io.oneshot.build.BuildToken;
-import io.oneshot.build.Database;
+import io.oneshot.build.QueueStore;
 import io.oneshot.launch.AttemptEvents.Note;
 import io.oneshot.launch.AttemptRef;
 import io.oneshot.testing.Sql;
@@ -32,10 +30,8 @@ class LaunchEventsTest {
   @Test
   void notesHeardInARowAreLoggedAndTimedInThatOrder() {
     f = new StoreFixture("routes: [{name: a}]");
-    Sql.exec(
-        "SELECT oneshot.enqueue('{}', '{\"provisioner\": \"script\", \"command\": [\"true\"]}')");
-    BuildStore.Claimed c =
-        Database.await(f.store.claim(1, "test", List.of(BuildToken.generate()))).get(0);
+    f.enqueueNoops(1);
+    QueueStore.Claimed c = f.claim(1, 1, "test").get(0);
     AttemptRef ref = new AttemptRef(c.id(), c.attempt(), c.launchName(), null);
     LaunchEvents events = new LaunchEvents(f.store, null, null);
 

@@ -3,6 +3,7 @@ package io.oneshot.testing;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.LaunchOutcome;
 import io.oneshot.launch.Launcher;
+import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
 import java.nio.file.Path;
 import java.util.HashMap;
@@ -26,12 +27,12 @@ public final class CapturingLauncher extends DelegatingLauncher {
    * plus {@code extraEnv}, capturing every attempt.
    */
   public static CapturingLauncher local(Path dir, Map<String, String> extraEnv) {
-    Map<String, String> env = new HashMap<>(LocalLauncher.baseEnvironment(List.of()));
+    Map<String, String> env = new HashMap<>(LocalCommand.baseEnvironment(List.of()));
     env.putAll(extraEnv);
     return new CapturingLauncher(
         new LocalLauncher(
             dir.resolve("runs"),
-            LocalLauncher.defaultCommand(List.of(), dir.resolve("cds.jsa")),
+            LocalCommand.defaultCommand(List.of(), dir.resolve("cds.jsa")),
             env));
   }
 

@@ -62,7 +62,7 @@ public final class DispatcherProcess {
     cmd.addAll(jvm);
     cmd.add("-cp");
     cmd.add(
-        String.join(File.pathSeparator, io.oneshot.launch.local.LocalLauncher.absoluteClassPath()));
+        String.join(File.pathSeparator, io.oneshot.launch.local.LocalCommand.absoluteClassPath()));
     cmd.add("io.oneshot.cli.Main");
     cmd.add("dispatcher");
     cmd.add("--config");

@@ -87,4 +87,10 @@ public final class Sql {
             + " oneshot.builds RESTART IDENTITY;"
             + " DELETE FROM oneshot.routes;");
   }
+
+  /** Whether the build's launch has been recorded (its {@code launched_at} set). */
+  public static boolean launchRecorded(long id) {
+    return count("SELECT count(*) FROM oneshot.builds WHERE id = ? AND launched_at IS NOT NULL", id)
+        == 1;
+  }
 }

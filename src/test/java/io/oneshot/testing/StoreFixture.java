@@ -1,12 +1,16 @@
 package io.oneshot.testing;
 
 import io.oneshot.build.BuildStore;
+import io.oneshot.build.BuildToken;
 import io.oneshot.build.Database;
+import io.oneshot.build.QueueStore;
 import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
 import io.vertx.core.Vertx;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
+import java.util.stream.IntStream;
 
 /** A Vert.x instance, a pool and a {@link BuildStore} on the emptied test database. */
 public final class StoreFixture implements AutoCloseable {
@@ -33,8 +37,30 @@ public final class StoreFixture implements AutoCloseable {
             "test",
             Map.of());
     if (fresh) {
-      Database.await(store.mirror(config.routes(), config.limits()));
+      Database.await(store.routeMirror().write(config.routes(), config.limits()));
     }
+  }
+
+  /** Fresh build tokens, as the dispatcher hands them to a claim. */
+  public static List<BuildToken> tokens(int n) {
+    return IntStream.range(0, n).mapToObj(i -> BuildToken.generate()).toList();
+  }
+
+  /** Enqueues {@code n} builds of a script that does nothing, through {@code oneshot.enqueue()}. */
+  public void enqueueNoops(int n) {
+    io.oneshot.testing.Sql.exec(
+        "SELECT oneshot.enqueue('{}', '{\"provisioner\": \"script\", \"command\": [\"true\"]}')"
+            + " FROM generate_series(1, "
+            + n
+            + ")");
+  }
+
+  /**
+   * Claims up to {@code n} builds with fresh tokens under a global limit of {@code globalLimit},
+   * unfenced, as launcher {@code kind}.
+   */
+  public List<QueueStore.Claimed> claim(int globalLimit, int n, String kind) {
+    return Database.await(store.queue().claim(globalLimit, kind, tokens(n)));
   }
 
   @Override

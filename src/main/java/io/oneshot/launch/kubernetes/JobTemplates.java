@@ -6,11 +6,8 @@ import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.api.model.batch.v1.JobSpec;
 import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
 import io.oneshot.config.ConfigException;
+import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
-import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -54,14 +51,7 @@ public final class JobTemplates {
 
   /** Reads and checks one template; the message of a refusal starts with the file. */
   public static Job parse(Path file, KubernetesSerialization serialization) {
-    String text;
-    try {
-      text = Files.readString(file, StandardCharsets.UTF_8);
-    } catch (NoSuchFileException e) {
-      throw new ConfigException(file + ": no such file");
-    } catch (IOException e) {
-      throw new ConfigException(file + ": cannot be read: " + e.getMessage(), e);
-    }
+    String text = ConfigLoader.readFile(file);
     Object parsed;
     try {
       parsed = serialization.unmarshal(text, KubernetesResource.class);

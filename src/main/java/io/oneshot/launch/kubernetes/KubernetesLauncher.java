@@ -1,11 +1,8 @@
 package io.oneshot.launch.kubernetes;
 
-import io.fabric8.kubernetes.api.model.ContainerStatus;
 import io.fabric8.kubernetes.api.model.DeletionPropagation;
-import io.fabric8.kubernetes.api.model.HasMetadata;
 import io.fabric8.kubernetes.api.model.Pod;
 import io.fabric8.kubernetes.api.model.Secret;
-import io.fabric8.kubernetes.api.model.Status;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.api.model.batch.v1.JobCondition;
 import io.fabric8.kubernetes.client.Config;
@@ -15,8 +12,6 @@ import io.fabric8.kubernetes.client.KubernetesClientBuilder;
 import io.fabric8.kubernetes.client.KubernetesClientException;
 import io.fabric8.kubernetes.client.dsl.base.PatchContext;
 import io.fabric8.kubernetes.client.dsl.base.PatchType;
-import io.fabric8.kubernetes.client.informers.ResourceEventHandler;
-import io.fabric8.kubernetes.client.informers.SharedIndexInformer;
 import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
 import io.fabric8.kubernetes.client.vertx.VertxHttpClientFactory;
 import io.oneshot.build.Runner;
@@ -31,14 +26,12 @@ import io.vertx.core.Vertx;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
-import java.util.concurrent.TimeUnit;
-import java.util.function.Consumer;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -53,31 +46,20 @@ import org.slf4j.LoggerFactory;
  */
 public final class KubernetesLauncher implements Launcher {
   private static final Logger log = LoggerFactory.getLogger(KubernetesLauncher.class);
-  private static final long RESYNC_MS = 10 * 60 * 1000;
-  private static final Duration SYNC_TIMEOUT = Duration.ofMinutes(2);
 
   private final KubernetesClient client;
   private final JobFactory factory;
   private final RateLimiter limiter;
-  private final Set<String> namespaces;
-  private final Map<String, SharedIndexInformer<Job>> jobs = new LinkedHashMap<>();
-  private final Map<String, SharedIndexInformer<Pod>> pods = new LinkedHashMap<>();
-  private final Map<String, SharedIndexInformer<Secret>> secrets = new LinkedHashMap<>();
-  private final PodNotes notes = new PodNotes();
-  private final List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
-  private final Set<String> warned = java.util.concurrent.ConcurrentHashMap.newKeySet();
-  private volatile String serverVersion = "(version unknown)";
+  private final ClusterWatch watch;
+  private final DroppedFields dropped = new DroppedFields();
   private volatile AttemptEvents events = AttemptEvents.NONE;
-  private final java.util.concurrent.locks.ReentrantLock podEvents =
-      new java.util.concurrent.locks.ReentrantLock();
-  private final java.util.concurrent.locks.Condition podChanged = podEvents.newCondition();
 
   KubernetesLauncher(
       KubernetesClient client, JobFactory factory, RateLimiter limiter, Set<String> namespaces) {
     this.client = client;
     this.factory = factory;
     this.limiter = limiter;
-    this.namespaces = namespaces;
+    this.watch = new ClusterWatch(client, namespaces);
   }
 
   /**
@@ -124,76 +106,28 @@ public final class KubernetesLauncher implements Launcher {
   @Override
   public void events(AttemptEvents events) {
     this.events = events;
+    watch.events(events);
   }
 
   @Override
   public void start() {
     readServerVersion();
-    for (String ns : namespaces) {
-      jobs.put(
-          ns,
-          watch(
-              client
-                  .batch()
-                  .v1()
-                  .jobs()
-                  .inNamespace(ns)
-                  .withLabel(JobFactory.BUILD)
-                  .runnableInformer(RESYNC_MS),
-              this::onJob));
-      pods.put(
-          ns,
-          watch(
-              client.pods().inNamespace(ns).withLabel(JobFactory.BUILD).runnableInformer(RESYNC_MS),
-              this::onPod));
-      secrets.put(
-          ns,
-          watch(
-              client
-                  .secrets()
-                  .inNamespace(ns)
-                  .withLabel(JobFactory.BUILD)
-                  .runnableInformer(RESYNC_MS),
-              s -> {}));
-    }
-    List<SharedIndexInformer<?>> all = new ArrayList<>();
-    all.addAll(jobs.values());
-    all.addAll(pods.values());
-    all.addAll(secrets.values());
-    for (SharedIndexInformer<?> inf : all) {
-      try {
-        inf.start().toCompletableFuture().get(SYNC_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
-      } catch (Exception e) {
-        throw new IllegalStateException(
-            "cannot watch "
-                + inf.getApiTypeClass().getSimpleName()
-                + "s in namespaces "
-                + namespaces
-                + " on the Kubernetes API server "
-                + client.getMasterUrl()
-                + ": "
-                + rootMessage(e),
-            e);
-      }
-    }
-    log.info(
-        "Watching oneshot's Jobs, Pods and Secrets in namespaces {} on {}: {} Jobs found.",
-        namespaces,
-        client.getMasterUrl(),
-        jobs.values().stream().mapToInt(i -> i.getStore().list().size()).sum());
+    watch.start();
   }
 
   /** The API server's version, for the log and for what it is told when it drops Job fields. */
   private void readServerVersion() {
     try {
       var v = call("get", client::getKubernetesVersion);
-      serverVersion = v == null ? serverVersion : v.getGitVersion();
-      log.info("Kubernetes API server {} at {}.", serverVersion, client.getMasterUrl());
+      if (v != null) {
+        dropped.serverVersion(v.getGitVersion());
+        log.info("Kubernetes API server {} at {}.", v.getGitVersion(), client.getMasterUrl());
+      }
     } catch (KubernetesClientException e) {
       log.warn(
           "Cannot read the Kubernetes API server's version at {}: {}.",
           client.getMasterUrl(),
-          message(e));
+          ApiErrors.message(e));
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
@@ -201,48 +135,7 @@ public final class KubernetesLauncher implements Launcher {
 
   @Override
   public List<String> warnings() {
-    return List.copyOf(warnings);
-  }
-
-  /**
-   * Compares the Job the API server stored with the one sent: a server that does not know a field
-   * (too old, or a feature gate off) drops it silently. Each dropped field is said once, as a WARN
-   * and in {@code /readyz}. Builds stay safe without them: a second pod of an attempt is refused by
-   * the runner binding; they only spare the cluster that second pod.
-   */
-  private void checkKept(Job sent, Job kept) {
-    if (kept == null || kept.getSpec() == null) {
-      return;
-    }
-    List<String> dropped = new ArrayList<>();
-    if (sent.getSpec().getPodFailurePolicy() != null
-        && kept.getSpec().getPodFailurePolicy() == null) {
-      dropped.add("spec.podFailurePolicy");
-    }
-    if (sent.getSpec().getPodReplacementPolicy() != null
-        && kept.getSpec().getPodReplacementPolicy() == null) {
-      dropped.add("spec.podReplacementPolicy");
-    }
-    if (!Integer.valueOf(0).equals(kept.getSpec().getBackoffLimit())) {
-      dropped.add("spec.backoffLimit: 0 (kept as " + kept.getSpec().getBackoffLimit() + ")");
-    }
-    for (String field : dropped) {
-      if (warned.add(field)) {
-        String w =
-            "the Kubernetes API server "
-                + serverVersion
-                + " did not keep "
-                + field
-                + " of Job "
-                + kept.getMetadata().getNamespace()
-                + "/"
-                + kept.getMetadata().getName()
-                + ": it may start a second pod of an attempt; oneshot refuses that pod's"
-                + " runner and deletes it, so builds still run once";
-        warnings.add(w);
-        log.warn("{}.", w);
-      }
-    }
+    return dropped.warnings();
   }
 
   /**
@@ -262,7 +155,7 @@ public final class KubernetesLauncher implements Launcher {
     }
     Pod p;
     try {
-      p = awaitPod(intruder.pod(), KubernetesLauncher::exited, REMOVAL_WAIT);
+      p = watch.awaitPod(intruder.pod(), JobStatus::exited, REMOVAL_WAIT);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return;
@@ -274,7 +167,7 @@ public final class KubernetesLauncher implements Launcher {
           intruder.pod());
       return;
     }
-    Optional<AttemptRef> of = refOf(p);
+    Optional<AttemptRef> of = ClusterWatch.refOf(p);
     boolean ours =
         of.isPresent()
             && of.get().buildId() == ref.buildId()
@@ -315,164 +208,8 @@ public final class KubernetesLauncher implements Launcher {
   /** How long a refused runner's pod is given to exit before it is deleted anyway. */
   static final Duration REMOVAL_WAIT = Duration.ofSeconds(20);
 
-  /** Whether the pod's provisionerd container has stopped (or the pod has ended). */
-  private static boolean exited(Pod p) {
-    if (p.getStatus() == null) {
-      return false;
-    }
-    if ("Failed".equals(p.getStatus().getPhase()) || "Succeeded".equals(p.getStatus().getPhase())) {
-      return true;
-    }
-    List<ContainerStatus> cs = p.getStatus().getContainerStatuses();
-    return cs != null
-        && !cs.isEmpty()
-        && cs.stream().allMatch(c -> c.getState() != null && c.getState().getTerminated() != null);
-  }
-
-  /**
-   * The pod of that name as the informers last saw it, once it passes the test or the wait is over
-   * (then as it is); null if it was never seen or is gone. Woken by every pod event.
-   */
-  private Pod awaitPod(String name, java.util.function.Predicate<Pod> until, Duration wait)
-      throws InterruptedException {
-    long deadline = System.nanoTime() + wait.toNanos();
-    boolean seen = false;
-    podEvents.lock();
-    try {
-      while (true) {
-        Pod found = null;
-        for (SharedIndexInformer<Pod> inf : pods.values()) {
-          for (Pod p : inf.getStore().list()) {
-            if (p.getMetadata().getName().equals(name)) {
-              found = p;
-            }
-          }
-        }
-        if (found == null && seen) {
-          return null;
-        }
-        seen |= found != null;
-        long left = deadline - System.nanoTime();
-        if ((found != null && until.test(found)) || left <= 0) {
-          return found;
-        }
-        podChanged.awaitNanos(left);
-      }
-    } finally {
-      podEvents.unlock();
-    }
-  }
-
-  private <T extends HasMetadata> SharedIndexInformer<T> watch(
-      SharedIndexInformer<T> informer, Consumer<T> onChange) {
-    informer.addEventHandler(
-        new ResourceEventHandler<T>() {
-          @Override
-          public void onAdd(T obj) {
-            safely(() -> onChange.accept(obj));
-          }
-
-          @Override
-          public void onUpdate(T oldObj, T newObj) {
-            safely(() -> onChange.accept(newObj));
-          }
-
-          @Override
-          public void onDelete(T obj, boolean deletedFinalStateUnknown) {
-            safely(
-                () -> {
-                  refOf(obj).ifPresent(events::changed);
-                  if (obj instanceof Pod pod) {
-                    podsChanged();
-                    if (!deletedFinalStateUnknown) {
-                      refOf(pod)
-                          .ifPresent(
-                              ref ->
-                                  notes
-                                      .deleting(ref.name(), pod)
-                                      .ifPresent(n -> events.note(ref, n)));
-                    }
-                  }
-                  if (obj instanceof Job) {
-                    notes.forget(obj.getMetadata().getName());
-                  }
-                });
-          }
-        });
-    // An API server that fails a list or a watch (at start too: a 500, a dropped connection) is
-    // tried again with fabric8's backoff, rather than leaving the informer, or the dispatcher,
-    // dead.
-    informer.exceptionHandler(
-        (started, e) -> {
-          log.warn(
-              "Watching {}s failed{}: {}. Will try again.",
-              informer.getApiTypeClass().getSimpleName(),
-              started ? "" : " before the first list",
-              rootMessage(e));
-          return true;
-        });
-    return informer;
-  }
-
-  private static void safely(Runnable r) {
-    try {
-      r.run();
-    } catch (RuntimeException e) {
-      log.warn("Handling a Kubernetes event failed: {}. Will keep watching.", e.toString());
-    }
-  }
-
-  private void onJob(Job job) {
-    Optional<AttemptRef> ref = refOf(job);
-    if (ref.isEmpty()) {
-      return;
-    }
-    notes.job(job).forEach(n -> events.note(ref.get(), n));
-    events.changed(ref.get());
-  }
-
-  private void podsChanged() {
-    podEvents.lock();
-    try {
-      podChanged.signalAll();
-    } finally {
-      podEvents.unlock();
-    }
-  }
-
-  private void onPod(Pod pod) {
-    podsChanged();
-    Optional<AttemptRef> ref = refOf(pod);
-    if (ref.isEmpty()) {
-      return;
-    }
-    if (notes.firstSeen(pod)) {
-      events.runsIn(ref.get(), pod.getMetadata().getName());
-    }
-    notes.pod(ref.get().name(), pod).forEach(n -> events.note(ref.get(), n));
-    events.changed(ref.get());
-  }
-
-  /** The attempt an object belongs to, from its labels. */
-  static Optional<AttemptRef> refOf(HasMetadata obj) {
-    Map<String, String> l = obj.getMetadata().getLabels();
-    if (l == null || !l.containsKey(JobFactory.BUILD) || !l.containsKey(JobFactory.ATTEMPT)) {
-      return Optional.empty();
-    }
-    try {
-      long build = Long.parseLong(l.get(JobFactory.BUILD));
-      int attempt = Integer.parseInt(l.get(JobFactory.ATTEMPT));
-      return Optional.of(
-          new AttemptRef(
-              build, attempt, Attempt.nameOf(build, attempt), obj.getMetadata().getNamespace()));
-    } catch (NumberFormatException e) {
-      return Optional.empty();
-    }
-  }
-
   /** One call to the API server: rate-limited, and counted with the status it got. */
-  private <T> T call(String verb, java.util.function.Supplier<T> request)
-      throws InterruptedException {
+  private <T> T call(String verb, Supplier<T> request) throws InterruptedException {
     limiter.acquire();
     try {
       T result = request.get();
@@ -483,9 +220,6 @@ public final class KubernetesLauncher implements Launcher {
       throw e;
     }
   }
-
-  // ---------------------------------------------------------------------------------------------
-  // Launch
 
   @Override
   public LaunchOutcome launch(Attempt a) {
@@ -512,7 +246,7 @@ public final class KubernetesLauncher implements Launcher {
         }
         if (!a.ref()
             .equals(
-                refOf(created)
+                ClusterWatch.refOf(created)
                     .map(r -> new AttemptRef(r.buildId(), r.attempt(), r.name(), null))
                     .orElse(null))) {
           return new LaunchOutcome.Rejected(
@@ -522,13 +256,13 @@ public final class KubernetesLauncher implements Launcher {
       }
       own(secret, created);
       if (!existed) {
-        checkKept(job, created);
+        dropped.check(job, created);
       }
       return existed
           ? new LaunchOutcome.AlreadyLaunched(ns, "Job " + where + " exists")
           : new LaunchOutcome.Launched(ns, "Job " + where + " created");
     } catch (KubernetesClientException e) {
-      return classify(e, where);
+      return ApiErrors.classify(e, where);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return new LaunchOutcome.RetryLater(Duration.ofSeconds(1), "interrupted");
@@ -583,61 +317,6 @@ public final class KubernetesLauncher implements Launcher {
     }
   }
 
-  /**
-   * What a refused call means: 422 (the API server says the Job is invalid) can never succeed; 429
-   * waits as long as the server asks; 403 (forbidden, or a quota exceeded), 5xx, timeouts and
-   * broken connections are retried with backoff.
-   */
-  static LaunchOutcome classify(KubernetesClientException e, String where) {
-    int code = e.getCode();
-    String message = message(e);
-    return switch (code) {
-      case 422 ->
-          new LaunchOutcome.Rejected("the Kubernetes API refused Job " + where + ": " + message);
-      case 429 ->
-          new LaunchOutcome.RetryLater(
-              retryAfter(e), "throttled by the Kubernetes API: " + message);
-      case 403 ->
-          new LaunchOutcome.RetryLater(
-              Duration.ofSeconds(5), "forbidden by the Kubernetes API (quota or RBAC): " + message);
-      default ->
-          new LaunchOutcome.RetryLater(
-              null,
-              (code == 0
-                      ? "cannot reach the Kubernetes API"
-                      : "the Kubernetes API answered " + code)
-                  + ": "
-                  + message);
-    };
-  }
-
-  private static Duration retryAfter(KubernetesClientException e) {
-    Status s = e.getStatus();
-    if (s != null && s.getDetails() != null && s.getDetails().getRetryAfterSeconds() != null) {
-      return Duration.ofSeconds(Math.max(1, s.getDetails().getRetryAfterSeconds()));
-    }
-    return Duration.ofSeconds(1);
-  }
-
-  private static String message(KubernetesClientException e) {
-    Status s = e.getStatus();
-    if (s != null && s.getMessage() != null && !s.getMessage().isBlank()) {
-      return s.getMessage();
-    }
-    return rootMessage(e);
-  }
-
-  private static String rootMessage(Throwable e) {
-    Throwable t = e;
-    while (t.getCause() != null && t.getCause() != t) {
-      t = t.getCause();
-    }
-    return t.getMessage() == null ? t.getClass().getSimpleName() : t.getMessage();
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // Inspect, kill, list
-
   @Override
   public boolean keepsEndedAttempts() {
     return true;
@@ -645,8 +324,8 @@ public final class KubernetesLauncher implements Launcher {
 
   @Override
   public AttemptState inspect(AttemptRef ref) {
-    String ns = ref.namespace() != null ? ref.namespace() : firstNamespace();
-    Job job = cachedJob(ns, ref.name());
+    String ns = ref.namespace() != null ? ref.namespace() : watch.firstNamespace();
+    Job job = watch.cachedJob(ns, ref.name());
     if (job == null) {
       try {
         job =
@@ -660,15 +339,15 @@ public final class KubernetesLauncher implements Launcher {
     if (job == null) {
       return new AttemptState.Missing("Job " + ns + "/" + ref.name() + " does not exist");
     }
-    JobCondition failed = condition(job, "Failed");
+    JobCondition failed = JobStatus.condition(job, "Failed");
     if (failed != null) {
-      Pod pod = podOf(ns, ref.name());
-      return new AttemptState.Exited(exitCode(pod), failure(job, failed, pod));
+      Pod pod = watch.podOf(ns, ref.name());
+      return new AttemptState.Exited(JobStatus.exitCode(pod), JobStatus.failure(job, failed, pod));
     }
-    if (condition(job, "Complete") != null) {
+    if (JobStatus.condition(job, "Complete") != null) {
       return new AttemptState.Exited(0, "Job " + ns + "/" + ref.name() + " completed");
     }
-    Pod pod = podOf(ns, ref.name());
+    Pod pod = watch.podOf(ns, ref.name());
     return new AttemptState.Running(
         "Job "
             + ns
@@ -676,109 +355,12 @@ public final class KubernetesLauncher implements Launcher {
             + ref.name()
             + (pod == null
                 ? ", no pod yet"
-                : ", pod " + pod.getMetadata().getName() + " " + phase(pod)));
-  }
-
-  private String firstNamespace() {
-    return namespaces.iterator().next();
-  }
-
-  private Job cachedJob(String ns, String name) {
-    SharedIndexInformer<Job> inf = jobs.get(ns);
-    return inf == null ? null : inf.getStore().getByKey(ns + "/" + name);
-  }
-
-  private Pod podOf(String ns, String jobName) {
-    SharedIndexInformer<Pod> inf = pods.get(ns);
-    if (inf == null) {
-      return null;
-    }
-    Pod newest = null;
-    for (Pod p : inf.getStore().list()) {
-      Map<String, String> l = p.getMetadata().getLabels();
-      if (l != null && jobName.equals(l.get("job-name"))
-          || l != null && jobName.equals(l.get("batch.kubernetes.io/job-name"))) {
-        if (newest == null
-            || String.valueOf(p.getMetadata().getCreationTimestamp())
-                    .compareTo(String.valueOf(newest.getMetadata().getCreationTimestamp()))
-                > 0) {
-          newest = p;
-        }
-      }
-    }
-    return newest;
-  }
-
-  private static JobCondition condition(Job job, String type) {
-    if (job.getStatus() == null || job.getStatus().getConditions() == null) {
-      return null;
-    }
-    for (JobCondition c : job.getStatus().getConditions()) {
-      if (type.equals(c.getType()) && "True".equals(c.getStatus())) {
-        return c;
-      }
-    }
-    return null;
-  }
-
-  /**
-   * The pod's phase, and for a pending pod what it waits on: "Pending: ImagePullBackOff: Back-off
-   * pulling image …", "Pending: Unschedulable: 0/3 nodes are available: …".
-   */
-  private static String phase(Pod pod) {
-    if (pod.getStatus() == null || pod.getStatus().getPhase() == null) {
-      return "(no status yet)";
-    }
-    String phase = pod.getStatus().getPhase();
-    if (!"Pending".equals(phase)) {
-      return phase;
-    }
-    ContainerStatus cs = PodNotes.provisionerd(pod);
-    if (cs != null && cs.getState() != null && cs.getState().getWaiting() != null) {
-      var w = cs.getState().getWaiting();
-      return phase + ": " + w.getReason() + (w.getMessage() == null ? "" : ": " + w.getMessage());
-    }
-    for (var c :
-        pod.getStatus().getConditions() == null
-            ? List.<io.fabric8.kubernetes.api.model.PodCondition>of()
-            : pod.getStatus().getConditions()) {
-      if ("PodScheduled".equals(c.getType()) && "False".equals(c.getStatus())) {
-        return phase + ": " + c.getReason() + (c.getMessage() == null ? "" : ": " + c.getMessage());
-      }
-    }
-    return phase;
-  }
-
-  private static Integer exitCode(Pod pod) {
-    ContainerStatus cs = PodNotes.provisionerd(pod);
-    if (cs != null && cs.getState() != null && cs.getState().getTerminated() != null) {
-      return cs.getState().getTerminated().getExitCode();
-    }
-    return null;
-  }
-
-  /** Why a Job failed, in a sentence: the Job's reason, and the pod's when there is one. */
-  private static String failure(Job job, JobCondition failed, Pod pod) {
-    StringBuilder b =
-        new StringBuilder("Job ")
-            .append(job.getMetadata().getNamespace())
-            .append('/')
-            .append(job.getMetadata().getName())
-            .append(" failed: ")
-            .append(failed.getReason() == null ? "Failed" : failed.getReason());
-    if (failed.getMessage() != null && !failed.getMessage().isBlank()) {
-      b.append(": ").append(failed.getMessage());
-    }
-    String podWhy = PodNotes.whyEnded(pod);
-    if (podWhy != null) {
-      b.append("; ").append(podWhy);
-    }
-    return b.toString();
+                : ", pod " + pod.getMetadata().getName() + " " + JobStatus.phase(pod)));
   }
 
   @Override
   public void kill(AttemptRef ref, Duration grace, String reason) {
-    String ns = ref.namespace() != null ? ref.namespace() : firstNamespace();
+    String ns = ref.namespace() != null ? ref.namespace() : watch.firstNamespace();
     try {
       call(
           "delete",
@@ -815,33 +397,26 @@ public final class KubernetesLauncher implements Launcher {
   public List<AttemptRef> attempts() {
     List<AttemptRef> out = new ArrayList<>();
     Set<String> seen = new HashSet<>();
-    for (SharedIndexInformer<Job> inf : jobs.values()) {
-      for (Job j : inf.getStore().list()) {
-        refOf(j)
-            .ifPresent(
-                r -> {
-                  seen.add(r.toString());
-                  if (condition(j, "Complete") == null && condition(j, "Failed") == null) {
-                    out.add(r);
-                  }
-                });
-      }
+    for (Job j : watch.jobs()) {
+      ClusterWatch.refOf(j)
+          .ifPresent(
+              r -> {
+                seen.add(r.toString());
+                if (JobStatus.condition(j, "Complete") == null
+                    && JobStatus.condition(j, "Failed") == null) {
+                  out.add(r);
+                }
+              });
     }
-    for (SharedIndexInformer<Secret> inf : secrets.values()) {
-      for (Secret s : inf.getStore().list()) {
-        refOf(s).filter(r -> !seen.contains(r.toString())).ifPresent(out::add);
-      }
+    for (Secret s : watch.secrets()) {
+      ClusterWatch.refOf(s).filter(r -> !seen.contains(r.toString())).ifPresent(out::add);
     }
     return out;
   }
 
   @Override
   public void close() {
-    List<SharedIndexInformer<?>> all = new ArrayList<>();
-    all.addAll(jobs.values());
-    all.addAll(pods.values());
-    all.addAll(secrets.values());
-    all.forEach(SharedIndexInformer::stop);
+    watch.close();
     client.close();
   }
 }

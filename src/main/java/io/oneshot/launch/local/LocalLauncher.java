@@ -26,7 +26,6 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -50,17 +49,6 @@ import org.slf4j.LoggerFactory;
 public final class LocalLauncher implements Launcher {
   private static final Logger log = LoggerFactory.getLogger(LocalLauncher.class);
 
-  /** JVM flags that make a one-shot provisionerd start fast and stay small. */
-  public static final List<String> DEFAULT_JAVA_OPTIONS =
-      List.of(
-          "-XX:+UseSerialGC",
-          "-XX:TieredStopAtLevel=1",
-          "-XX:-UsePerfData",
-          "-Xshare:auto",
-          "-Xms16m",
-          "-Xmx256m",
-          "-Xss512k");
-
   private static final String ATTEMPT_FILE = "attempt.json";
   private static final String TOKEN_FILE = "token";
   private static final String LOG_FILE = "provisionerd.log";
@@ -82,14 +70,14 @@ public final class LocalLauncher implements Launcher {
 
   /**
    * @param runDir where attempt directories go; created if missing
-   * @param command the provisionerd command line (see {@link #defaultCommand})
+   * @param command the provisionerd command line (see {@link LocalCommand#defaultCommand})
    * @param baseEnv the environment every attempt gets, before oneshot's own variables
    */
   public LocalLauncher(Path runDir, List<String> command, Map<String, String> baseEnv) {
     this.runDir = runDir.toAbsolutePath();
     this.command = List.copyOf(command);
     this.baseEnv = Map.copyOf(baseEnv);
-    this.setsid = findSetsid();
+    this.setsid = LocalCommand.findSetsid();
     this.timers =
         Executors.newSingleThreadScheduledExecutor(
             r -> {
@@ -102,77 +90,6 @@ public final class LocalLauncher implements Launcher {
     } catch (IOException e) {
       throw new UncheckedIOException("cannot create the run directory " + this.runDir, e);
     }
-  }
-
-  /**
-   * {@code java <options> -cp <this JVM's class path> io.oneshot.cli.Main provisionerd}, with every
-   * class path entry made absolute (attempts run in their own directories). With the default
-   * options, the first provisionerd writes a class data sharing archive of what it loaded to {@code
-   * archive} and every later one maps it, which saves a good part of its start.
-   */
-  public static List<String> defaultCommand(List<String> javaOptions, Path archive) {
-    return defaultCommand(javaOptions, archive, absoluteClassPath());
-  }
-
-  /** {@link #defaultCommand(List, Path)} on another class path (absolute entries). */
-  public static List<String> defaultCommand(
-      List<String> javaOptions, Path archive, List<String> cp) {
-    Path javaBin = Path.of(System.getProperty("java.home"), "bin", "java");
-    List<String> cmd = new ArrayList<>();
-    cmd.add(javaBin.toString());
-    // Signals go through libc (JNA); JDK 24+ warn on stderr without this.
-    cmd.add("--enable-native-access=ALL-UNNAMED");
-    if (javaOptions.isEmpty()) {
-      cmd.addAll(DEFAULT_JAVA_OPTIONS);
-      // The JVM archives classes from jars only (it fails at exit over a directory entry).
-      if (cp.stream().allMatch(e -> e.endsWith(".jar"))) {
-        cmd.add("-XX:+AutoCreateSharedArchive");
-        cmd.add("-XX:SharedArchiveFile=" + archive.toAbsolutePath());
-      }
-    } else {
-      cmd.addAll(javaOptions);
-    }
-    cmd.add("-cp");
-    cmd.add(String.join(File.pathSeparator, cp));
-    cmd.add("io.oneshot.cli.Main");
-    cmd.add("provisionerd");
-    return cmd;
-  }
-
-  /**
-   * This JVM's class path, every entry made absolute (for a child process in another directory).
-   */
-  public static List<String> absoluteClassPath() {
-    List<String> cp = new ArrayList<>();
-    for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
-      if (!entry.isEmpty()) {
-        cp.add(Path.of(entry).toAbsolutePath().toString());
-      }
-    }
-    return cp;
-  }
-
-  /** The environment an attempt starts from: PATH, locale and the names in {@code passEnv}. */
-  public static Map<String, String> baseEnvironment(List<String> passEnv) {
-    Map<String, String> env = new LinkedHashMap<>();
-    Map<String, String> mine = System.getenv();
-    env.put("PATH", mine.getOrDefault("PATH", "/usr/local/bin:/usr/bin:/bin"));
-    env.put("LANG", mine.getOrDefault("LANG", "C.UTF-8"));
-    for (String name : passEnv) {
-      if (mine.containsKey(name)) {
-        env.put(name, mine.get(name));
-      }
-    }
-    return env;
-  }
-
-  private static String findSetsid() {
-    for (String p : List.of("/usr/bin/setsid", "/bin/setsid")) {
-      if (Files.isExecutable(Path.of(p))) {
-        return p;
-      }
-    }
-    return null;
   }
 
   @Override

@@ -7,9 +7,9 @@ import static org.awaitility.Awaitility.await;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.fabric8.kubernetes.api.model.Secret;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
-import io.oneshot.build.BuildStore;
 import io.oneshot.build.BuildToken;
 import io.oneshot.build.Database;
+import io.oneshot.build.QueueStore;
 import io.oneshot.testing.Api;
 import io.oneshot.testing.Audit;
 import io.oneshot.testing.Limits;
@@ -249,15 +249,17 @@ class KubernetesLauncherTest {
     try (StoreFixture f = new StoreFixture(ROUTES, false)) {
       claimed =
           Database.await(
-                  f.store.enqueue(
-                      "{\"team\": \"a\"}",
-                      "{\"provisioner\": \"script\", \"command\": [\"true\"]}",
-                      0,
-                      null))
+                  f.store
+                      .queue()
+                      .enqueue(
+                          "{\"team\": \"a\"}",
+                          "{\"provisioner\": \"script\", \"command\": [\"true\"]}",
+                          0,
+                          null))
               .id();
-      List<BuildStore.Claimed> c =
-          Database.await(f.store.claim(10, "kubernetes", List.of(BuildToken.generate())));
-      assertThat(c).extracting(BuildStore.Claimed::id).containsExactly(claimed);
+      List<QueueStore.Claimed> c =
+          Database.await(f.store.queue().claim(10, "kubernetes", List.of(BuildToken.generate())));
+      assertThat(c).extracting(QueueStore.Claimed::id).containsExactly(claimed);
     }
     assertThat(jobsOf(claimed)).isEmpty();
 

@@ -34,8 +34,7 @@ class LocalLauncherTest {
 
   /** {@code oneshot provisionerd} from the test class path. */
   private List<String> provisionerd() {
-    return LocalLauncher.defaultCommand(
-        List.of("-XX:TieredStopAtLevel=1"), runDir.resolve("x.jsa"));
+    return LocalCommand.defaultCommand(List.of("-XX:TieredStopAtLevel=1"), runDir.resolve("x.jsa"));
   }
 
   /**
@@ -49,7 +48,7 @@ class LocalLauncherTest {
     List<String> command = provisionerd();
     Attempt a = attempt(7);
     LocalLauncher first =
-        new LocalLauncher(runDir, command, LocalLauncher.baseEnvironment(List.of()));
+        new LocalLauncher(runDir, command, LocalCommand.baseEnvironment(List.of()));
     assertThat(first.launch(a)).isInstanceOf(LaunchOutcome.Launched.class);
     long pid = first.pid(a.name()).orElseThrow();
     // As if it died before writing the attempt file.
@@ -57,7 +56,7 @@ class LocalLauncherTest {
     Files.delete(attemptFile);
 
     LocalLauncher next =
-        new LocalLauncher(runDir, command, LocalLauncher.baseEnvironment(List.of()));
+        new LocalLauncher(runDir, command, LocalCommand.baseEnvironment(List.of()));
     AttemptState state = next.inspect(a.ref());
     assertThat(state).isInstanceOf(AttemptState.Running.class);
     assertThat(((AttemptState.Running) state).detail()).contains(Long.toString(pid));
@@ -87,7 +86,7 @@ class LocalLauncherTest {
             "env > ../env.txt; cut -d' ' -f5 /proc/$$/stat > ../pgid.txt; exec sleep 120");
     Attempt a = attempt(9);
     LocalLauncher launcher =
-        new LocalLauncher(runDir, command, LocalLauncher.baseEnvironment(List.of("NOT_SET_X")));
+        new LocalLauncher(runDir, command, LocalCommand.baseEnvironment(List.of("NOT_SET_X")));
     try {
       assertThat(launcher.launch(a)).isInstanceOf(LaunchOutcome.Launched.class);
       long pid = launcher.pid(a.name()).orElseThrow();
@@ -142,7 +141,7 @@ class LocalLauncherTest {
     List<String> command = provisionerd();
     Attempt a = attempt(8);
     LocalLauncher launcher =
-        new LocalLauncher(runDir, command, LocalLauncher.baseEnvironment(List.of()));
+        new LocalLauncher(runDir, command, LocalCommand.baseEnvironment(List.of()));
     Process byHand = new ProcessBuilder("sleep", "120").start();
     try {
       assertThat(launcher.launch(a)).isInstanceOf(LaunchOutcome.Launched.class);

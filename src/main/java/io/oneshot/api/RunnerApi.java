@@ -1,0 +1,431 @@
+package io.oneshot.api;
+
+import static io.oneshot.api.Http.bearer;
+import static io.oneshot.api.Http.bodyObject;
+import static io.oneshot.api.Http.errorBody;
+import static io.oneshot.api.Http.fail;
+import static io.oneshot.api.Http.json;
+import static io.oneshot.api.Http.rejectUnknownFields;
+import static io.oneshot.api.Http.textOrNull;
+import static io.oneshot.api.Http.unauthorized;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.build.BuildState;
+import io.oneshot.build.BuildStore;
+import io.oneshot.build.BuildToken;
+import io.oneshot.build.Runner;
+import io.oneshot.build.RunnerStore;
+import io.oneshot.build.StateStore;
+import io.oneshot.config.OneshotConfig;
+import io.oneshot.config.Units;
+import io.vertx.core.Future;
+import io.vertx.ext.web.Router;
+import io.vertx.ext.web.RoutingContext;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The runner's API, {@code /api/v1/runner/*}, as provisionerd calls it in order: acquire, then
+ * heartbeats and log batches while the build runs, then complete. The bearer is the attempt's build
+ * token; the runner names itself in headers ({@link RunnerHeaders}), and after the first acquire
+ * only that runner may call: any other is refused with 409 and made visible ({@link #conflict}).
+ * State uploads are {@link WorkspaceStateApi}'s.
+ */
+final class RunnerApi {
+  private static final Logger log = LoggerFactory.getLogger(RunnerApi.class);
+  private static final Set<String> LINE_FIELDS =
+      Set.of("ts", "stream", "level", "stage", "text", "milestone");
+  private static final Set<String> STREAMS = Set.of("stdout", "stderr", "system");
+  private static final int MAX_LINES_PER_BATCH = 1000;
+
+  private final BuildStore store;
+  private final OneshotConfig config;
+  private final Metrics metrics;
+  private final Consumer<RunnerConflict> conflicts;
+
+  RunnerApi(
+      BuildStore store, OneshotConfig config, Metrics metrics, Consumer<RunnerConflict> conflicts) {
+    this.store = store;
+    this.config = config;
+    this.metrics = metrics;
+    this.conflicts = conflicts;
+  }
+
+  void mount(Router router) {
+    router.post("/api/v1/runner/acquire").handler(this::acquire);
+    router.post("/api/v1/runner/heartbeat").handler(this::heartbeat);
+    router.post("/api/v1/runner/logs").handler(this::logs);
+    router.post("/api/v1/runner/complete").handler(this::complete);
+  }
+
+  static byte[] runnerToken(RoutingContext ctx) {
+    String token = bearer(ctx);
+    if (token == null || !token.startsWith(BuildToken.PREFIX)) {
+      throw unauthorized("missing Authorization: Bearer <build token>");
+    }
+    return BuildToken.hash(token);
+  }
+
+  /**
+   * The runner a call comes from, as it names itself in its headers ({@link RunnerHeaders}); a call
+   * that names none is refused: a token alone is not enough to run a build.
+   */
+  static Runner runner(RoutingContext ctx) {
+    return RunnerHeaders.parse(ctx.request().headers()::get);
+  }
+
+  private void acquire(RoutingContext ctx) {
+    byte[] hash = runnerToken(ctx);
+    Runner runner = runner(ctx);
+    store
+        .runner()
+        .acquire(hash, runner)
+        .onSuccess(
+            a -> {
+              switch (a) {
+                case RunnerStore.Acquire.Granted g -> granted(ctx, g.build(), runner);
+                case RunnerStore.Acquire.HeldByOther h ->
+                    conflict(ctx, h.holder(), runner, "acquire");
+                case RunnerStore.Acquire.NoAttempt n -> refuse(ctx, hash, runner, "acquire");
+              }
+            })
+        .onFailure(ctx::fail);
+  }
+
+  private void granted(RoutingContext ctx, RunnerStore.Acquired b, Runner runner) {
+    if (b.first()) {
+      if (b.startSeconds() != null) {
+        metrics.acquired(b.route(), b.startSeconds());
+      }
+      log.info(
+          "Build {} (route {}, attempt {}): acquired by provisionerd, {}.",
+          b.id(),
+          b.route(),
+          b.attempt(),
+          runner.describe());
+    }
+    Map<String, Object> body = new LinkedHashMap<>();
+    body.put("buildId", b.id());
+    body.put("attempt", b.attempt());
+    body.put("route", b.route());
+    body.put("workspace", b.workspace());
+    body.put("input", b.input());
+    body.put("timeoutMs", b.timeoutMs());
+    body.put("cancelGraceMs", b.cancelGraceMs());
+    body.put("heartbeatIntervalMs", config.dispatch().heartbeatInterval().toMillis());
+    body.put("leaseMs", lease(b.route()).toMillis());
+    body.put("maxLogLineBytes", config.limits().maxLogLineBytes());
+    body.put("cancelRequested", b.cancelRequested());
+    body.put("stateVersion", b.stateVersion());
+    body.put("state", b.state());
+    json(ctx, 200, body);
+  }
+
+  /** The route's runner lease; a route the configuration no longer has gets the default. */
+  private Duration lease(String route) {
+    return config
+        .route(route)
+        .map(OneshotConfig.Route::lease)
+        .orElse(io.oneshot.config.ConfigLoader.DEFAULT_LEASE);
+  }
+
+  /**
+   * A call from a runner other than the one the attempt is bound to: refused with 409, and made
+   * visible: a line in the build's log and timeline, a WARN, a metric, and the launcher told, so
+   * that it removes the second runner's pod or process when it is its own.
+   */
+  private void conflict(RoutingContext ctx, RunnerStore.Holder holder, Runner caller, String call) {
+    String line =
+        "a second runner was refused: "
+            + caller.describe()
+            + " tried to "
+            + call
+            + ", but "
+            + holder.describe()
+            + "; it runs nothing and exits";
+    log.warn(
+        "Build {} (route {}, attempt {}): {} tried to {}; the attempt is held by {}. Refused.",
+        holder.buildId(),
+        holder.route(),
+        holder.attempt(),
+        caller.describe(),
+        call,
+        holder.runner().describe());
+    metrics.runnerConflict(holder.route());
+    conflicts.accept(new RunnerConflict(holder, caller));
+    Map<String, Object> body =
+        errorBody(holder.describe(), "this runner must not run the build", null);
+    Map<String, Object> h = new LinkedHashMap<>();
+    h.put("runner", holder.runner().fingerprint());
+    h.putAll(holder.runner().details());
+    h.put("since", holder.since());
+    body.put("holder", h);
+    store
+        .runner()
+        .recordConflict(holder.buildId(), holder.attempt(), line)
+        .onComplete(x -> json(ctx, 409, body));
+  }
+
+  private void heartbeat(RoutingContext ctx) {
+    byte[] hash = runnerToken(ctx);
+    Runner runner = runner(ctx);
+    store
+        .runner()
+        .heartbeat(hash, runner.id())
+        .onSuccess(
+            c -> {
+              if (c.isEmpty()) {
+                refuse(ctx, hash, runner, "heartbeat");
+              } else {
+                json(ctx, 200, Map.of("cancelRequested", c.get()));
+              }
+            })
+        .onFailure(ctx::fail);
+  }
+
+  private void logs(RoutingContext ctx) {
+    byte[] hash = runnerToken(ctx);
+    Runner runner = runner(ctx);
+    JsonNode body = bodyObject(ctx);
+    JsonNode first = body.path("first");
+    if (!first.canConvertToLong() || !first.isIntegralNumber() || first.longValue() < 1) {
+      throw ApiError.badRequest(
+          "first", "must be the runner's number of the batch's first line, from 1");
+    }
+    JsonNode lines = body.path("lines");
+    if (!lines.isArray()) {
+      throw ApiError.badRequest("lines", "must be an array of log lines");
+    }
+    if (lines.size() > MAX_LINES_PER_BATCH) {
+      throw ApiError.badRequest("lines", "at most " + MAX_LINES_PER_BATCH + " lines per batch");
+    }
+    List<RunnerStore.NewLine> parsed = new ArrayList<>(lines.size());
+    for (int i = 0; i < lines.size(); i++) {
+      parsed.add(parseLine(lines.get(i), "lines[" + i + "]"));
+    }
+    store
+        .runner()
+        .appendLogs(hash, runner.id(), first.longValue(), parsed, config.limits().maxLogBytes())
+        .onSuccess(
+            ack -> {
+              if (ack.isEmpty()) {
+                refuse(ctx, hash, runner, "send logs");
+                return;
+              }
+              RunnerStore.LogAck a = ack.get();
+              int dropped = a.fresh() - a.accepted();
+              Future<Void> note = Future.succeededFuture();
+              if (dropped > 0 && a.bytesBefore() <= config.limits().maxLogBytes()) {
+                note =
+                    store
+                        .attempts()
+                        .systemLog(
+                            a.buildId(),
+                            a.attempt(),
+                            "warn",
+                            "log truncated: this build's log reached its limit of "
+                                + Units.formatSize(config.limits().maxLogBytes())
+                                + " (limits.maxLogBytes); later output is dropped, the build goes"
+                                + " on")
+                        .mapEmpty();
+              }
+              note.onComplete(
+                  x ->
+                      json(
+                          ctx,
+                          200,
+                          Map.of(
+                              "cancelRequested", a.cancelRequested(), "accepted", a.accepted())));
+            })
+        .onFailure(ctx::fail);
+  }
+
+  private RunnerStore.NewLine parseLine(JsonNode n, String path) {
+    if (!n.isObject()) {
+      throw ApiError.badRequest(path, "must be an object {ts, stream, level, stage, text}");
+    }
+    for (Iterator<String> it = n.fieldNames(); it.hasNext(); ) {
+      String f = it.next();
+      if (!LINE_FIELDS.contains(f)) {
+        throw ApiError.badRequest(path + "." + f, "unknown field");
+      }
+    }
+    JsonNode text = n.path("text");
+    if (!text.isTextual()) {
+      throw ApiError.badRequest(path + ".text", "must be a string");
+    }
+    String stream = n.path("stream").asText("stdout");
+    if (!STREAMS.contains(stream)) {
+      throw ApiError.badRequest(path + ".stream", "must be stdout, stderr or system");
+    }
+    Instant ts;
+    try {
+      ts = n.hasNonNull("ts") ? Instant.parse(n.get("ts").asText()) : Instant.now();
+    } catch (RuntimeException e) {
+      throw ApiError.badRequest(path + ".ts", "must be an RFC 3339 time");
+    }
+    JsonNode milestone = n.path("milestone");
+    if (!milestone.isMissingNode() && !milestone.isBoolean()) {
+      throw ApiError.badRequest(path + ".milestone", "must be true or false");
+    }
+    return new RunnerStore.NewLine(
+        ts,
+        stream,
+        textOrNull(n, "level"),
+        textOrNull(n, "stage"),
+        truncate(text.asText(), config.limits().maxLogLineBytes()),
+        milestone.asBoolean(false));
+  }
+
+  private void complete(RoutingContext ctx) {
+    byte[] hash = runnerToken(ctx);
+    Runner runner = runner(ctx);
+    JsonNode body = bodyObject(ctx);
+    rejectUnknownFields(body, Set.of("outcome", "exitCode", "error", "outputs", "state"));
+    BuildState outcome;
+    try {
+      outcome = BuildState.ofWire(body.path("outcome").asText());
+    } catch (IllegalArgumentException e) {
+      outcome = null;
+    }
+    if (outcome == null || !outcome.terminal()) {
+      throw ApiError.badRequest("outcome", "must be succeeded, failed or canceled");
+    }
+    JsonNode code = body.path("exitCode");
+    if (!code.isMissingNode() && !code.isNull() && !code.canConvertToInt()) {
+      throw ApiError.badRequest("exitCode", "must be an integer");
+    }
+    Integer exitCode = code.isIntegralNumber() ? code.intValue() : null;
+    String error = textOrNull(body, "error");
+    if (error != null && error.length() > 4096) {
+      error = error.substring(0, 4096) + "…";
+    }
+    JsonNode outputs = body.hasNonNull("outputs") ? body.get("outputs") : null;
+    StateStore.StateUpload state =
+        body.hasNonNull("state")
+            ? WorkspaceStateApi.upload(body.get("state"), "state", config.limits().maxStateBytes())
+            : null;
+    String reason =
+        switch (outcome) {
+          case SUCCEEDED -> "provisionerd reported success";
+          case CANCELED -> error == null ? "canceled" : error;
+          default -> error == null ? "provisionerd reported failure" : error;
+        };
+    BuildState finalOutcome = outcome;
+    store
+        .runner()
+        .complete(
+            hash,
+            runner.id(),
+            new RunnerStore.Completion(outcome, exitCode, error, outputs, reason, state))
+        .onSuccess(
+            s -> {
+              if (s.isEmpty()) {
+                refuse(ctx, hash, runner, "complete");
+                return;
+              }
+              RunnerStore.Completed done = s.get();
+              metrics.finished(done.route(), done.status().wire(), done.ranSeconds());
+              log.info(
+                  "Build {} (route {}, attempt {}): {} (exit code {}).",
+                  done.id(),
+                  done.route(),
+                  done.attempt(),
+                  finalOutcome.wire(),
+                  exitCode);
+              Future<?> note = Future.succeededFuture();
+              if (done.stateRefused() != null) {
+                log.warn(
+                    "Build {}: its final state was refused: {}.", done.id(), done.stateRefused());
+                note =
+                    store
+                        .attempts()
+                        .systemLog(
+                            done.id(),
+                            done.attempt(),
+                            "warn",
+                            "the final terraform state was not stored: " + done.stateRefused());
+              }
+              note.onComplete(x -> json(ctx, 200, Map.of("status", done.status().wire())));
+            })
+        .onFailure(ctx::fail);
+  }
+
+  /**
+   * Says why a runner call found no running attempt of its runner for its token. A repeated {@code
+   * complete} by the bound runner for a build that already ended is answered as a success, so that
+   * a retry after a lost reply ends provisionerd cleanly; from any other runner it is a conflict.
+   */
+  void refuse(RoutingContext ctx, byte[] hash, Runner caller, String call) {
+    store
+        .runner()
+        .tokenState(hash)
+        .onSuccess(
+            st -> {
+              if (st.isEmpty()) {
+                fail(ctx, unauthorized("this token belongs to no current attempt"));
+                return;
+              }
+              RunnerStore.TokenState t = st.get();
+              RunnerStore.Holder holder = t.holder();
+              boolean other = holder != null && !holder.runner().id().equals(caller.id());
+              if (t.status().terminal()) {
+                if (other) {
+                  conflict(ctx, holder, caller, call);
+                } else if (call.equals("complete")) {
+                  json(ctx, 200, Map.of("status", t.status().wire()));
+                } else {
+                  fail(
+                      ctx,
+                      new ApiError(
+                          410,
+                          "build " + t.id() + " has ended: " + t.status().wire(),
+                          "this attempt should stop and exit",
+                          null));
+                }
+                return;
+              }
+              if (other) {
+                conflict(ctx, holder, caller, call);
+                return;
+              }
+              fail(
+                  ctx,
+                  new ApiError(
+                      409,
+                      "build " + t.id() + " is " + t.status().wire(),
+                      call.equals("acquire")
+                          ? null
+                          : t.status() == BuildState.RUNNING
+                              ? "build " + t.id() + " has no workspace to save state for"
+                              : "acquire the build first",
+                      null));
+            })
+        .onFailure(ctx::fail);
+  }
+
+  /** Cuts a line to at most {@code maxBytes} of UTF-8, on a character boundary. */
+  static String truncate(String text, int maxBytes) {
+    byte[] b = text.getBytes(StandardCharsets.UTF_8);
+    if (b.length <= maxBytes) {
+      return text;
+    }
+    String marker = " …[truncated]";
+    int limit = maxBytes - marker.getBytes(StandardCharsets.UTF_8).length;
+    int end = Math.max(0, limit);
+    while (end > 0 && (b[end] & 0xC0) == 0x80) {
+      end--;
+    }
+    return new String(b, 0, end, StandardCharsets.UTF_8) + marker;
+  }
+}

@@ -1,0 +1,163 @@
+package io.oneshot.api;
+
+import static io.oneshot.api.Http.bodyObject;
+import static io.oneshot.api.Http.fail;
+import static io.oneshot.api.Http.json;
+import static io.oneshot.api.Http.longParam;
+import static io.oneshot.api.Http.rejectUnknownFields;
+import static io.oneshot.api.Http.requiredParam;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.build.BuildStore;
+import io.oneshot.build.Runner;
+import io.oneshot.build.StateStore;
+import io.oneshot.config.OneshotConfig;
+import io.vertx.core.Future;
+import io.vertx.ext.web.Router;
+import io.vertx.ext.web.RoutingContext;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Workspace state: terraform's state uploads from the running attempt ({@code POST
+ * /api/v1/runner/state}, fenced to the attempt's bound runner by {@code sql/state/save.sql}), and
+ * the versions and states operators read under {@code /api/v1/workspaces} (admin token).
+ */
+final class WorkspaceStateApi {
+  private final BuildStore store;
+  private final OneshotConfig config;
+  private final RunnerApi runners;
+
+  WorkspaceStateApi(BuildStore store, OneshotConfig config, RunnerApi runners) {
+    this.store = store;
+    this.config = config;
+    this.runners = runners;
+  }
+
+  void mount(Router router) {
+    router.post("/api/v1/runner/state").handler(this::upload);
+    router.get("/api/v1/workspaces/states").handler(this::stateVersions);
+    router.get("/api/v1/workspaces/state").handler(this::workspaceState);
+  }
+
+  /** An upload of the workspace's terraform state while the build runs. */
+  private void upload(RoutingContext ctx) {
+    byte[] hash = RunnerApi.runnerToken(ctx);
+    Runner runner = RunnerApi.runner(ctx);
+    JsonNode body = bodyObject(ctx);
+    rejectUnknownFields(body, Set.of("state"));
+    StateStore.StateUpload upload =
+        upload(body.path("state"), "state", config.limits().maxStateBytes());
+    store
+        .state()
+        .saveState(hash, runner.id(), upload, false)
+        .onSuccess(
+            v -> {
+              switch (v) {
+                case StateStore.StateSaved.NotRunning n ->
+                    runners.refuse(ctx, hash, runner, "save state");
+                case StateStore.StateSaved.Refused r ->
+                    fail(
+                        ctx,
+                        new ApiError(
+                            409,
+                            "state: " + r.why(),
+                            "a state upload must continue this attempt's terraform state",
+                            "state"));
+                case StateStore.StateSaved.Stored st -> {
+                  Future<?> note = Future.succeededFuture();
+                  if (st.note() != null) {
+                    note = stateNote(hash, st.note());
+                  }
+                  note.onComplete(x -> json(ctx, 200, Map.of("version", st.version())));
+                }
+              }
+            })
+        .onFailure(ctx::fail);
+  }
+
+  /**
+   * Checks an uploaded state (a string holding terraform's state JSON, within the size cap) and
+   * reads its serial and lineage without building a tree of the whole document.
+   */
+  static StateStore.StateUpload upload(JsonNode node, String field, long maxStateBytes) {
+    if (!node.isTextual()) {
+      throw ApiError.badRequest(field, "must be the terraform state as a string");
+    }
+    String text = node.asText();
+    int bytes = text.getBytes(StandardCharsets.UTF_8).length;
+    if (bytes > maxStateBytes) {
+      throw new ApiError(
+          413,
+          field + ": is " + bytes + " bytes; the limit is " + maxStateBytes + " bytes",
+          "the limit is limits.maxStateBytes in the dispatcher's configuration",
+          field);
+    }
+    Long serial = null;
+    String lineage = null;
+    try (com.fasterxml.jackson.core.JsonParser p = Json.MAPPER.getFactory().createParser(text)) {
+      if (p.nextToken() != com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
+        throw ApiError.badRequest(field, "is not a terraform state (a JSON object)");
+      }
+      com.fasterxml.jackson.core.JsonToken t;
+      while ((t = p.nextToken()) == com.fasterxml.jackson.core.JsonToken.FIELD_NAME
+          && (serial == null || lineage == null)) {
+        String name = p.currentName();
+        p.nextToken();
+        if (name.equals("serial") && p.currentToken().isNumeric()) {
+          serial = p.getLongValue();
+        } else if (name.equals("lineage")) {
+          lineage = p.getValueAsString();
+        } else {
+          p.skipChildren();
+        }
+      }
+    } catch (java.io.IOException e) {
+      throw ApiError.badRequest(field, "is not a terraform state: " + e.getMessage());
+    }
+    return new StateStore.StateUpload(text, serial, lineage);
+  }
+
+  private void stateVersions(RoutingContext ctx) {
+    String ws = requiredParam(ctx, "workspace");
+    store
+        .state()
+        .stateVersions(ws)
+        .onSuccess(list -> json(ctx, 200, Map.of("workspace", ws, "versions", list)))
+        .onFailure(ctx::fail);
+  }
+
+  /** The state itself: the latest version, or {@code version=N}; for recovery and inspection. */
+  private void workspaceState(RoutingContext ctx) {
+    String ws = requiredParam(ctx, "workspace");
+    Long v = longParam(ctx, "version");
+    store
+        .state()
+        .state(ws, v == null ? null : v.intValue())
+        .onSuccess(
+            st -> {
+              if (st.isEmpty()) {
+                fail(
+                    ctx,
+                    ApiError.notFound(
+                        "state of workspace " + ws + (v == null ? "" : " at version " + v)));
+              } else {
+                ctx.response().putHeader("Content-Type", "application/json").end(st.get());
+              }
+            })
+        .onFailure(ctx::fail);
+  }
+
+  /** Writes a note about a stored state (a new lineage) into the build's log. */
+  private Future<?> stateNote(byte[] hash, String note) {
+    return store
+        .runner()
+        .tokenState(hash)
+        .compose(
+            t ->
+                t.isEmpty()
+                    ? Future.succeededFuture()
+                    : store.attempts().systemLog(t.get().id(), t.get().attempt(), "warn", note));
+  }
+}

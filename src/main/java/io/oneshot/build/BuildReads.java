@@ -1,0 +1,151 @@
+package io.oneshot.build;
+
+import io.vertx.core.Future;
+import io.vertx.sqlclient.Pool;
+import io.vertx.sqlclient.Row;
+import io.vertx.sqlclient.Tuple;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/** What the API and the CLI read: builds, their timelines and logs, and the routes' queues. */
+public final class BuildReads {
+  private static final Sql BUILD = Sql.load("reads/build");
+  private static final Sql EVENTS = Sql.load("reads/events");
+  private static final Sql LIST = Sql.load("reads/list");
+  private static final Sql LOGS = Sql.load("reads/logs");
+  private static final Sql ROUTES = Sql.load("reads/routes");
+
+  private final Pool pool;
+  private final Pool readPool;
+
+  /**
+   * {@code readPool}: for the status reads that must answer while builds keep {@code pool} busy.
+   */
+  public BuildReads(Pool pool, Pool readPool) {
+    this.pool = pool;
+    this.readPool = readPool;
+  }
+
+  public Future<Optional<Build>> get(long id) {
+    return pool.preparedQuery(BUILD.text())
+        .execute(Tuple.of(id))
+        .compose(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Future.succeededFuture(Optional.empty());
+              }
+              Build b = Rows.build(rows.iterator().next());
+              return events(id).map(ev -> Optional.of(b.withEvents(ev)));
+            });
+  }
+
+  public Future<List<BuildEvent>> events(long id) {
+    return pool.preparedQuery(EVENTS.text())
+        .execute(Tuple.of(id))
+        .map(
+            rows -> {
+              List<BuildEvent> out = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                String from = r.getString("from_status");
+                out.add(
+                    new BuildEvent(
+                        Rows.instant(r, "at"),
+                        r.getInteger("attempt"),
+                        from == null ? null : BuildState.ofWire(from),
+                        BuildState.ofWire(r.getString("to_status")),
+                        r.getString("reason")));
+              }
+              return out;
+            });
+  }
+
+  /** Newest first; {@code status} and {@code route} filter when not null. */
+  public Future<List<Build>> list(BuildState status, String route, Long beforeId, int limit) {
+    return pool.preparedQuery(LIST.text())
+        .execute(Tuple.of(status == null ? null : status.wire(), route, beforeId, limit))
+        .map(
+            rows -> {
+              List<Build> out = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                out.add(Rows.build(r));
+              }
+              return out;
+            });
+  }
+
+  /** A page of a build's log after {@code afterSeq}, and whether the build had finished. */
+  public record LogPage(List<LogLine> lines, BuildState status) {}
+
+  /**
+   * Empty when the build does not exist. The status is read in the same statement as the lines, so
+   * a finished status means no line can follow the page.
+   */
+  public Future<Optional<LogPage>> logs(long id, long afterSeq, int limit) {
+    return pool.preparedQuery(LOGS.text())
+        .execute(Tuple.of(id, afterSeq, limit))
+        .map(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Optional.empty();
+              }
+              BuildState status = null;
+              List<LogLine> lines = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                status = BuildState.ofWire(r.getString("status"));
+                if (r.getLong("seq") != null) {
+                  lines.add(
+                      new LogLine(
+                          r.getLong("seq"),
+                          Rows.instant(r, "ts"),
+                          r.getInteger("attempt"),
+                          r.getString("stream"),
+                          r.getString("level"),
+                          r.getString("stage"),
+                          r.getString("text")));
+                }
+              }
+              return Optional.of(new LogPage(lines, status));
+            });
+  }
+
+  /**
+   * A route with its queue: what {@code GET /api/v1/routes} and {@code oneshot routes} show. The
+   * wait percentiles are over builds claimed in the last hour (null when there were none).
+   */
+  public record RouteStatus(
+      String name,
+      Map<String, String> tags,
+      String template,
+      int maxConcurrent,
+      long queued,
+      long running,
+      Long oldestQueuedMs,
+      Long waitP50Ms,
+      Long waitP95Ms) {}
+
+  public Future<List<RouteStatus>> routes() {
+    return readPool
+        .query(ROUTES.text())
+        .execute()
+        .map(
+            rows -> {
+              List<RouteStatus> out = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                out.add(
+                    new RouteStatus(
+                        r.getString("name"),
+                        Rows.stringMap(r.getString("tags")),
+                        r.getString("template"),
+                        r.getInteger("max_concurrent"),
+                        r.getLong("queued"),
+                        r.getLong("running"),
+                        r.getLong("oldest"),
+                        r.getLong("p50"),
+                        r.getLong("p95")));
+              }
+              return out;
+            });
+  }
+}

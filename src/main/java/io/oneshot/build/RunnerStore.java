@@ -1,0 +1,315 @@
+package io.oneshot.build;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Json;
+import io.oneshot.build.StateStore.StateSaved;
+import io.oneshot.build.StateStore.StateUpload;
+import io.vertx.core.Future;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.sqlclient.Pool;
+import io.vertx.sqlclient.Row;
+import io.vertx.sqlclient.RowSet;
+import io.vertx.sqlclient.Tuple;
+import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The calls of provisionerd, the runner: acquire, heartbeat, logs, complete. The token's hash names
+ * the build and attempt; after the first acquire only the runner it bound may call, so that one
+ * attempt has one runner.
+ */
+public final class RunnerStore {
+  private static final Sql ACQUIRE = Sql.load("runner/acquire");
+  private static final Sql CONFLICT = Sql.load("runner/conflict");
+  private static final Sql HEARTBEAT = Sql.load("runner/heartbeat");
+  private static final Sql APPEND_LOGS = Sql.load("runner/append-logs");
+  private static final Sql COMPLETE = Sql.load("runner/complete");
+  private static final Sql TOKEN_STATE = Sql.load("runner/token-state");
+
+  private final Pool pool;
+
+  public RunnerStore(Pool pool) {
+    this.pool = pool;
+  }
+
+  /**
+   * What provisionerd gets at acquire. For a terraform build with a workspace, {@code stateVersion}
+   * is the workspace's latest state version when the build was first acquired (0: none yet) and
+   * {@code state} that state.
+   */
+  public record Acquired(
+      long id,
+      int attempt,
+      String route,
+      String workspace,
+      JsonNode input,
+      long timeoutMs,
+      long cancelGraceMs,
+      boolean cancelRequested,
+      Integer stateVersion,
+      String state,
+      boolean first,
+      Double startSeconds) {}
+
+  /** Who holds an attempt: the runner its first acquire bound it to, and since when. */
+  public record Holder(long buildId, int attempt, String route, Runner runner, Instant since) {
+    /** "attempt 1 of build 7 is held by runner … in pod … since …". */
+    public String describe() {
+      return "attempt "
+          + attempt
+          + " of build "
+          + buildId
+          + " is held by "
+          + runner.describe()
+          + (since == null ? "" : " since " + since);
+    }
+  }
+
+  /** What an acquire found: the build to run, another runner's attempt, or no live attempt. */
+  public sealed interface Acquire {
+    /** The attempt is this runner's (now, or since its earlier acquire). */
+    record Granted(Acquired build) implements Acquire {}
+
+    /** The attempt is bound to another runner; nothing changed. */
+    record HeldByOther(Holder holder) implements Acquire {}
+
+    /** The token belongs to no launching or running attempt. */
+    record NoAttempt() implements Acquire {}
+  }
+
+  public Future<Acquire> acquire(byte[] tokenHash, Runner runner) {
+    return pool.preparedQuery(ACQUIRE.text())
+        .execute(Tuple.of(Buffer.buffer(tokenHash), runner.id(), Json.write(runner.details())))
+        .map(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return new Acquire.NoAttempt();
+              }
+              Row r = rows.iterator().next();
+              if (r.getLong("id") == null) {
+                return new Acquire.HeldByOther(
+                    new Holder(
+                        r.getLong("held_id"),
+                        r.getInteger("held_attempt"),
+                        r.getString("held_route"),
+                        Runner.of(r.getString("held_by"), Json.tree(r.getString("held_runner"))),
+                        Rows.instant(r, "held_since")));
+              }
+              return new Acquire.Granted(
+                  new Acquired(
+                      r.getLong("id"),
+                      r.getInteger("attempt"),
+                      r.getString("route"),
+                      r.getString("workspace"),
+                      Json.tree(r.getString("input")),
+                      r.getLong("timeout_ms"),
+                      r.getLong("cancel_grace_ms"),
+                      r.getBoolean("cancel_requested"),
+                      r.getInteger("state_read_version"),
+                      r.getString("state"),
+                      r.getBoolean("first"),
+                      r.getDouble("start_seconds")));
+            });
+  }
+
+  /**
+   * Writes a refused second runner into the build's log and timeline (nothing when the attempt is
+   * no longer current).
+   */
+  public Future<Void> recordConflict(long id, int attempt, String text) {
+    return pool.preparedQuery(CONFLICT.text()).execute(Tuple.of(id, attempt, text)).mapEmpty();
+  }
+
+  /**
+   * Empty: the token is not the running attempt's, or the caller is not its runner. Otherwise
+   * whether cancel was requested.
+   */
+  public Future<Optional<Boolean>> heartbeat(byte[] tokenHash, String runnerId) {
+    return pool.preparedQuery(HEARTBEAT.text())
+        .execute(Tuple.of(Buffer.buffer(tokenHash), runnerId))
+        .map(
+            rows ->
+                rows.rowCount() == 0
+                    ? Optional.empty()
+                    : Optional.of(rows.iterator().next().getBoolean("cancel_requested")));
+  }
+
+  /**
+   * A log line as provisionerd sends it; a {@code milestone} line also marks a step in the build's
+   * timeline (terraform plan started).
+   */
+  public record NewLine(
+      Instant ts, String stream, String level, String stage, String text, boolean milestone) {}
+
+  /**
+   * The answer to a log batch: {@code fresh} lines were new (the rest had been delivered before),
+   * {@code accepted} of them were stored; fewer once the build's log limit is reached.
+   */
+  public record LogAck(
+      long buildId,
+      int attempt,
+      boolean cancelRequested,
+      int fresh,
+      int accepted,
+      long bytesBefore) {}
+
+  /**
+   * @param first the runner's number of the batch's first line (lines are numbered from 1 in each
+   *     attempt)
+   */
+  public Future<Optional<LogAck>> appendLogs(
+      byte[] tokenHash, String runnerId, long first, List<NewLine> lines, long maxLogBytes) {
+    int n = lines.size();
+    OffsetDateTime[] ts = new OffsetDateTime[n];
+    String[] stream = new String[n];
+    String[] level = new String[n];
+    String[] stage = new String[n];
+    String[] text = new String[n];
+    Boolean[] milestone = new Boolean[n];
+    for (int i = 0; i < n; i++) {
+      NewLine l = lines.get(i);
+      ts[i] = OffsetDateTime.ofInstant(l.ts(), ZoneOffset.UTC);
+      stream[i] = l.stream();
+      level[i] = l.level();
+      stage[i] = l.stage();
+      text[i] = l.text();
+      milestone[i] = l.milestone();
+    }
+    Tuple t =
+        Tuple.tuple()
+            .addBuffer(Buffer.buffer(tokenHash))
+            .addLong((long) n)
+            .addLong(first)
+            .addArrayOfOffsetDateTime(ts)
+            .addArrayOfString(stream)
+            .addArrayOfString(level)
+            .addArrayOfString(stage)
+            .addArrayOfString(text)
+            .addLong(maxLogBytes)
+            .addArrayOfBoolean(milestone)
+            .addString(runnerId);
+    return pool.preparedQuery(APPEND_LOGS.text())
+        .execute(t)
+        .map(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Optional.empty();
+              }
+              Row r = rows.iterator().next();
+              return Optional.of(
+                  new LogAck(
+                      r.getLong("id"),
+                      r.getInteger("attempt"),
+                      r.getBoolean("cancel_requested"),
+                      r.getInteger("fresh"),
+                      r.getInteger("accepted"),
+                      r.getLong("bytes_before")));
+            });
+  }
+
+  /**
+   * What provisionerd reports at the end; {@code state}, when not null, is the workspace's final
+   * terraform state, stored in the same transaction.
+   */
+  public record Completion(
+      BuildState outcome,
+      Integer exitCode,
+      String error,
+      JsonNode outputs,
+      String reason,
+      StateUpload state) {}
+
+  /**
+   * A build provisionerd ended: which, its outcome, route and run time; {@code stateRefused} says
+   * why its final state was not stored (null: stored, or none was sent).
+   */
+  public record Completed(
+      long id,
+      int attempt,
+      BuildState status,
+      String route,
+      double ranSeconds,
+      String stateRefused) {}
+
+  private static Optional<Completed> firstCompleted(RowSet<Row> rows, String stateRefused) {
+    if (rows.rowCount() == 0) {
+      return Optional.empty();
+    }
+    Row r = rows.iterator().next();
+    return Optional.of(
+        new Completed(
+            r.getLong("id"),
+            r.getInteger("attempt"),
+            BuildState.ofWire(r.getString("status")),
+            r.getString("route"),
+            r.getDouble("ran"),
+            stateRefused));
+  }
+
+  /**
+   * Ends the running attempt's build with provisionerd's outcome and stores its final state, in one
+   * transaction, from the bound runner alone. A final state that is refused (see {@link
+   * #saveState}) is not stored; the outcome still is, and {@code stateRefused} says why. Empty: the
+   * token is not the running attempt's, or the caller not its runner (see {@link #tokenState}).
+   */
+  public Future<Optional<Completed>> complete(byte[] tokenHash, String runnerId, Completion c) {
+    Tuple t =
+        Tuple.tuple()
+            .addBuffer(Buffer.buffer(tokenHash))
+            .addString(c.outcome().wire())
+            .addInteger(c.exitCode())
+            .addString(c.error())
+            .addString(c.outputs() == null ? null : Json.write(c.outputs()))
+            .addString(c.reason())
+            .addString(runnerId);
+    if (c.state() == null) {
+      return pool.preparedQuery(COMPLETE.text()).execute(t).map(rows -> firstCompleted(rows, null));
+    }
+    return pool.withTransaction(
+        conn ->
+            StateStore.saveState(conn, tokenHash, runnerId, c.state(), true)
+                .compose(
+                    saved ->
+                        conn.preparedQuery(COMPLETE.text())
+                            .execute(t)
+                            .map(
+                                rows ->
+                                    firstCompleted(
+                                        rows,
+                                        saved instanceof StateSaved.Refused r ? r.why() : null))));
+  }
+
+  /** Where a token's build stands, for telling a refused runner call why. */
+  public record TokenState(
+      long id, int attempt, String route, BuildState status, Runner runner, Instant since) {
+    /** The attempt's holder; null before the first acquire. */
+    public Holder holder() {
+      return runner == null ? null : new Holder(id, attempt, route, runner, since);
+    }
+  }
+
+  public Future<Optional<TokenState>> tokenState(byte[] tokenHash) {
+    return pool.preparedQuery(TOKEN_STATE.text())
+        .execute(Tuple.of(Buffer.buffer(tokenHash)))
+        .map(RunnerStore::firstTokenState);
+  }
+
+  private static Optional<TokenState> firstTokenState(RowSet<Row> rows) {
+    if (rows.rowCount() == 0) {
+      return Optional.empty();
+    }
+    Row r = rows.iterator().next();
+    String runner = r.getString("runner_id");
+    return Optional.of(
+        new TokenState(
+            r.getLong("id"),
+            r.getInteger("attempt"),
+            r.getString("route"),
+            BuildState.ofWire(r.getString("status")),
+            runner == null ? null : Runner.of(runner, Json.tree(r.getString("runner"))),
+            Rows.instant(r, "runner_since")));
+  }
+}

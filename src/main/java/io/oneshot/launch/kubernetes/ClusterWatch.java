@@ -1,0 +1,309 @@
+package io.oneshot.launch.kubernetes;
+
+import io.fabric8.kubernetes.api.model.HasMetadata;
+import io.fabric8.kubernetes.api.model.Pod;
+import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.batch.v1.Job;
+import io.fabric8.kubernetes.client.KubernetesClient;
+import io.fabric8.kubernetes.client.informers.ResourceEventHandler;
+import io.fabric8.kubernetes.client.informers.SharedIndexInformer;
+import io.oneshot.launch.Attempt;
+import io.oneshot.launch.AttemptEvents;
+import io.oneshot.launch.AttemptRef;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
+import java.util.function.Predicate;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * oneshot's Jobs, Pods and token Secrets, watched with informers (filtered by the {@code
+ * oneshot.io/build} label) in every namespace the routes use: the launcher reads its caches instead
+ * of calling the API server, and each change is told to the dispatcher ({@link AttemptEvents}) with
+ * what explains a wait or a failure ({@link PodNotes}).
+ */
+final class ClusterWatch {
+  private static final Logger log = LoggerFactory.getLogger(ClusterWatch.class);
+  private static final long RESYNC_MS = 10 * 60 * 1000;
+  private static final Duration SYNC_TIMEOUT = Duration.ofMinutes(2);
+
+  private final KubernetesClient client;
+  private final Set<String> namespaces;
+  private final Map<String, SharedIndexInformer<Job>> jobs = new LinkedHashMap<>();
+  private final Map<String, SharedIndexInformer<Pod>> pods = new LinkedHashMap<>();
+  private final Map<String, SharedIndexInformer<Secret>> secrets = new LinkedHashMap<>();
+  private final PodNotes notes = new PodNotes();
+  private final ReentrantLock podEvents = new ReentrantLock();
+  private final Condition podChanged = podEvents.newCondition();
+  private volatile AttemptEvents events = AttemptEvents.NONE;
+
+  ClusterWatch(KubernetesClient client, Set<String> namespaces) {
+    this.client = client;
+    this.namespaces = namespaces;
+  }
+
+  void events(AttemptEvents events) {
+    this.events = events;
+  }
+
+  /** The namespace of attempts recorded without one (before namespaces were recorded). */
+  String firstNamespace() {
+    return namespaces.iterator().next();
+  }
+
+  /**
+   * Starts the informers of every namespace and waits until each has listed what is there; fails
+   * saying which could not be watched.
+   */
+  void start() {
+    for (String ns : namespaces) {
+      jobs.put(
+          ns,
+          watch(
+              client
+                  .batch()
+                  .v1()
+                  .jobs()
+                  .inNamespace(ns)
+                  .withLabel(JobFactory.BUILD)
+                  .runnableInformer(RESYNC_MS),
+              this::onJob));
+      pods.put(
+          ns,
+          watch(
+              client.pods().inNamespace(ns).withLabel(JobFactory.BUILD).runnableInformer(RESYNC_MS),
+              this::onPod));
+      secrets.put(
+          ns,
+          watch(
+              client
+                  .secrets()
+                  .inNamespace(ns)
+                  .withLabel(JobFactory.BUILD)
+                  .runnableInformer(RESYNC_MS),
+              s -> {}));
+    }
+    List<SharedIndexInformer<?>> all = new ArrayList<>();
+    all.addAll(jobs.values());
+    all.addAll(pods.values());
+    all.addAll(secrets.values());
+    for (SharedIndexInformer<?> inf : all) {
+      try {
+        inf.start().toCompletableFuture().get(SYNC_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+      } catch (Exception e) {
+        throw new IllegalStateException(
+            "cannot watch "
+                + inf.getApiTypeClass().getSimpleName()
+                + "s in namespaces "
+                + namespaces
+                + " on the Kubernetes API server "
+                + client.getMasterUrl()
+                + ": "
+                + ApiErrors.rootMessage(e),
+            e);
+      }
+    }
+    log.info(
+        "Watching oneshot's Jobs, Pods and Secrets in namespaces {} on {}: {} Jobs found.",
+        namespaces,
+        client.getMasterUrl(),
+        jobs.values().stream().mapToInt(i -> i.getStore().list().size()).sum());
+  }
+
+  /** Every Job seen, in every namespace. */
+  List<Job> jobs() {
+    List<Job> out = new ArrayList<>();
+    jobs.values().forEach(inf -> out.addAll(inf.getStore().list()));
+    return out;
+  }
+
+  /** Every token Secret seen, in every namespace. */
+  List<Secret> secrets() {
+    List<Secret> out = new ArrayList<>();
+    secrets.values().forEach(inf -> out.addAll(inf.getStore().list()));
+    return out;
+  }
+
+  /**
+   * The pod of that name as the informers last saw it, once it passes the test or the wait is over
+   * (then as it is); null if it was never seen or is gone. Woken by every pod event.
+   */
+  Pod awaitPod(String name, Predicate<Pod> until, Duration wait) throws InterruptedException {
+    long deadline = System.nanoTime() + wait.toNanos();
+    boolean seen = false;
+    podEvents.lock();
+    try {
+      while (true) {
+        Pod found = null;
+        for (SharedIndexInformer<Pod> inf : pods.values()) {
+          for (Pod p : inf.getStore().list()) {
+            if (p.getMetadata().getName().equals(name)) {
+              found = p;
+            }
+          }
+        }
+        if (found == null && seen) {
+          return null;
+        }
+        seen |= found != null;
+        long left = deadline - System.nanoTime();
+        if ((found != null && until.test(found)) || left <= 0) {
+          return found;
+        }
+        podChanged.awaitNanos(left);
+      }
+    } finally {
+      podEvents.unlock();
+    }
+  }
+
+  private <T extends HasMetadata> SharedIndexInformer<T> watch(
+      SharedIndexInformer<T> informer, Consumer<T> onChange) {
+    informer.addEventHandler(
+        new ResourceEventHandler<T>() {
+          @Override
+          public void onAdd(T obj) {
+            safely(() -> onChange.accept(obj));
+          }
+
+          @Override
+          public void onUpdate(T oldObj, T newObj) {
+            safely(() -> onChange.accept(newObj));
+          }
+
+          @Override
+          public void onDelete(T obj, boolean deletedFinalStateUnknown) {
+            safely(
+                () -> {
+                  refOf(obj).ifPresent(events::changed);
+                  if (obj instanceof Pod pod) {
+                    podsChanged();
+                    if (!deletedFinalStateUnknown) {
+                      refOf(pod)
+                          .ifPresent(
+                              ref ->
+                                  notes
+                                      .deleting(ref.name(), pod)
+                                      .ifPresent(n -> events.note(ref, n)));
+                    }
+                  }
+                  if (obj instanceof Job) {
+                    notes.forget(obj.getMetadata().getName());
+                  }
+                });
+          }
+        });
+    // An API server that fails a list or a watch (at start too: a 500, a dropped connection) is
+    // tried again with fabric8's backoff, rather than leaving the informer, or the dispatcher,
+    // dead.
+    informer.exceptionHandler(
+        (started, e) -> {
+          log.warn(
+              "Watching {}s failed{}: {}. Will try again.",
+              informer.getApiTypeClass().getSimpleName(),
+              started ? "" : " before the first list",
+              ApiErrors.rootMessage(e));
+          return true;
+        });
+    return informer;
+  }
+
+  private static void safely(Runnable r) {
+    try {
+      r.run();
+    } catch (RuntimeException e) {
+      log.warn("Handling a Kubernetes event failed: {}. Will keep watching.", e.toString());
+    }
+  }
+
+  private void onJob(Job job) {
+    Optional<AttemptRef> ref = refOf(job);
+    if (ref.isEmpty()) {
+      return;
+    }
+    notes.job(job).forEach(n -> events.note(ref.get(), n));
+    events.changed(ref.get());
+  }
+
+  private void podsChanged() {
+    podEvents.lock();
+    try {
+      podChanged.signalAll();
+    } finally {
+      podEvents.unlock();
+    }
+  }
+
+  private void onPod(Pod pod) {
+    podsChanged();
+    Optional<AttemptRef> ref = refOf(pod);
+    if (ref.isEmpty()) {
+      return;
+    }
+    if (notes.firstSeen(pod)) {
+      events.runsIn(ref.get(), pod.getMetadata().getName());
+    }
+    notes.pod(ref.get().name(), pod).forEach(n -> events.note(ref.get(), n));
+    events.changed(ref.get());
+  }
+
+  /** The attempt an object belongs to, from its labels. */
+  static Optional<AttemptRef> refOf(HasMetadata obj) {
+    Map<String, String> l = obj.getMetadata().getLabels();
+    if (l == null || !l.containsKey(JobFactory.BUILD) || !l.containsKey(JobFactory.ATTEMPT)) {
+      return Optional.empty();
+    }
+    try {
+      long build = Long.parseLong(l.get(JobFactory.BUILD));
+      int attempt = Integer.parseInt(l.get(JobFactory.ATTEMPT));
+      return Optional.of(
+          new AttemptRef(
+              build, attempt, Attempt.nameOf(build, attempt), obj.getMetadata().getNamespace()));
+    } catch (NumberFormatException e) {
+      return Optional.empty();
+    }
+  }
+
+  Job cachedJob(String ns, String name) {
+    SharedIndexInformer<Job> inf = jobs.get(ns);
+    return inf == null ? null : inf.getStore().getByKey(ns + "/" + name);
+  }
+
+  Pod podOf(String ns, String jobName) {
+    SharedIndexInformer<Pod> inf = pods.get(ns);
+    if (inf == null) {
+      return null;
+    }
+    Pod newest = null;
+    for (Pod p : inf.getStore().list()) {
+      Map<String, String> l = p.getMetadata().getLabels();
+      if (l != null && jobName.equals(l.get("job-name"))
+          || l != null && jobName.equals(l.get("batch.kubernetes.io/job-name"))) {
+        if (newest == null
+            || String.valueOf(p.getMetadata().getCreationTimestamp())
+                    .compareTo(String.valueOf(newest.getMetadata().getCreationTimestamp()))
+                > 0) {
+          newest = p;
+        }
+      }
+    }
+    return newest;
+  }
+
+  void close() {
+    List<SharedIndexInformer<?>> all = new ArrayList<>();
+    all.addAll(jobs.values());
+    all.addAll(pods.values());
+    all.addAll(secrets.values());
+    all.forEach(SharedIndexInformer::stop);
+  }
+}

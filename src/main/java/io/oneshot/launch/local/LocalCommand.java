@@ -1,0 +1,100 @@
+package io.oneshot.launch.local;
+
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What a local attempt is started with: the provisionerd command line (this JVM's java and class
+ * path, flags for a fast small start) and the reduced environment it begins from.
+ */
+public final class LocalCommand {
+  private LocalCommand() {}
+
+  /** JVM flags that make a one-shot provisionerd start fast and stay small. */
+  public static final List<String> DEFAULT_JAVA_OPTIONS =
+      List.of(
+          "-XX:+UseSerialGC",
+          "-XX:TieredStopAtLevel=1",
+          "-XX:-UsePerfData",
+          "-Xshare:auto",
+          "-Xms16m",
+          "-Xmx256m",
+          "-Xss512k");
+
+  /**
+   * {@code java <options> -cp <this JVM's class path> io.oneshot.cli.Main provisionerd}, with every
+   * class path entry made absolute (attempts run in their own directories). With the default
+   * options, the first provisionerd writes a class data sharing archive of what it loaded to {@code
+   * archive} and every later one maps it, which saves a good part of its start.
+   */
+  public static List<String> defaultCommand(List<String> javaOptions, Path archive) {
+    return defaultCommand(javaOptions, archive, absoluteClassPath());
+  }
+
+  /** {@link #defaultCommand(List, Path)} on another class path (absolute entries). */
+  public static List<String> defaultCommand(
+      List<String> javaOptions, Path archive, List<String> cp) {
+    Path javaBin = Path.of(System.getProperty("java.home"), "bin", "java");
+    List<String> cmd = new ArrayList<>();
+    cmd.add(javaBin.toString());
+    // Signals go through libc (JNA); JDK 24+ warn on stderr without this.
+    cmd.add("--enable-native-access=ALL-UNNAMED");
+    if (javaOptions.isEmpty()) {
+      cmd.addAll(DEFAULT_JAVA_OPTIONS);
+      // The JVM archives classes from jars only (it fails at exit over a directory entry).
+      if (cp.stream().allMatch(e -> e.endsWith(".jar"))) {
+        cmd.add("-XX:+AutoCreateSharedArchive");
+        cmd.add("-XX:SharedArchiveFile=" + archive.toAbsolutePath());
+      }
+    } else {
+      cmd.addAll(javaOptions);
+    }
+    cmd.add("-cp");
+    cmd.add(String.join(File.pathSeparator, cp));
+    cmd.add("io.oneshot.cli.Main");
+    cmd.add("provisionerd");
+    return cmd;
+  }
+
+  /**
+   * This JVM's class path, every entry made absolute (for a child process in another directory).
+   */
+  public static List<String> absoluteClassPath() {
+    List<String> cp = new ArrayList<>();
+    for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
+      if (!entry.isEmpty()) {
+        cp.add(Path.of(entry).toAbsolutePath().toString());
+      }
+    }
+    return cp;
+  }
+
+  /** The environment an attempt starts from: PATH, locale and the names in {@code passEnv}. */
+  public static Map<String, String> baseEnvironment(List<String> passEnv) {
+    Map<String, String> env = new LinkedHashMap<>();
+    Map<String, String> mine = System.getenv();
+    env.put("PATH", mine.getOrDefault("PATH", "/usr/local/bin:/usr/bin:/bin"));
+    env.put("LANG", mine.getOrDefault("LANG", "C.UTF-8"));
+    for (String name : passEnv) {
+      if (mine.containsKey(name)) {
+        env.put(name, mine.get(name));
+      }
+    }
+    return env;
+  }
+
+  /** Where {@code setsid} is, to give each attempt its own process group; null: nowhere. */
+  static String findSetsid() {
+    for (String p : List.of("/usr/bin/setsid", "/bin/setsid")) {
+      if (Files.isExecutable(Path.of(p))) {
+        return p;
+      }
+    }
+    return null;
+  }
+}

@@ -1,0 +1,21 @@
+-- Puts a build whose attempt failed for infrastructure reasons back in the queue, or fails it when
+-- that was its route's last attempt; the old attempt's token stops working.
+-- Transitions: launching|running -> pending, or -> failed after maxAttempts.
+-- Guards: attempt = $2 and status = $3 (a launch-timeout requeue racing an acquire loses: a build that
+-- has just started running is not requeued, so it never runs twice).
+WITH m AS (
+  SELECT coalesce((SELECT r.max_attempts FROM oneshot.routes r
+                   JOIN oneshot.builds x ON x.route = r.name WHERE x.id = $1), 0) AS max_attempts
+)
+UPDATE oneshot.builds b
+SET status = CASE WHEN b.attempt < m.max_attempts THEN 'pending' ELSE 'failed' END,
+    finished_at = CASE WHEN b.attempt < m.max_attempts THEN NULL ELSE clock_timestamp() END,
+    error = CASE WHEN b.attempt < m.max_attempts THEN NULL
+                 ELSE format('%s (attempt %s of %s)', $4::text, b.attempt, m.max_attempts) END,
+    reason = CASE WHEN b.attempt < m.max_attempts
+                  THEN format('requeued after attempt %s of %s: %s', b.attempt, m.max_attempts, $4::text)
+                  ELSE format('%s (attempt %s of %s)', $4::text, b.attempt, m.max_attempts) END,
+    token_hash = NULL, launched_at = NULL, started_at = NULL, heartbeat_at = NULL
+FROM m
+WHERE b.id = $1 AND b.attempt = $2 AND b.status = $3
+RETURNING b.status, b.route

@@ -1,0 +1,21 @@
+-- Cancel: at once when the build is pending or launching, by request when it runs (provisionerd learns
+-- it on its next heartbeat and reports canceled).
+-- Transitions: pending|launching -> canceled; running -> running with cancel_requested_at set.
+-- Guard: the row lock of "cur" and status IN ('pending', 'launching', 'running'); a finished build is
+-- left alone and reported as such.
+WITH cur AS (
+  SELECT id, status, route FROM oneshot.builds WHERE id = $1 FOR UPDATE
+), upd AS (
+  UPDATE oneshot.builds b
+  SET status = CASE WHEN cur.status = 'running' THEN b.status ELSE 'canceled' END,
+      finished_at = CASE WHEN cur.status = 'running' THEN b.finished_at ELSE clock_timestamp() END,
+      reason = CASE WHEN cur.status = 'running' THEN b.reason
+                    ELSE format('canceled while %s', cur.status) END,
+      error = CASE WHEN cur.status = 'running' THEN b.error
+                    ELSE format('canceled while %s', cur.status) END,
+      cancel_requested_at = coalesce(b.cancel_requested_at, clock_timestamp())
+  FROM cur
+  WHERE b.id = cur.id AND cur.status IN ('pending', 'launching', 'running')
+  RETURNING b.id
+)
+SELECT cur.status, cur.route, (SELECT count(*) FROM upd) AS updated FROM cur

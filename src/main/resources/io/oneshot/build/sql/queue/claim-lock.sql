@@ -1,0 +1,10 @@
+-- Claim, step 1: serializes claims (limits are counted with every earlier claim committed) and checks
+-- the leader fence: that the claiming replica's leadership session ($3 pid, $4 backend start) still
+-- holds the leader lock ($5, $6). $3 null: no fence (tests that drive claims directly).
+-- Transition: none; a false "fenced" aborts the claim.
+SELECT pg_advisory_xact_lock($1, $2),
+       $3::int IS NULL OR EXISTS (
+         SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+           AND l.classid::bigint = $5 AND l.objid::bigint = $6
+           AND l.pid = $3 AND a.backend_start = $4) AS fenced

@@ -1,0 +1,67 @@
+-- Stores the running attempt's terraform state as its workspace's next version, or updates the
+-- version this attempt already wrote (terraform writes state as it goes). Within an attempt the state
+-- only moves forward: a lower serial, or a lineage other than the one the attempt stored first or
+-- started from, is refused (terraform keeps the lineage of the state it is given, and only starts one
+-- where there was none, which is noted). Transition: none (workspace state).
+-- Guards (the fence on state uploads): token_hash = $1, status = 'running', runner_id = $6 (only the
+-- bound runner of the running attempt writes; an old attempt's token and another runner's id match
+-- nothing), workspace IS NOT NULL; then the serial and lineage checks of "verdict".
+WITH b AS (
+  SELECT id, attempt, workspace, state_read_version FROM oneshot.builds
+  WHERE token_hash = $1 AND status = 'running' AND runner_id = $6 AND workspace IS NOT NULL
+  FOR UPDATE
+), mine AS (
+  SELECT s.serial, s.lineage FROM oneshot.workspace_states s
+  JOIN b ON s.build_id = b.id AND s.attempt = b.attempt
+), base AS (
+  SELECT s.version, s.serial, s.lineage FROM oneshot.workspace_states s
+  JOIN b ON s.workspace = b.workspace AND s.version = b.state_read_version
+), prev AS (
+  SELECT s.version, s.lineage FROM oneshot.workspace_states s
+  JOIN b ON s.workspace = b.workspace AND NOT (s.build_id = b.id AND s.attempt = b.attempt)
+  ORDER BY s.version DESC LIMIT 1
+), verdict AS (
+  SELECT
+    CASE
+      WHEN $3::bigint < (SELECT serial FROM mine)
+        THEN format('serial %s is lower than serial %s, which this attempt stored already',
+                    $3, (SELECT serial FROM mine))
+      WHEN (SELECT lineage FROM mine) IS NOT NULL AND $4::text IS DISTINCT FROM (SELECT lineage FROM mine)
+        THEN format('lineage %s differs from lineage %s, which this attempt stored already',
+                    coalesce($4, '(none)'), (SELECT lineage FROM mine))
+      WHEN NOT EXISTS (SELECT 1 FROM mine) AND $3::bigint < (SELECT serial FROM base)
+        THEN format('serial %s is lower than serial %s of version %s, which this build started from',
+                    $3, (SELECT serial FROM base), (SELECT version FROM base))
+      WHEN (SELECT lineage FROM base) IS NOT NULL AND $4::text IS DISTINCT FROM (SELECT lineage FROM base)
+        THEN format('lineage %s differs from lineage %s of version %s, which this build started'
+                    ' from (terraform keeps the lineage of the state it is given)',
+                    coalesce($4, '(none)'), (SELECT lineage FROM base), (SELECT version FROM base))
+    END AS refused,
+    CASE
+      WHEN NOT EXISTS (SELECT 1 FROM mine) AND (SELECT lineage FROM base) IS NULL
+           AND (SELECT lineage FROM prev) IS NOT NULL AND $4::text IS DISTINCT FROM (SELECT lineage FROM prev)
+        THEN format('terraform started a new lineage %s; the previous version %s had lineage %s',
+                    coalesce($4, '(none)'), (SELECT version FROM prev), (SELECT lineage FROM prev))
+    END AS note
+  FROM b
+), v AS (
+  INSERT INTO oneshot.workspace_states AS s
+    (workspace, version, build_id, attempt, state, bytes, serial, lineage, final)
+  SELECT b.workspace,
+         coalesce((SELECT max(w.version) FROM oneshot.workspace_states w
+                   WHERE w.workspace = b.workspace), 0) + 1,
+         b.id, b.attempt, $2, octet_length($2), $3, $4, $5
+  FROM b, verdict
+  WHERE verdict.refused IS NULL
+  ON CONFLICT (build_id, attempt) DO UPDATE
+    SET state = excluded.state, bytes = excluded.bytes, serial = excluded.serial,
+        lineage = excluded.lineage, final = excluded.final, updated_at = clock_timestamp()
+  RETURNING s.build_id, s.version
+), u AS (
+  UPDATE oneshot.builds x SET state_written_version = v.version
+  FROM v WHERE x.id = v.build_id
+  RETURNING x.id
+)
+SELECT b.id, (SELECT version FROM v) AS version, verdict.refused, verdict.note,
+       (SELECT count(*) FROM u) AS updated
+FROM b, verdict
