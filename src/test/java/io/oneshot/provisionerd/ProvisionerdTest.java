@@ -1,0 +1,171 @@
+package io.oneshot.provisionerd;
+
+import static io.oneshot.testing.TestServer.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.oneshot.launch.Attempt;
+import io.oneshot.testing.RecordingLauncher;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TerraformOnPath;
+import io.oneshot.testing.TestServer;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.UncheckedIOException;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * provisionerd run in this JVM against a real API: what it reports, logs and stores, and when it
+ * refuses to run. (The end-to-end tests run it as its own process; here a mutation of its code is
+ * seen by the tests.)
+ */
+class ProvisionerdTest {
+  @TempDir Path tmp;
+  private TestServer t;
+  private final RecordingLauncher launcher = new RecordingLauncher();
+  private final ByteArrayOutputStream out = new ByteArrayOutputStream();
+
+  @BeforeEach
+  void start() {
+    t =
+        TestServer.with()
+            .routes("routes: [{name: a, cancelGrace: 5s, maxAttempts: 1}]")
+            .launcher(launcher)
+            .start();
+  }
+
+  @AfterEach
+  void stop() {
+    t.close();
+  }
+
+  /** Runs provisionerd as {@code oneshot provisionerd} would, in a work directory of its own. */
+  private int run(Attempt a, String apiUrl, Duration retryBudget) {
+    Path work = tmp.resolve("work-" + a.name() + "-" + System.nanoTime());
+    try {
+      Files.createDirectories(work);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return Provisionerd.run(
+        new Provisionerd.Options(URI.create(apiUrl), a.token().value(), work, retryBudget),
+        new PrintStream(out, true, StandardCharsets.UTF_8));
+  }
+
+  private int run(long id) {
+    return run(launcher.awaitLaunched(id, 1), t.api.base(), Duration.ofSeconds(10));
+  }
+
+  private static List<String> log(long id, String stream) {
+    return Sql.rows(
+            "SELECT text FROM oneshot.build_logs WHERE build_id = ? AND stream = ? ORDER BY seq",
+            id,
+            stream)
+        .stream()
+        .map(r -> (String) r.get("text"))
+        .toList();
+  }
+
+  private static Object column(long id, String column) {
+    return Sql.value("SELECT " + column + " FROM oneshot.builds WHERE id = ?", id);
+  }
+
+  @Test
+  void aScriptThatSucceedsIsReportedWithItsOutputInTheLog() {
+    long id = t.api.submitScript("{}", "echo hello; echo oops >&2; echo done");
+    assertThat(run(id)).isZero();
+    assertThat(status(id)).as("%s", log(id, "system")).isEqualTo("succeeded");
+    assertThat(column(id, "exit_code")).isEqualTo(0);
+    assertThat(log(id, "stdout")).containsExactly("hello", "done");
+    assertThat(log(id, "stderr")).containsExactly("oops");
+    assertThat(log(id, "system")).anyMatch(l -> l.startsWith("provisionerd acquired build " + id));
+    assertThat(out.toString(StandardCharsets.UTF_8)).contains("hello");
+  }
+
+  @Test
+  void aScriptThatFailsIsReportedWithItsExitCode() {
+    long id = t.api.submitScript("{}", "echo before; exit 7");
+    run(id);
+    assertThat(status(id)).isEqualTo("failed");
+    assertThat(column(id, "exit_code")).isEqualTo(7);
+    assertThat(log(id, "stdout")).containsExactly("before");
+  }
+
+  @Test
+  void aCancelStopsTheScriptAndIsReportedAsCanceled() throws Exception {
+    Path pidFile = tmp.resolve("pid");
+    long id = t.api.submitScript("{}", "echo $$ > " + pidFile + "; echo started; sleep 600");
+    Attempt a = launcher.awaitLaunched(id, 1);
+    CompletableFuture<Integer> code =
+        CompletableFuture.supplyAsync(() -> run(a, t.api.base(), Duration.ofSeconds(10)));
+    await().atMost(30, TimeUnit.SECONDS).until(() -> log(id, "stdout").contains("started"));
+    long script = Long.parseLong(Files.readString(pidFile).strip());
+
+    assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
+    code.get(30, TimeUnit.SECONDS);
+    assertThat(status(id)).isEqualTo("canceled");
+    assertThat(ProcessHandle.of(script).map(ProcessHandle::isAlive).orElse(false)).isFalse();
+  }
+
+  @Test
+  void aTerraformApplyStoresItsStateAndOutputs() {
+    TerraformOnPath.assume();
+    long id =
+        t.api.submitTerraform(
+            "ws-1",
+            """
+            resource "terraform_data" "x" { input = "v1" }
+            output "value" { value = terraform_data.x.output }
+            """);
+    assertThat(run(id)).isZero();
+    assertThat(status(id)).isEqualTo("succeeded");
+    assertThat(String.valueOf(column(id, "outputs"))).contains("v1");
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.workspace_states"
+                    + " WHERE workspace = 'ws-1' AND build_id = ? AND final",
+                id))
+        .isEqualTo(1);
+    assertThat(column(id, "state_written_version")).isEqualTo(1);
+  }
+
+  @Test
+  void aSecondRunnerOfTheSameAttemptRunsNothingAndSaysWhoHoldsIt() {
+    Path marker = tmp.resolve("ran.txt");
+    long id = t.api.submitScript("{}", "echo ran >> " + marker);
+    Attempt a = launcher.awaitLaunched(id, 1);
+    assertThat(run(a, t.api.base(), Duration.ofSeconds(10))).isZero();
+
+    assertThat(run(a, t.api.base(), Duration.ofSeconds(10))).isEqualTo(Provisionerd.HELD_ELSEWHERE);
+    assertThat(out.toString(StandardCharsets.UTF_8)).contains("another runner holds this attempt");
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
+    assertThat(marker).content().isEqualTo("ran\n");
+  }
+
+  @Test
+  void anApiThatCannotBeReachedIsGivenUpAfterTheRetryBudget() throws Exception {
+    long id = t.api.submitScript("{}", "echo never");
+    Attempt a = launcher.awaitLaunched(id, 1);
+    int closed;
+    try (ServerSocket s = new ServerSocket(0)) {
+      closed = s.getLocalPort();
+    }
+    long started = System.nanoTime();
+    assertThat(run(a, "http://127.0.0.1:" + closed, Duration.ofSeconds(1))).isEqualTo(1);
+    assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofSeconds(30));
+    assertThat(status(id)).isEqualTo("launching");
+  }
+}
