@@ -121,6 +121,38 @@ class ProvisionerdTest {
   }
 
   @Test
+  void aScriptThatIgnoresSigtermIsKilledWithWhatItStartedOnceTheGraceIsOver() throws Exception {
+    Path childPid = tmp.resolve("child");
+    long id =
+        t.api.submitScript(
+            "{}",
+            "trap '' TERM; sh -c 'trap \"\" TERM; echo $$ > "
+                + childPid
+                + "; exec sleep 600' & echo started; wait");
+    Attempt a = launcher.awaitLaunched(id, 1);
+    CompletableFuture<Integer> code =
+        CompletableFuture.supplyAsync(() -> run(a, t.api.base(), Duration.ofSeconds(10)));
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () ->
+                log(id, "stdout").contains("started")
+                    && Files.exists(childPid)
+                    && Files.size(childPid) > 0);
+    long child = Long.parseLong(Files.readString(childPid).strip());
+
+    assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
+    code.get(60, TimeUnit.SECONDS);
+    assertThat(status(id)).isEqualTo("canceled");
+    assertThat(log(id, "system"))
+        .anyMatch(l -> l.startsWith("cancel requested; sending SIGTERM to process"))
+        .anyMatch(l -> l.endsWith("did not stop within the grace period; killing it"));
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> !ProcessHandle.of(child).map(ProcessHandle::isAlive).orElse(false));
+  }
+
+  @Test
   void aTerraformApplyStoresItsStateAndOutputs() {
     TerraformOnPath.assume();
     long id =
