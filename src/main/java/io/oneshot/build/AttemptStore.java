@@ -142,11 +142,7 @@ public final class AttemptStore {
   public Future<Optional<String>> systemLog(long id, int attempt, String level, String text) {
     return pool.preparedQuery(SYSTEM_LOG.text())
         .execute(Tuple.of(id, attempt, level, text))
-        .map(
-            rows ->
-                rows.rowCount() == 0
-                    ? Optional.empty()
-                    : Optional.of(rows.iterator().next().getString("route")));
+        .map(rows -> Rows.firstString(rows, "route"));
   }
 
   /** A launching or running build, with ages measured on the database's clock. */

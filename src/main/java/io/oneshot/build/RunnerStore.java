@@ -95,7 +95,7 @@ public final class RunnerStore {
                         r.getLong("held_id"),
                         r.getInteger("held_attempt"),
                         r.getString("held_route"),
-                        Runner.of(r.getString("held_by"), Json.tree(r.getString("held_runner"))),
+                        Rows.runner(r, "held_by", "held_runner"),
                         Rows.instant(r, "held_since")));
               }
               return new Acquire.Granted(
@@ -302,14 +302,13 @@ public final class RunnerStore {
       return Optional.empty();
     }
     Row r = rows.iterator().next();
-    String runner = r.getString("runner_id");
     return Optional.of(
         new TokenState(
             r.getLong("id"),
             r.getInteger("attempt"),
             r.getString("route"),
             BuildState.ofWire(r.getString("status")),
-            runner == null ? null : Runner.of(runner, Json.tree(r.getString("runner"))),
+            Rows.runner(r, "runner_id", "runner"),
             Rows.instant(r, "runner_since")));
   }
 }

@@ -117,10 +117,6 @@ public final class StateStore {
   public Future<Optional<String>> state(String workspace, Integer version) {
     return pool.preparedQuery(READ.text())
         .execute(Tuple.of(workspace, version))
-        .map(
-            rows ->
-                rows.rowCount() == 0
-                    ? Optional.empty()
-                    : Optional.of(rows.iterator().next().getString("state")));
+        .map(rows -> Rows.firstString(rows, "state"));
   }
 }

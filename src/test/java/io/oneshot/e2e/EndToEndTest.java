@@ -36,13 +36,7 @@ class EndToEndTest {
   }
 
   private static List<String> log(long id, String stream) {
-    return Sql.rows(
-            "SELECT text FROM oneshot.build_logs WHERE build_id = ? AND stream = ? ORDER BY seq",
-            id,
-            stream)
-        .stream()
-        .map(r -> (String) r.get("text"))
-        .toList();
+    return Sql.logLines(id, stream);
   }
 
   private static boolean logged(long id, String text) {

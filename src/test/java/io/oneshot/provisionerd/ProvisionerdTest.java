@@ -70,13 +70,7 @@ class ProvisionerdTest {
   }
 
   private static List<String> log(long id, String stream) {
-    return Sql.rows(
-            "SELECT text FROM oneshot.build_logs WHERE build_id = ? AND stream = ? ORDER BY seq",
-            id,
-            stream)
-        .stream()
-        .map(r -> (String) r.get("text"))
-        .toList();
+    return Sql.logLines(id, stream);
   }
 
   private static Object column(long id, String column) {

@@ -93,4 +93,15 @@ public final class Sql {
     return count("SELECT count(*) FROM oneshot.builds WHERE id = ? AND launched_at IS NOT NULL", id)
         == 1;
   }
+
+  /** The texts of a build's log lines of one stream (stdout, stderr, system), in order. */
+  public static List<String> logLines(long id, String stream) {
+    return rows(
+            "SELECT text FROM oneshot.build_logs WHERE build_id = ? AND stream = ? ORDER BY seq",
+            id,
+            stream)
+        .stream()
+        .map(r -> (String) r.get("text"))
+        .toList();
+  }
 }
