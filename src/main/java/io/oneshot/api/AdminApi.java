@@ -22,6 +22,7 @@ import java.time.Duration;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;
@@ -122,7 +123,7 @@ final class AdminApi {
 
   private void listBuilds(RoutingContext ctx) {
     BuildState status = null;
-    String s = ctx.queryParams().get("status");
+    String s = Http.queryText(ctx, "status");
     if (s != null && !s.isEmpty()) {
       try {
         status = BuildState.ofWire(s);
@@ -134,7 +135,7 @@ final class AdminApi {
                 + "' is not a status: pending, launching, running, succeeded, failed or canceled");
       }
     }
-    String route = emptyToNull(ctx.queryParams().get("route"));
+    String route = emptyToNull(Http.queryText(ctx, "route"));
     int limit = intParam(ctx, "limit", 100, 1, 1000);
     Long before = longParam(ctx, "before");
     store
@@ -219,6 +220,12 @@ final class AdminApi {
     new LogStream(ctx, id, after, follow, Vertx.currentContext()).next();
   }
 
+  /**
+   * One reader's log stream: a single loop that reads a page after the last line sent, writes it,
+   * and reads the next only once the response can take more (its write queue drained), so a slow
+   * reader gets every line once, in order, with at most a page held for it. Every step runs on the
+   * request's context, one at a time.
+   */
   private final class LogStream {
     private final RoutingContext ctx;
     private final long id;
@@ -226,6 +233,12 @@ final class AdminApi {
     private final Context context;
     private long after;
     private boolean started;
+
+    /** A step of the loop is under way (a page being read, or awaited); no second one starts. */
+    private boolean busy;
+
+    /** The loop stopped for a full write queue and resumes on the next drain. */
+    private boolean paused;
 
     LogStream(RoutingContext ctx, long id, long after, boolean follow, Context context) {
       this.ctx = ctx;
@@ -236,57 +249,83 @@ final class AdminApi {
     }
 
     void next() {
+      if (busy) {
+        return;
+      }
       HttpServerResponse resp = ctx.response();
       if (resp.closed() || resp.ended()) {
         return;
       }
+      busy = true;
       store
           .reads()
           .logs(id, after, LOG_PAGE)
-          .onSuccess(
-              page -> {
-                if (page.isEmpty()) {
-                  if (started) {
-                    resp.end();
-                  } else {
-                    fail(ctx, ApiError.notFound("build " + id));
-                  }
-                  return;
-                }
-                if (!started) {
-                  started = true;
-                  resp.setChunked(true).putHeader("Content-Type", "application/x-ndjson");
-                }
-                StringBuilder out = new StringBuilder();
-                for (LogLine l : page.get().lines()) {
-                  out.append(Json.write(l)).append('\n');
-                  after = l.seq();
-                }
-                if (!out.isEmpty()) {
-                  resp.write(out.toString());
-                }
-                boolean full = page.get().lines().size() == LOG_PAGE;
-                if (full) {
-                  if (resp.writeQueueFull()) {
-                    resp.drainHandler(v -> next());
-                  } else {
-                    context.runOnContext(v -> next());
-                  }
-                } else if (!follow || page.get().status().terminal() || draining.getAsBoolean()) {
-                  resp.end();
-                } else {
-                  waitForMore();
-                }
-              })
-          .onFailure(
-              e -> {
-                if (started) {
-                  log.warn("Build {}: log stream failed: {}.", id, e.getMessage());
-                  resp.reset();
-                } else {
-                  ctx.fail(e);
-                }
-              });
+          .onComplete(
+              ar ->
+                  context.runOnContext(
+                      v -> {
+                        busy = false;
+                        if (ar.succeeded()) {
+                          write(ar.result());
+                        } else {
+                          failed(ar.cause());
+                        }
+                      }));
+    }
+
+    private void write(Optional<BuildReads.LogPage> page) {
+      HttpServerResponse resp = ctx.response();
+      if (resp.closed() || resp.ended()) {
+        return;
+      }
+      if (page.isEmpty()) {
+        if (started) {
+          resp.end();
+        } else {
+          fail(ctx, ApiError.notFound("build " + id));
+        }
+        return;
+      }
+      if (!started) {
+        started = true;
+        resp.setChunked(true).putHeader("Content-Type", "application/x-ndjson");
+        resp.drainHandler(
+            v -> {
+              if (paused) {
+                paused = false;
+                next();
+              }
+            });
+      }
+      StringBuilder out = new StringBuilder();
+      for (LogLine l : page.get().lines()) {
+        out.append(Json.write(l)).append('\n');
+        after = l.seq();
+      }
+      if (!out.isEmpty()) {
+        resp.write(out.toString());
+      }
+      boolean full = page.get().lines().size() == LOG_PAGE;
+      if (full) {
+        if (resp.writeQueueFull()) {
+          paused = true;
+        } else {
+          context.runOnContext(v -> next());
+        }
+      } else if (!follow || page.get().status().terminal() || draining.getAsBoolean()) {
+        resp.end();
+      } else {
+        waitForMore();
+      }
+    }
+
+    private void failed(Throwable e) {
+      if (started) {
+        log.warn("Build {}: log stream failed: {}.", id, e.getMessage());
+        ctx.response().reset();
+      } else {
+        ctx.fail(e);
+      }
     }
 
     private void waitForMore() {
@@ -294,7 +333,7 @@ final class AdminApi {
       Runnable again =
           () -> {
             if (fired.compareAndSet(false, true)) {
-              next();
+              context.runOnContext(v -> next());
             }
           };
       long timer = vertx.setTimer(FOLLOW_POLL_MS, t -> again.run());

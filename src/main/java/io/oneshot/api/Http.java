@@ -119,7 +119,61 @@ final class Http {
     return h.substring(7).strip();
   }
 
+  /**
+   * The request's body, a JSON object whose every key and string holds no NUL character (PostgreSQL
+   * stores neither in text nor in jsonb): one is a 400 naming where it is, before anything is
+   * written.
+   */
   static JsonNode bodyObject(RoutingContext ctx) {
+    return bodyObject(ctx, path -> false);
+  }
+
+  /**
+   * {@link #bodyObject(RoutingContext)}, leaving NULs in the strings at the paths {@code keepNul}
+   * accepts (a runner's log text, whose NULs are replaced rather than refused).
+   */
+  static JsonNode bodyObject(RoutingContext ctx, java.util.function.Predicate<String> keepNul) {
+    JsonNode n = parseObject(ctx);
+    refuseNul(n, "", keepNul);
+    return n;
+  }
+
+  /** The NUL character, which no text PostgreSQL stores may hold. */
+  static final char NUL = '\u0000';
+
+  private static void refuseNul(
+      JsonNode n, String path, java.util.function.Predicate<String> keepNul) {
+    if (n.isTextual()) {
+      if (n.textValue().indexOf(NUL) >= 0 && !keepNul.test(path)) {
+        throw ApiError.badRequest(path, "must not contain a NUL character (\\u0000)");
+      }
+    } else if (n.isObject()) {
+      for (var e : n.properties()) {
+        String at = path.isEmpty() ? e.getKey() : path + "." + e.getKey();
+        if (e.getKey().indexOf(NUL) >= 0) {
+          throw ApiError.badRequest(
+              path.isEmpty() ? "body" : path,
+              "has a key with a NUL character (\\u0000): " + e.getKey().replace(NUL, '?'));
+        }
+        refuseNul(e.getValue(), at, keepNul);
+      }
+    } else if (n.isArray()) {
+      for (int i = 0; i < n.size(); i++) {
+        refuseNul(n.get(i), path + "[" + i + "]", keepNul);
+      }
+    }
+  }
+
+  /** A query parameter's text; a NUL in it is a 400 naming it. */
+  static String queryText(RoutingContext ctx, String name) {
+    String v = ctx.queryParams().get(name);
+    if (v != null && v.indexOf(NUL) >= 0) {
+      throw ApiError.badRequest(name, "must not contain a NUL character (\\u0000)");
+    }
+    return v;
+  }
+
+  private static JsonNode parseObject(RoutingContext ctx) {
     String text = ctx.body() == null ? null : ctx.body().asString();
     if (text == null || text.isBlank()) {
       throw new ApiError(400, "body: a JSON object is required", null, "body");
@@ -192,7 +246,7 @@ final class Http {
   }
 
   static String requiredParam(RoutingContext ctx, String name) {
-    String v = ctx.queryParams().get(name);
+    String v = queryText(ctx, name);
     if (v == null || v.isEmpty()) {
       throw ApiError.badRequest(name, "is required");
     }

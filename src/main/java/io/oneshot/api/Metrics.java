@@ -185,6 +185,22 @@ public final class Metrics {
   }
 
   /**
+   * Exports whether the launcher's platform API answered its latest call or watch, as {@code
+   * oneshot_kubernetes_reachable} (for the kubernetes launcher).
+   */
+  public void watchLauncher(String kind, BooleanSupplier reachable) {
+    GaugeWithCallback.builder()
+        .name("oneshot_" + kind + "_reachable")
+        .help(
+            "1 while the "
+                + kind
+                + " API answers the dispatcher's calls and watches, 0 while it cannot be reached"
+                + " (launches wait and are tried again)")
+        .callback(cb -> cb.call(reachable.getAsBoolean() ? 1 : 0))
+        .register(registry);
+  }
+
+  /**
    * Exports the API's requests in flight, the scrape itself included: what a replica that is
    * shutting down still has to finish.
    */

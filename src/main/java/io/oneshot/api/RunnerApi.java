@@ -196,7 +196,9 @@ final class RunnerApi {
   private void logs(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
     Runner runner = runner(ctx);
-    JsonNode body = bodyObject(ctx);
+    // A NUL in a line's text (a binary printed by a build) is stored as U+FFFD rather than refused;
+    // anywhere else it is a 400.
+    JsonNode body = bodyObject(ctx, path -> LOG_TEXT.matcher(path).matches());
     JsonNode first = body.path("first");
     if (!first.canConvertToLong() || !first.isIntegralNumber() || first.longValue() < 1) {
       throw ApiError.badRequest(
@@ -250,6 +252,9 @@ final class RunnerApi {
         .onFailure(ctx::fail);
   }
 
+  private static final java.util.regex.Pattern LOG_TEXT =
+      java.util.regex.Pattern.compile("lines\\[[0-9]+]\\.text");
+
   private RunnerStore.NewLine parseLine(JsonNode n, String path) {
     if (!n.isObject()) {
       throw ApiError.badRequest(path, "must be an object {ts, stream, level, stage, text}");
@@ -283,7 +288,7 @@ final class RunnerApi {
         stream,
         textOrNull(n, "level"),
         textOrNull(n, "stage"),
-        truncate(text.asText(), config.limits().maxLogLineBytes()),
+        truncate(text.asText().replace(Http.NUL, '\uFFFD'), config.limits().maxLogLineBytes()),
         milestone.asBoolean(false));
   }
 

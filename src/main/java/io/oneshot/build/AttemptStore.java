@@ -20,6 +20,8 @@ import java.util.Optional;
 public final class AttemptStore {
   private static final Sql MARK_LAUNCHED = Sql.load("attempts/mark-launched");
   private static final Sql RETOKEN = Sql.load("attempts/retoken");
+  private static final Sql LAUNCH_WAIT = Sql.load("attempts/launch-wait");
+  private static final Sql LAUNCH_TRY = Sql.load("attempts/launch-try");
   private static final Sql REQUEUE = Sql.load("attempts/requeue");
   private static final Sql FINISH = Sql.load("attempts/finish");
   private static final Sql MILESTONE = Sql.load("attempts/milestone");
@@ -89,6 +91,35 @@ public final class AttemptStore {
   public Future<Boolean> retoken(long id, int attempt, BuildToken token) {
     return pool.preparedQuery(RETOKEN.text())
         .execute(Tuple.of(id, attempt, Buffer.buffer(token.hash())))
+        .map(rows -> rows.rowCount() == 1);
+  }
+
+  /**
+   * Says in a claimed build's reason why its launch waits and when it is tried next. False: the
+   * attempt is no longer current or was launched, and the launch is not tried again.
+   */
+  public Future<Boolean> launchWaits(long id, int attempt, String reason) {
+    return pool.preparedQuery(LAUNCH_WAIT.text())
+        .execute(Tuple.of(id, attempt, reason))
+        .map(rows -> rows.rowCount() == 1);
+  }
+
+  /**
+   * Before a launch is tried (again): true when the attempt is still current and unlaunched and,
+   * with a {@code fence}, its leadership session still holds the leader lock; the reason then says
+   * {@code reason}. False: the launch must not be tried.
+   */
+  public Future<Boolean> launchTry(long id, int attempt, String reason, LeaderFence fence) {
+    return pool.preparedQuery(LAUNCH_TRY.text())
+        .execute(
+            Tuple.of(
+                id,
+                attempt,
+                reason,
+                fence == null ? null : fence.pid(),
+                fence == null ? null : fence.sessionStart(),
+                (long) AdvisoryLocks.CLASS,
+                (long) AdvisoryLocks.LEADER))
         .map(rows -> rows.rowCount() == 1);
   }
 

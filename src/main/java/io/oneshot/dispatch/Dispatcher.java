@@ -10,6 +10,7 @@ import io.oneshot.build.FencedOutException;
 import io.oneshot.build.LeaderFence;
 import io.oneshot.build.QueueStore.Claimed;
 import io.oneshot.config.OneshotConfig;
+import io.oneshot.config.Units;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.LaunchOutcome;
 import io.oneshot.launch.Launcher;
@@ -18,12 +19,14 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
@@ -56,6 +59,7 @@ public final class Dispatcher implements AutoCloseable {
   private volatile boolean fencedOut;
   private final LoopThread worker = new LoopThread("oneshot-dispatch");
   private final Set<Long> inFlight = ConcurrentHashMap.newKeySet();
+  private final Map<Long, Launch> waiting = new ConcurrentHashMap<>();
   private final ExecutorService launches = Executors.newVirtualThreadPerTaskExecutor();
   private final Semaphore launchSlots = new Semaphore(PARALLEL_LAUNCHES);
   private final ScheduledExecutorService retries;
@@ -83,6 +87,7 @@ public final class Dispatcher implements AutoCloseable {
     this.retries =
         Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().name("oneshot-launch-retry").daemon().factory());
+    launcher.whenReachable(this::retryWaitingNow);
   }
 
   public void start() {
@@ -195,6 +200,7 @@ public final class Dispatcher implements AutoCloseable {
       cycles.incrementAndGet();
     }
     fencedOut = false;
+    long claimedAt = System.nanoTime();
     if (!claimed.isEmpty()) {
       FaultPoint.AFTER_CLAIM.reach();
     }
@@ -205,11 +211,12 @@ public final class Dispatcher implements AutoCloseable {
       }
       Optional<OneshotConfig.Route> route = config.route(c.route());
       if (route.isEmpty()) {
-        launches.execute(() -> unknownRoute(c));
+        launches.execute(() -> unknownRoute(c.id(), c.attempt(), c.route()));
         continue;
       }
       Attempt a = new Attempt(c.id(), c.attempt(), c.launchName(), route.get(), c.token(), apiUrl);
-      launches.execute(() -> launch(a, 0));
+      Launch l = new Launch(a, leading, claimedAt + route.get().launchTimeout().toNanos());
+      launches.execute(() -> tryLaunch(l, false));
     }
     if (claimed.size() == batch) {
       wake();
@@ -219,18 +226,35 @@ public final class Dispatcher implements AutoCloseable {
 
   /**
    * Launches a claimed build again with a fresh token, after the dispatcher that claimed it stopped
-   * before its launch was recorded and the launcher has no such attempt.
+   * before its launch was recorded and the launcher has no such attempt. What is left of its {@code
+   * launchTimeout} (counted from its claim) still bounds its tries; a build whose route is no
+   * longer configured fails, as an unroutable one does.
    */
-  public void relaunch(long buildId, int attempt, String routeName, String launchName) {
-    Optional<OneshotConfig.Route> route = config.route(routeName);
-    if (route.isEmpty() || !inFlight.add(buildId)) {
+  public void relaunch(
+      long buildId, int attempt, String routeName, String launchName, long claimedAgoMs) {
+    LeaderFence leading = fence.get();
+    if (leading == null || !inFlight.add(buildId)) {
       return;
     }
+    Optional<OneshotConfig.Route> route = config.route(routeName);
+    if (route.isEmpty()) {
+      launches.execute(() -> unknownRoute(buildId, attempt, routeName));
+      return;
+    }
+    long deadline =
+        System.nanoTime() + (route.get().launchTimeout().toMillis() - claimedAgoMs) * 1_000_000;
     launches.execute(
         () -> {
           BuildToken token = BuildToken.generate();
           try {
-            if (!Database.await(store.attempts().retoken(buildId, attempt, token))) {
+            boolean current =
+                Database.await(
+                        store
+                            .attempts()
+                            .launchTry(
+                                buildId, attempt, "launching " + launchName + " again", leading))
+                    && Database.await(store.attempts().retoken(buildId, attempt, token));
+            if (!current) {
               inFlight.remove(buildId);
               return;
             }
@@ -250,30 +274,77 @@ public final class Dispatcher implements AutoCloseable {
               route.get().name(),
               attempt,
               launchName);
-          launch(new Attempt(buildId, attempt, launchName, route.get(), token, apiUrl), 0);
+          Attempt a = new Attempt(buildId, attempt, launchName, route.get(), token, apiUrl);
+          tryLaunch(new Launch(a, leading, deadline), false);
         });
   }
 
-  private void launch(Attempt a, int tries) {
+  /**
+   * One claimed attempt on its way to a launch: the leadership it was claimed (or adopted) under,
+   * the end of its {@code launchTimeout} on this JVM's clock, and the tries so far.
+   */
+  private static final class Launch {
+    final Attempt a;
+    final LeaderFence fence;
+    final long deadlineNanos;
+    int tries;
+    volatile ScheduledFuture<?> next;
+
+    Launch(Attempt a, LeaderFence fence, long deadlineNanos) {
+      this.a = a;
+      this.fence = fence;
+      this.deadlineNanos = deadlineNanos;
+    }
+
+    long id() {
+      return a.buildId();
+    }
+
+    long leftMs() {
+      return (deadlineNanos - System.nanoTime()) / 1_000_000;
+    }
+  }
+
+  /**
+   * Tries to launch: records a launch, fails the build for a refusal that cannot pass, and for one
+   * that can, waits and tries again until the route's {@code launchTimeout} (counted from the
+   * claim) is spent, then requeues the build as a lost attempt (or fails it on its last). With
+   * {@code check} (every try after the first), it tries only while the attempt is still current and
+   * this replica still holds the leadership it claimed under: a deposed leader stops before its
+   * successor can launch.
+   */
+  private void tryLaunch(Launch l, boolean check) {
+    Attempt a = l.a;
+    try {
+      if (check && !mayTry(l)) {
+        inFlight.remove(a.buildId());
+        return;
+      }
+    } catch (RuntimeException e) {
+      // The database did not answer: the rescuer relaunches it if nobody else does.
+      inFlight.remove(a.buildId());
+      log.warn("Build {}: cannot check its launch before trying it: {}.", a.buildId(), describe(e));
+      return;
+    }
     long started = System.nanoTime();
     LaunchOutcome outcome;
     launchSlots.acquireUninterruptibly();
     try {
       outcome = launcher.launch(a);
     } catch (RuntimeException e) {
-      outcome = new LaunchOutcome.RetryLater(backoff(tries), describe(e));
+      outcome = new LaunchOutcome.RetryLater(backoff(l.tries), describe(e));
     } finally {
       launchSlots.release();
     }
     boolean done = true;
     try {
       switch (outcome) {
-        case LaunchOutcome.Launched l -> {
+        case LaunchOutcome.Launched x -> {
           FaultPoint.AFTER_LAUNCH.reach();
-          record(a, l.namespace(), "launched " + l.detail(), started);
+          record(a, x.namespace(), "launched " + x.detail(), started);
         }
-        case LaunchOutcome.AlreadyLaunched l ->
-            record(a, l.namespace(), "already launched: " + l.detail(), started);
+        case LaunchOutcome.AlreadyLaunched x ->
+            record(a, x.namespace(), "already launched: " + x.detail(), started);
         case LaunchOutcome.Rejected r -> {
           log.warn(
               "Build {} (route {}, attempt {}): launch of {} rejected: {}.",
@@ -282,21 +353,9 @@ public final class Dispatcher implements AutoCloseable {
               a.attempt(),
               a.name(),
               r.reason());
-          Database.await(
-                  store
-                      .attempts()
-                      .finish(
-                          a.buildId(),
-                          a.attempt(),
-                          BuildState.LAUNCHING,
-                          BuildState.FAILED,
-                          "launch rejected: " + r.reason()))
-              .ifPresent(e -> metrics.finished(e.route(), "failed", e.ranSeconds()));
+          fail(a.buildId(), a.attempt(), a.route().name(), "launch rejected: " + r.reason());
         }
-        case LaunchOutcome.RetryLater r -> {
-          done = false;
-          retryLater(a, tries, r);
-        }
+        case LaunchOutcome.RetryLater r -> done = !retryLater(l, r);
       }
     } catch (RuntimeException e) {
       log.warn(
@@ -309,6 +368,142 @@ public final class Dispatcher implements AutoCloseable {
         inFlight.remove(a.buildId());
       }
     }
+  }
+
+  /** Whether a launch may be tried now: this replica leads as it did, the attempt is current. */
+  private boolean mayTry(Launch l) {
+    LeaderFence now = fence.get();
+    if (now == null || !now.equals(l.fence)) {
+      log.info(
+          "Build {} (attempt {}): its launch is not tried again; this replica no longer leads as it"
+              + " did when it claimed the build.",
+          l.id(),
+          l.a.attempt());
+      return false;
+    }
+    return Database.await(
+        store
+            .attempts()
+            .launchTry(
+                l.id(),
+                l.a.attempt(),
+                "launching " + l.a.name() + " (try " + (l.tries + 1) + ")",
+                l.fence));
+  }
+
+  /**
+   * After a refusal that may pass: waits and tries again, at most until the launch timeout, or
+   * gives up. True when a try is scheduled (the build stays in flight).
+   */
+  private boolean retryLater(Launch l, LaunchOutcome.RetryLater r) {
+    Attempt a = l.a;
+    long left = l.leftMs();
+    if (left <= 0) {
+      giveUp(l, r.reason());
+      return false;
+    }
+    Duration delay = r.delay() == null ? backoff(l.tries) : r.delay();
+    delay = Duration.ofMillis(Math.min(delay.toMillis(), left));
+    String reason = r.reason() + "; try " + (l.tries + 2) + " in " + Units.format(roundUp(delay));
+    if (!Database.await(store.attempts().launchWaits(a.buildId(), a.attempt(), reason))) {
+      return false; // no longer current: canceled, or launched after all
+    }
+    log.warn(
+        "Build {} (route {}, attempt {}): launch of {} will be tried again in {} ms: {}.",
+        a.buildId(),
+        a.route().name(),
+        a.attempt(),
+        a.name(),
+        delay.toMillis(),
+        r.reason());
+    if (l.tries == 0) {
+      store
+          .attempts()
+          .systemLog(
+              a.buildId(),
+              a.attempt(),
+              "warn",
+              "launch of "
+                  + a.name()
+                  + " failed and will be retried for up to "
+                  + Units.format(a.route().launchTimeout())
+                  + " from its claim: "
+                  + r.reason())
+          .onFailure(
+              e -> log.debug("Build {}: cannot write log line: {}", a.buildId(), e.toString()));
+    }
+    l.tries++;
+    waiting.put(l.id(), l);
+    l.next =
+        retries.schedule(
+            () -> {
+              if (waiting.remove(l.id(), l)) {
+                launches.execute(() -> tryLaunch(l, true));
+              }
+            },
+            delay.toMillis(),
+            TimeUnit.MILLISECONDS);
+    return true;
+  }
+
+  /** Whole seconds for a reason ("try 4 in 30s"); a delay under one second as it is. */
+  private static Duration roundUp(Duration d) {
+    return d.toMillis() < 1000 ? d : Duration.ofSeconds((d.toMillis() + 999) / 1000);
+  }
+
+  /**
+   * Launches waiting for their next try are tried now: the platform answers again, so their backoff
+   * would only delay them.
+   */
+  private void retryWaitingNow() {
+    for (Launch l : waiting.values()) {
+      if (waiting.remove(l.id(), l)) {
+        ScheduledFuture<?> f = l.next;
+        if (f != null) {
+          f.cancel(false);
+        }
+        launches.execute(() -> tryLaunch(l, true));
+      }
+    }
+  }
+
+  /**
+   * The launch timeout is spent: the attempt is lost, as one that never acquired would be, and the
+   * build is requeued (or failed, on its route's last attempt).
+   */
+  private void giveUp(Launch l, String lastReason) {
+    Attempt a = l.a;
+    LeaderFence now = fence.get();
+    if (now == null || !now.equals(l.fence)) {
+      return; // the leader that replaced this one decides
+    }
+    String why =
+        "not launched within the launch timeout of "
+            + Units.format(a.route().launchTimeout())
+            + " ("
+            + (l.tries + 1)
+            + (l.tries == 0 ? " try" : " tries")
+            + "): "
+            + lastReason;
+    Optional<BuildState> to =
+        Database.await(
+            store.attempts().requeue(a.buildId(), a.attempt(), BuildState.LAUNCHING, why));
+    if (to.isEmpty()) {
+      return;
+    }
+    boolean again = to.get() == BuildState.PENDING;
+    if (again) {
+      metrics.requeued(a.route().name(), Metrics.Requeue.LAUNCH_TIMEOUT);
+    } else {
+      metrics.finished(a.route().name(), "failed", null);
+    }
+    log.warn(
+        "Build {} (route {}, attempt {}): {}; {}.",
+        a.buildId(),
+        a.route().name(),
+        a.attempt(),
+        why,
+        again ? "requeued for attempt " + (a.attempt() + 1) : "no attempts left, the build failed");
   }
 
   private void record(Attempt a, String namespace, String detail, long startedNanos) {
@@ -341,73 +536,26 @@ public final class Dispatcher implements AutoCloseable {
     }
   }
 
-  private void retryLater(Attempt a, int tries, LaunchOutcome.RetryLater r) {
-    Duration delay = r.delay() == null ? backoff(tries) : r.delay();
-    log.warn(
-        "Build {}: launch of {} will be retried in {} ms: {}.",
-        a.buildId(),
-        a.name(),
-        delay.toMillis(),
-        r.reason());
-    if (tries == 0) {
-      store
-          .attempts()
-          .systemLog(
-              a.buildId(),
-              a.attempt(),
-              "warn",
-              "launch of " + a.name() + " failed and will be retried: " + r.reason())
-          .onFailure(
-              e -> log.debug("Build {}: cannot write log line: {}", a.buildId(), e.toString()));
-    }
-    retries.schedule(
-        () ->
-            launches.execute(
-                () -> {
-                  if (!stillLaunching(a)) {
-                    inFlight.remove(a.buildId());
-                    return;
-                  }
-                  launch(a, tries + 1);
-                }),
-        delay.toMillis(),
-        TimeUnit.MILLISECONDS);
-  }
-
-  private boolean stillLaunching(Attempt a) {
+  private void unknownRoute(long id, int attempt, String route) {
     try {
-      var cur = Database.await(store.attempts().current(List.of(a.buildId()))).get(a.buildId());
-      return worker.running()
-          && cur != null
-          && cur.status() == BuildState.LAUNCHING
-          && cur.attempt() == a.attempt();
-    } catch (RuntimeException e) {
-      return worker.running();
-    }
-  }
-
-  private void unknownRoute(Claimed c) {
-    try {
-      Database.await(
-              store
-                  .attempts()
-                  .finish(
-                      c.id(),
-                      c.attempt(),
-                      BuildState.LAUNCHING,
-                      BuildState.FAILED,
-                      "route " + c.route() + " is not in this dispatcher's configuration"))
-          .ifPresent(e -> metrics.finished(e.route(), "failed", e.ranSeconds()));
+      fail(id, attempt, route, "route " + route + " is not in this dispatcher's configuration");
     } catch (RuntimeException e) {
       log.warn(
           "Build {} (route {}, attempt {}): cannot fail it for its unknown route: {}.",
-          c.id(),
-          c.route(),
-          c.attempt(),
+          id,
+          route,
+          attempt,
           describe(e));
     } finally {
-      inFlight.remove(c.id());
+      inFlight.remove(id);
     }
+  }
+
+  /** Fails a launching build, saying why in its reason and log. */
+  private void fail(long id, int attempt, String route, String why) {
+    Database.await(
+            store.attempts().finish(id, attempt, BuildState.LAUNCHING, BuildState.FAILED, why))
+        .ifPresent(e -> metrics.finished(e.route(), "failed", e.ranSeconds()));
   }
 
   /** The wait before launch try {@code tries + 1}: {@code dispatch.launchRetry}. */

@@ -23,7 +23,7 @@ public enum FaultPoint {
   AFTER_CANCEL,
   /** An attempt no live build needs (canceled, superseded) is about to be killed. */
   BEFORE_KILL,
-  /** Between killing a lost attempt and requeueing its build (in whichever order they run). */
+  /** A lost attempt's build was requeued (or ended); the attempt is not killed yet. */
   DURING_REQUEUE;
 
   /** The environment variable that arms fault points. */

@@ -41,8 +41,9 @@ import org.slf4j.LoggerFactory;
  *   <li>an attempt that no live build needs is killed.
  * </ul>
  *
- * The old attempt is always killed before its build moves on, and every move is a compare-and-set
- * on (build, attempt, status): never two live attempts for one build.
+ * Every move is a compare-and-set on (build, attempt, status) that revokes the old attempt's hold
+ * (its token, or its running status) and writes why into the build's log, before the old attempt is
+ * killed: never two live attempts for one build, and a kill that fails is retried on the next tick.
  */
 public final class Rescuer implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(Rescuer.class);
@@ -120,6 +121,9 @@ public final class Rescuer implements AutoCloseable {
     if (!leader.getAsBoolean()) {
       return;
     }
+    for (OwedKill k : List.copyOf(owed.values())) {
+      kill(k.ref(), k.why());
+    }
     List<LiveBuild> live = Database.await(store.attempts().live());
     Set<String> needed = new HashSet<>();
     for (LiveBuild b : live) {
@@ -178,7 +182,7 @@ public final class Rescuer implements AutoCloseable {
           }
         }
         case AttemptState.Missing m ->
-            dispatcher.relaunch(b.id(), b.attempt(), b.route(), b.launchName());
+            dispatcher.relaunch(b.id(), b.attempt(), b.route(), b.launchName(), b.claimedAgoMs());
         case AttemptState.Exited e -> endedBeforeAcquire(b, ref, e);
       }
       return;
@@ -186,7 +190,7 @@ public final class Rescuer implements AutoCloseable {
     switch (state) {
       case AttemptState.Running r -> {
         if (b.claimedAgoMs() > route.launchTimeout().toMillis()) {
-          revokeAndRequeue(
+          requeue(
               b,
               ref,
               "provisionerd did not acquire the build within "
@@ -229,7 +233,11 @@ public final class Rescuer implements AutoCloseable {
         return;
       }
       String why = "provisionerd ended without reporting an outcome: " + ended.get();
-      if (route.retryAfterAcquire() && "script".equals(b.provisioner())) {
+      if (b.cancelRequested()) {
+        // The cancel was asked for first: the build ends as its user asked, not as a failure,
+        // and is not run again.
+        end(b, ref, BuildState.CANCELED, "canceled; " + why);
+      } else if (route.retryAfterAcquire() && "script".equals(b.provisioner())) {
         requeue(b, ref, why, Metrics.Requeue.LOST_AFTER_ACQUIRE);
       } else {
         end(b, ref, BuildState.FAILED, why);
@@ -282,75 +290,74 @@ public final class Rescuer implements AutoCloseable {
     return route.lease().plus(route.cancelGrace()).plus(SLACK);
   }
 
-  /** Kills the attempt, then requeues the build (or fails it, on its last attempt). */
+  /**
+   * Requeues the build (or fails it, on its last attempt), then kills its attempt. The requeue is a
+   * compare-and-set on (build, attempt, status) that also revokes the attempt's token and writes
+   * why into the build's log, so the old attempt can no longer acquire, heartbeat or report
+   * whatever the kill does: an attempt that acquires at that very moment either wins (the requeue
+   * does nothing, and it is left running) or is refused. The kill is best effort; one that fails is
+   * retried on the next tick, as the attempt is no longer needed.
+   */
   private void requeue(LiveBuild b, AttemptRef ref, String why, Metrics.Requeue kind) {
-    launcher.kill(ref, Duration.ZERO, why);
-    FaultPoint.DURING_REQUEUE.reach();
     Optional<BuildState> now =
         Database.await(store.attempts().requeue(b.id(), b.attempt(), b.status(), why));
-    if (now.isPresent()) {
-      requeued(b, now.get(), why, kind);
+    if (now.isEmpty()) {
+      return; // it moved on meanwhile (acquired, reported, canceled)
     }
-  }
-
-  private void requeued(LiveBuild b, BuildState now, String why, Metrics.Requeue kind) {
-    boolean again = now == BuildState.PENDING;
+    boolean again = now.get() == BuildState.PENDING;
     if (again) {
       metrics.requeued(b.route(), kind);
     } else {
       metrics.finished(b.route(), "failed", null);
     }
-    String line =
+    log.warn(
+        "Build {} (route {}, attempt {}): {}.",
+        b.id(),
+        b.route(),
+        b.attempt(),
         again
             ? why + "; requeued for attempt " + (b.attempt() + 1)
-            : why + "; no attempts left, the build failed";
-    log.warn("Build {} (route {}, attempt {}): {}.", b.id(), b.route(), b.attempt(), line);
-    systemLog(b, again ? "warn" : "error", line);
+            : why + "; no attempts left, the build failed");
+    FaultPoint.DURING_REQUEUE.reach();
+    kill(ref, why);
   }
 
   /**
-   * Requeues a build whose attempt still runs but has not acquired it in time, then kills the
-   * attempt. The order matters: the requeue is a compare-and-set on {@code launching} that also
-   * revokes the attempt's token, so an attempt that acquires at that very moment either wins (the
-   * requeue does nothing, and it is left running) or can no longer acquire. Killing first could
-   * kill an attempt that had just acquired, and fail its build.
+   * Ends the build in {@code to} (a compare-and-set that writes why into its log), then kills its
+   * attempt, best effort: the runner's calls are refused from the end on, and a failed kill is
+   * retried on the next tick.
    */
-  private void revokeAndRequeue(LiveBuild b, AttemptRef ref, String why, Metrics.Requeue kind) {
-    Optional<BuildState> now =
-        Database.await(store.attempts().requeue(b.id(), b.attempt(), b.status(), why));
-    if (now.isEmpty()) {
-      return; // it acquired meanwhile: it runs the build
-    }
-    FaultPoint.DURING_REQUEUE.reach();
-    launcher.kill(ref, Duration.ZERO, why);
-    requeued(b, now.get(), why, kind);
-  }
-
-  /** Kills the attempt, then ends the build in {@code to}. */
   private void end(LiveBuild b, AttemptRef ref, BuildState to, String why) {
-    launcher.kill(ref, Duration.ZERO, why);
     Optional<AttemptStore.Ended> ended =
         Database.await(store.attempts().finish(b.id(), b.attempt(), b.status(), to, why));
-    if (ended.isPresent()) {
-      metrics.finished(ended.get().route(), to.wire(), ended.get().ranSeconds());
+    if (ended.isEmpty()) {
+      return;
+    }
+    metrics.finished(ended.get().route(), to.wire(), ended.get().ranSeconds());
+    log.warn(
+        "Build {} (route {}, attempt {}): {}: {}.", b.id(), b.route(), b.attempt(), to.wire(), why);
+    kill(ref, why);
+  }
+
+  private void kill(AttemptRef ref, String why) {
+    try {
+      launcher.kill(ref, Duration.ZERO, why);
+      owed.remove(key(ref.buildId(), ref.attempt()));
+    } catch (RuntimeException e) {
+      owed.put(key(ref.buildId(), ref.attempt()), new OwedKill(ref, why));
       log.warn(
-          "Build {} (route {}, attempt {}): {}: {}.",
-          b.id(),
-          b.route(),
-          b.attempt(),
-          to.wire(),
-          why);
-      systemLog(b, "error", why);
+          "Cannot remove attempt {} ({}): {}. Will try again.", ref, why, Dispatcher.describe(e));
     }
   }
 
-  private void systemLog(LiveBuild b, String level, String text) {
-    try {
-      Database.await(store.attempts().systemLog(b.id(), b.attempt(), level, text));
-    } catch (RuntimeException e) {
-      log.debug("Build {}: cannot write log line: {}", b.id(), e.toString());
-    }
-  }
+  /** A kill that failed, to be tried again on the next tick. */
+  private record OwedKill(AttemptRef ref, String why) {}
+
+  /**
+   * Kills that failed, by attempt: tried again on every tick until one succeeds, whatever the
+   * attempt looks like meanwhile (a hung one still runs, and would otherwise be left to wind down).
+   */
+  private final Map<String, OwedKill> owed = new java.util.concurrent.ConcurrentHashMap<>();
 
   /** Kills attempts that no live build needs: canceled, finished, or superseded ones. */
   private void removeOrphans(Set<String> needed) {
@@ -390,13 +397,8 @@ public final class Rescuer implements AutoCloseable {
                   + " (attempt "
                   + cur.attempt()
                   + ")";
-      try {
-        FaultPoint.BEFORE_KILL.reach();
-        launcher.kill(ref, Duration.ZERO, why);
-      } catch (RuntimeException e) {
-        log.warn(
-            "Cannot remove attempt {} ({}): {}. Will try again.", ref, why, Dispatcher.describe(e));
-      }
+      FaultPoint.BEFORE_KILL.reach();
+      kill(ref, why);
     }
   }
 

@@ -72,6 +72,20 @@ public interface Launcher extends AutoCloseable {
     return List.of();
   }
 
+  /**
+   * Whether the platform's API answered its latest call or watch; empty for a launcher with no API
+   * (local).
+   */
+  default java.util.Optional<Reachability> reachability() {
+    return java.util.Optional.empty();
+  }
+
+  /**
+   * Registers who to tell when the platform answers again after it could not be reached, so that
+   * launches waiting to be tried again are tried at once.
+   */
+  default void whenReachable(Runnable listener) {}
+
   /** Releases the launcher's own resources. Running attempts are left running. */
   @Override
   void close();

@@ -132,14 +132,22 @@ final class RunContext {
 
   /**
    * Starts the process, sends its stdout and stderr to the log line by line, and waits for it to
-   * end, or for a stop: then it interrupts the process, waits up to the cancel grace, and kills it
-   * and everything it started.
+   * end, or for a stop: then it interrupts the process (a script: its whole process group, where
+   * {@code setsid} exists), goes on reading its output while it cleans up, up to the cancel grace,
+   * and kills it and everything it started when the grace ends. The exit code is the process's own
+   * when it ended within the grace.
    */
   Exit run(ProcessBuilder pb, Interrupt interrupt, String stage, LineHandler handler)
       throws IOException, InterruptedException {
     LineHandler h =
         handler != null ? handler : (stream, text) -> log.add(stream, null, stage, text);
     pb.redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
+    String setsid = interrupt == Interrupt.TERM ? Signals.setsid() : null;
+    if (setsid != null) {
+      List<String> cmd = new java.util.ArrayList<>(pb.command());
+      cmd.addFirst(setsid);
+      pb.command(cmd);
+    }
     Process p = pb.start();
     Thread out = pump(p.getInputStream(), LogLine.STDOUT, h);
     Thread err = pump(p.getErrorStream(), LogLine.STDERR, h);
@@ -151,7 +159,7 @@ final class RunContext {
     }
     if (p.isAlive() && stop.isDone()) {
       stoppedBy = stop.getNow(null);
-      stopProcess(p, interrupt, stoppedBy);
+      stopProcess(p, interrupt, setsid != null, stoppedBy);
     }
     int code = p.waitFor();
     out.join(5_000);
@@ -159,7 +167,12 @@ final class RunContext {
     return new Exit(code, stoppedBy);
   }
 
-  private void stopProcess(Process p, Interrupt interrupt, StopReason why)
+  /**
+   * Interrupts the process and waits up to the grace for it to exit, then kills what is left. The
+   * signals go through {@link Signals}, never {@link Process#destroy()}, which would also close the
+   * pipes its output is read from: a script cleaning up would die of SIGPIPE at its first line.
+   */
+  private void stopProcess(Process p, Interrupt interrupt, boolean ownGroup, StopReason why)
       throws InterruptedException {
     Duration grace = why == StopReason.LOST ? Duration.ZERO : build.cancelGrace();
     String signal = interrupt == Interrupt.INT ? "SIGINT" : "SIGTERM";
@@ -175,7 +188,8 @@ final class RunContext {
             }
             + "; sending "
             + signal
-            + " to process "
+            + " to "
+            + (ownGroup ? "process group " : "process ")
             + p.pid()
             + (grace.isZero()
                 ? ""
@@ -185,17 +199,24 @@ final class RunContext {
       if (!Signals.send(p.pid(), Signals.Signal.SIGINT)) {
         system("warn", "could not send SIGINT to process " + p.pid());
       }
-    } else {
-      p.destroy();
-      tree.forEach(ProcessHandle::destroy);
+    } else if (!ownGroup || !Signals.sendGroup(p.pid(), Signals.Signal.SIGTERM)) {
+      Signals.send(p.pid(), Signals.Signal.SIGTERM);
+      tree.forEach(d -> Signals.send(d.pid(), Signals.Signal.SIGTERM));
     }
     try {
       p.onExit().get(grace.toMillis(), TimeUnit.MILLISECONDS);
     } catch (TimeoutException | ExecutionException e) {
       system("warn", "process " + p.pid() + " did not stop within the grace period; killing it");
     }
+    // What is left (the process, or what it started and left behind) is killed; its output that
+    // is still in the pipes is read to the end.
     List<ProcessHandle> left = p.descendants().toList();
-    p.destroyForcibly();
+    if (ownGroup) {
+      Signals.sendGroup(p.pid(), Signals.Signal.SIGKILL);
+    }
+    if (p.isAlive()) {
+      p.toHandle().destroyForcibly();
+    }
     tree.forEach(ProcessHandle::destroyForcibly);
     left.forEach(ProcessHandle::destroyForcibly);
   }

@@ -19,6 +19,7 @@ import io.oneshot.dispatch.Rescuer;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.Launcher;
+import io.oneshot.launch.Reachability;
 import io.oneshot.launch.kubernetes.KubernetesLauncher;
 import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
@@ -33,6 +34,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.function.BiFunction;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
@@ -188,6 +190,11 @@ public final class OneshotServer implements AutoCloseable {
           listener::notifications,
           dispatcher::polls,
           dispatcher::pollsWithWork);
+      Launcher la = launcher;
+      if (la.reachability().isPresent()) {
+        metrics.watchLauncher(
+            la.kind(), () -> la.reachability().map(Reachability::reachable).orElse(true));
+      }
       metrics.beforeScrape(new QueueGauges(store, metrics, leadership::isLeader)::refresh);
       listener.start();
       leadership.start();
@@ -354,6 +361,17 @@ public final class OneshotServer implements AutoCloseable {
       Map<String, Object> s = new LinkedHashMap<>();
       s.put("leader", leadership != null && leadership.isLeader());
       s.put("listener", listener != null && listener.listening() ? "listening" : "reconnecting");
+      Optional<Reachability> api = launcher == null ? Optional.empty() : launcher.reachability();
+      api.ifPresent(
+          r -> {
+            Map<String, Object> k = new LinkedHashMap<>();
+            k.put("reachable", r.reachable());
+            if (!r.reachable()) {
+              k.put("detail", r.detail());
+              k.put("since", r.since().toString());
+            }
+            s.put(launcher.kind(), k);
+          });
       List<String> warnings = launcher == null ? List.of() : launcher.warnings();
       if (!warnings.isEmpty()) {
         s.put("launcherWarnings", warnings);

@@ -125,6 +125,11 @@ class ApiTest {
           no route              | {"tags": {"team": "z"}, "input": SCRIPT} | 400 | tags | tags: no route matches {"team": "z"}
           missing input         | {"tags": {}} | 400 | input | input: must be an object, like {"provisioner": "script", "command": ["sh", "-c", "echo hi"]}
           command type          | {"input": {"provisioner": "script", "command": "ls"}} | 400 | input.command | input.command: is required: a non-empty array of strings, like ["sh", "-c", "echo hi"]
+          NUL in a tag key      | {"tags": {"a\\u0000b": "c"}, "input": SCRIPT} | 400 | tags | tags: has a key with a NUL character (\\u0000): a?b
+          NUL in a tag value    | {"tags": {"team": "a\\u0000"}, "input": SCRIPT} | 400 | tags.team | tags.team: must not contain a NUL character (\\u0000)
+          NUL in the workspace  | {"input": SCRIPT, "workspace": "w\\u0000"} | 400 | workspace | workspace: must not contain a NUL character (\\u0000)
+          NUL in the command    | {"input": {"provisioner": "script", "command": ["echo", "a\\u0000"]}} | 400 | input.command[1] | input.command[1]: must not contain a NUL character (\\u0000)
+          NUL in an env name    | {"input": {"provisioner": "script", "command": ["true"], "env": {"A\\u0000": "1"}}} | 400 | input.env | input.env: has a key with a NUL character (\\u0000): A?
           """)
   void refusesBadInputNamingTheFieldAndWritesNothing(
       String name, String body, int status, String field, String error) {
@@ -387,6 +392,45 @@ class ApiTest {
             "{\"outcome\": \"succeeded\", \"exitCode\": 0}",
             a.token().value());
     assertThat(done.json().path("status").asText()).isEqualTo("succeeded");
+  }
+
+  /**
+   * A NUL (which PostgreSQL stores in no text) in a log line's text is stored as U+FFFD; anywhere
+   * else in a runner's call it is a 400 naming the field, and nothing is written.
+   */
+  @Test
+  void aRunnersNulIsReplacedInLogTextAndRefusedElsewhere() {
+    long id = t.api.submitScript("{\"team\": \"a\"}", "true");
+    Attempt a = launched(id);
+    Api r = runner();
+    r.post("/api/v1/runner/acquire", "{}", a.token().value());
+    Api.Response ok =
+        r.post(
+            "/api/v1/runner/logs",
+            "{\"first\": 1, \"lines\": [{\"text\": \"bin\\u0000ary\"}]}",
+            a.token().value());
+    assertThat(ok.status()).as(ok.text()).isEqualTo(200);
+    assertThat(ndjson(t.api.get("/api/v1/builds/" + id + "/logs").text()))
+        .extracting(l -> l.path("text").asText())
+        .containsExactly("bin\uFFFDary");
+
+    Api.Response stage =
+        r.post(
+            "/api/v1/runner/logs",
+            "{\"first\": 2, \"lines\": [{\"text\": \"x\"}, {\"text\": \"y\", \"stage\": \"pl\\u0000an\"}]}",
+            a.token().value());
+    assertThat(stage.status()).isEqualTo(400);
+    assertThat(stage.json().path("field").asText()).isEqualTo("lines[1].stage");
+    assertThat(ndjson(t.api.get("/api/v1/builds/" + id + "/logs").text())).hasSize(1);
+
+    Api.Response done =
+        r.post(
+            "/api/v1/runner/complete",
+            "{\"outcome\": \"failed\", \"exitCode\": 1, \"error\": \"bad\\u0000\"}",
+            a.token().value());
+    assertThat(done.status()).isEqualTo(400);
+    assertThat(done.json().path("field").asText()).isEqualTo("error");
+    assertThat(io.oneshot.testing.TestServer.status(id)).isEqualTo("running");
   }
 
   @Test

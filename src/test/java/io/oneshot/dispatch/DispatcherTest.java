@@ -232,8 +232,132 @@ class DispatcherTest {
     assertThat(
             Sql.count(
                 "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text LIKE"
-                    + " '%will be retried: quota exceeded'",
+                    + " '%will be retried for up to 5m from its claim: quota exceeded'",
                 id))
         .isEqualTo(1);
+  }
+
+  private static String reason(long id) {
+    return (String) Sql.value("SELECT reason FROM oneshot.builds WHERE id = ?", id);
+  }
+
+  /**
+   * Retries of a launch count against the route's launch timeout: while it waits, the reason says
+   * why and when it is tried next; at the timeout the attempt is lost (requeued), and after the
+   * last attempt the build fails with the launcher's reason.
+   */
+  @Test
+  void aLaunchThatKeepsFailingIsRequeuedAtItsLaunchTimeoutAndFailsAfterItsLastAttempt() {
+    RecordingLauncher launcher = new RecordingLauncher();
+    AtomicInteger calls = new AtomicInteger();
+    launcher.answer(
+        a -> {
+          calls.incrementAndGet();
+          return new LaunchOutcome.RetryLater(Duration.ofMillis(300), "quota exceeded");
+        });
+    t =
+        TestServer.with()
+            .dispatch("rescueInterval: 200ms")
+            .routes("routes: [{name: a, launchTimeout: 2s, maxAttempts: 2}]")
+            .launcher(launcher)
+            .start();
+    long id = enqueueDirectly();
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> reason(id).matches("quota exceeded; try [0-9]+ in 300ms"));
+    await().atMost(20, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
+    assertThat((String) Sql.value("SELECT error FROM oneshot.builds WHERE id = ?", id))
+        .matches(
+            "not launched within the launch timeout of 2s \\([0-9]+ tries\\): quota exceeded"
+                + " \\(attempt 2 of 2\\)");
+    assertThat(
+            Sql.rows(
+                    "SELECT from_status || '>' || to_status AS t FROM oneshot.build_events"
+                        + " WHERE build_id = ? AND from_status <> to_status ORDER BY id",
+                    id)
+                .stream()
+                .map(r -> r.get("t"))
+                .toList())
+        .containsExactly(
+            "pending>launching", "launching>pending", "pending>launching", "launching>failed");
+    int tried = calls.get();
+    assertThat(tried).isGreaterThanOrEqualTo(4);
+    assertThat(launcher.launched).isEmpty();
+    // Given up means given up: the launcher is not called again for it.
+    await()
+        .during(1, TimeUnit.SECONDS)
+        .atMost(3, TimeUnit.SECONDS)
+        .until(() -> calls.get() == tried);
+  }
+
+  /** When the platform answers again, a launch waiting for its next try is tried at once. */
+  @Test
+  void aWaitingLaunchIsTriedAtOnceWhenThePlatformAnswersAgain() {
+    RecordingLauncher launcher = new RecordingLauncher();
+    launcher.answer(
+        a -> new LaunchOutcome.RetryLater(Duration.ofHours(1), "cannot reach the platform"));
+    t =
+        TestServer.with()
+            .routes("routes: [{name: a, launchTimeout: 2h}]")
+            .launcher(launcher)
+            .start();
+    long id = enqueueDirectly();
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> "cannot reach the platform; try 2 in 1h".equals(reason(id)));
+    launcher.answer(a -> new LaunchOutcome.Launched(null, "at last"));
+    launcher.answersAgain();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> Sql.launchRecorded(id));
+    assertThat(launcher.launched).hasSize(1);
+  }
+
+  /**
+   * A leader deposed while one of its launches waits to be tried again stops trying it (the fence
+   * is checked before every try); the replica that leads next launches it, with a new token.
+   */
+  @Test
+  void aDeposedLeaderStopsTryingItsLaunches() {
+    java.util.List<String> tokensTried = new java.util.concurrent.CopyOnWriteArrayList<>();
+    RecordingLauncher first = new RecordingLauncher();
+    first.answer(
+        a -> {
+          tokensTried.add(a.token().value());
+          return new LaunchOutcome.RetryLater(Duration.ofMillis(200), "quota exceeded");
+        });
+    String routes = "routes: [{name: a, launchTimeout: 1h}]";
+    String dispatch = "rescueInterval: 200ms, leaderInterval: 300ms";
+    t = TestServer.with().dispatch(dispatch).routes(routes).launcher(first).start();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> t.server.leader());
+    long id = enqueueDirectly();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> tokensTried.size() >= 2);
+    String claimedWith = tokensTried.get(0);
+    RecordingLauncher second = new RecordingLauncher();
+    try (TestServer other =
+        TestServer.with().dispatch(dispatch).routes(routes).launcher(second).keepQueue().start()) {
+      Sql.exec(
+          "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
+              + " AND granted AND objsubid = 2 AND classid::bigint = ? AND objid::bigint = ?",
+          (long) io.oneshot.build.AdvisoryLocks.CLASS,
+          (long) io.oneshot.build.AdvisoryLocks.LEADER);
+      int triedWhenDeposed = tokensTried.size();
+      // One try may have passed its check just before the session ended; none after that.
+      await()
+          .during(2, TimeUnit.SECONDS)
+          .atMost(4, TimeUnit.SECONDS)
+          .until(
+              () ->
+                  tokensTried.subList(triedWhenDeposed, tokensTried.size()).stream()
+                          .filter(claimedWith::equals)
+                          .count()
+                      <= 1);
+      await()
+          .atMost(10, TimeUnit.SECONDS)
+          .until(
+              () ->
+                  !second.launched.isEmpty()
+                      || tokensTried.stream().anyMatch(x -> !x.equals(claimedWith)));
+      assertThat(status(id)).isEqualTo("launching");
+      assertThat(other.server.leader() || t.server.leader()).isTrue();
+    }
   }
 }

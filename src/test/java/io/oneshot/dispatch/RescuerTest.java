@@ -25,6 +25,7 @@ class RescuerTest {
       """
       routes:
         - {name: a, maxAttempts: 2}
+        - {name: cancels, tags: {c: "yes"}, retryAfterAcquire: true, maxAttempts: 3}
         - {name: retry, tags: {retry: "yes"}, retryAfterAcquire: true, maxAttempts: 2}
       """;
 
@@ -91,8 +92,10 @@ class RescuerTest {
     Attempt second = awaitLaunch(id, 2);
     assertThat(second.name()).isEqualTo("oneshot-" + id + "-2");
     assertThat(launcher.history)
-        .containsSubsequence(
-            "launch " + first.name(), "kill " + first.name(), "launch " + second.name());
+        .containsSubsequence("launch " + first.name(), "launch " + second.name());
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> launcher.history.contains("kill " + first.name()));
     // The old attempt's token is dead.
     assertThat(runner().post("/api/v1/runner/acquire", "{}", first.token().value()).status())
         .isEqualTo(401);
@@ -323,6 +326,96 @@ class RescuerTest {
                     .toList()
                     .containsAll(List.of("oneshot-999-1", a.name())));
     assertThat(status(id)).isEqualTo("canceled");
+  }
+
+  /**
+   * The requeue records itself (transition, log line, metric) before the old attempt is killed: a
+   * kill that fails loses none of it, and is tried again on the next tick.
+   */
+  @Test
+  void aRequeueWhoseKillFailsKeepsItsRecordAndIsKilledOnTheNextTick() {
+    start();
+    long id = enqueue("{}");
+    Attempt first = awaitLaunch(id, 1);
+    launcher.failKills(1);
+    Sql.exec(
+        "UPDATE oneshot.builds SET claimed_at = now() - interval '1 hour',"
+            + " launched_at = now() - interval '1 hour' WHERE id = ?",
+        id);
+    awaitLaunch(id, 2);
+    assertThat(launcher.history).contains("failed kill " + first.name());
+    assertThat(systemLog(id).get(0))
+        .startsWith("provisionerd did not acquire the build within 5m")
+        .endsWith("; requeued for attempt 2");
+    assertThat(
+            io.oneshot.testing.PromText.parse(t.api.get("/metrics").text())
+                .value("oneshot_build_requeues_total", "route", "a", "reason", "launch_timeout"))
+        .isEqualTo(1.0);
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> launcher.killed.stream().anyMatch(r -> r.name().equals(first.name())));
+  }
+
+  /** An end (here: hung) whose kill fails still ends the build, and the kill is tried again. */
+  @Test
+  void anEndWhoseKillFailsStillEndsTheBuild() {
+    start();
+    long id = enqueue("{}");
+    Attempt a = awaitLaunch(id, 1);
+    acquire(a);
+    launcher.failKills(1);
+    quietFor(id, 3600);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
+    assertThat(error(id)).startsWith("provisionerd stopped reporting: no heartbeat for 1h");
+    assertThat(systemLog(id)).last().isEqualTo(error(id));
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> launcher.killed.stream().anyMatch(r -> r.name().equals(a.name())));
+    assertThat(launcher.history).containsSubsequence("failed kill " + a.name(), "kill " + a.name());
+  }
+
+  /**
+   * A cancel asked for while the build runs wins over the death of its attempt: the build ends
+   * canceled, on a route that would requeue a lost script as on one that would fail it.
+   */
+  @Test
+  void aCancelRequestedBeforeTheAttemptDiesEndsTheBuildCanceled() {
+    start();
+    long plain = enqueue("{}");
+    long retried = enqueue("{\"c\": \"yes\"}");
+    for (long id : List.of(plain, retried)) {
+      Attempt a = awaitLaunch(id, 1);
+      acquire(a);
+      assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
+      launcher.vanish(a.name());
+      quietFor(id, FENCED_AFTER_SECONDS + 1);
+    }
+    for (long id : List.of(plain, retried)) {
+      await().atMost(10, TimeUnit.SECONDS).until(() -> !status(id).equals("running"));
+      assertThat(status(id)).as("build " + id).isEqualTo("canceled");
+      assertThat(error(id))
+          .isEqualTo("canceled; provisionerd ended without reporting an outcome: vanished");
+    }
+    assertThat(launcher.launched).hasSize(2);
+  }
+
+  /**
+   * A build claimed by a dispatcher that stopped before launching it, whose route the next
+   * configuration no longer has, fails like an unroutable build instead of holding a slot.
+   */
+  @Test
+  void aClaimedBuildWhoseRouteWasRemovedFailsAfterTheRestart() {
+    long id;
+    try (StoreFixture f = new StoreFixture(ROUTES + "  - {name: gone, tags: {gone: \"yes\"}}\n")) {
+      id = Database.await(f.store.queue().enqueue("{\"gone\": \"yes\"}", SCRIPT, 0, null)).id();
+      assertThat(Database.await(f.store.queue().claim(10, "recording", StoreFixture.tokens(1))))
+          .hasSize(1);
+    }
+    startKeepingQueue();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
+    assertThat(error(id)).isEqualTo("route gone is not in this dispatcher's configuration");
+    assertThat(systemLog(id)).containsExactly(error(id));
+    assertThat(launcher.launched).isEmpty();
   }
 
   private long claimedBeforeTheServerStarts() {

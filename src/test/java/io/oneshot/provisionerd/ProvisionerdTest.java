@@ -26,6 +26,8 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * provisionerd run in this JVM against a real API: what it reports, logs and stores, and when it
@@ -42,7 +44,10 @@ class ProvisionerdTest {
   void start() {
     t =
         TestServer.with()
-            .routes("routes: [{name: a, cancelGrace: 5s, maxAttempts: 1}]")
+            .routes(
+                "routes: [{name: a, cancelGrace: 5s, maxAttempts: 1},"
+                    + " {name: quick, tags: {quick: \"yes\"}, timeout: 2s, cancelGrace: 10s,"
+                    + " maxAttempts: 1}]")
             .launcher(launcher)
             .start();
   }
@@ -112,6 +117,33 @@ class ProvisionerdTest {
     code.get(30, TimeUnit.SECONDS);
     assertThat(status(id)).isEqualTo("canceled");
     assertThat(ProcessHandle.of(script).map(ProcessHandle::isAlive).orElse(false)).isFalse();
+  }
+
+  /**
+   * A script stopped by a cancel or by its route's timeout gets SIGTERM and its grace: what its
+   * trap prints while it cleans up is in the log, and the exit code is the one it chose.
+   */
+  @ParameterizedTest(name = "{0}")
+  @ValueSource(strings = {"canceled", "timed out"})
+  void aStoppedScriptsCleanupIsLoggedAndItsExitCodeKept(String how) throws Exception {
+    boolean cancel = how.equals("canceled");
+    long id =
+        t.api.submitScript(
+            cancel ? "{}" : "{\"quick\": \"yes\"}",
+            "trap 'echo cleanup-1; sleep 1; echo cleanup-2; exit 7' TERM; echo started;"
+                + " while :; do sleep 0.1; done");
+    Attempt a = launcher.awaitLaunched(id, 1);
+    CompletableFuture<Integer> code =
+        CompletableFuture.supplyAsync(() -> run(a, t.api.base(), Duration.ofSeconds(10)));
+    await().atMost(30, TimeUnit.SECONDS).until(() -> log(id, "stdout").contains("started"));
+    if (cancel) {
+      assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
+    }
+    code.get(60, TimeUnit.SECONDS);
+    assertThat(status(id)).isEqualTo(cancel ? "canceled" : "failed");
+    assertThat(log(id, "stdout")).containsExactly("started", "cleanup-1", "cleanup-2");
+    assertThat(column(id, "exit_code")).isEqualTo(7);
+    assertThat(log(id, "system")).noneMatch(l -> l.contains("did not stop within the grace"));
   }
 
   @Test

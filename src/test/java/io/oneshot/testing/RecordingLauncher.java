@@ -33,6 +33,24 @@ public final class RecordingLauncher implements Launcher {
   private volatile Function<Attempt, LaunchOutcome> outcome =
       a -> new LaunchOutcome.Launched(null, "recorded");
   private volatile AttemptEvents events = AttemptEvents.NONE;
+  private final java.util.concurrent.atomic.AtomicInteger killsToFail =
+      new java.util.concurrent.atomic.AtomicInteger();
+  private final List<Runnable> whenReachable = new CopyOnWriteArrayList<>();
+
+  /** The next {@code n} kills throw, as an API server that does not answer would make them. */
+  public void failKills(int n) {
+    killsToFail.set(n);
+  }
+
+  /** Tells those waiting for it that the platform answers again. */
+  public void answersAgain() {
+    whenReachable.forEach(Runnable::run);
+  }
+
+  @Override
+  public void whenReachable(Runnable listener) {
+    whenReachable.add(listener);
+  }
 
   public void answer(Function<Attempt, LaunchOutcome> outcome) {
     this.outcome = outcome;
@@ -96,6 +114,10 @@ public final class RecordingLauncher implements Launcher {
 
   @Override
   public void kill(AttemptRef ref, Duration grace, String reason) {
+    if (killsToFail.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+      history.add("failed kill " + ref.name());
+      throw new IllegalStateException("the platform did not answer the kill of " + ref.name());
+    }
     if (states.containsKey(ref.name())) {
       killed.add(ref);
       history.add("kill " + ref.name());

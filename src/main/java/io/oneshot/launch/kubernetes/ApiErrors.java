@@ -10,31 +10,42 @@ final class ApiErrors {
   private ApiErrors() {}
 
   /**
-   * What a refused call means: 422 (the API server says the Job is invalid) can never succeed; 429
-   * waits as long as the server asks; 403 (forbidden, or a quota exceeded), 5xx, timeouts and
-   * broken connections are retried with backoff.
+   * What a refused call means. Refused for good, failing the build at once with the API's message:
+   * 422 (the Job is invalid), 404 (the namespace does not exist) and a 403 that is not a quota
+   * (RBAC: the dispatcher's Role lacks a verb). Tried again: 429 after as long as the server asks,
+   * a 403 for an exceeded quota, 409 conflicts, 5xx, timeouts and calls that got no answer.
    */
-  static LaunchOutcome classify(KubernetesClientException e, String where) {
+  static LaunchOutcome classify(KubernetesClientException e, String where, ApiReachability api) {
     int code = e.getCode();
     String message = message(e);
     return switch (code) {
       case 422 ->
           new LaunchOutcome.Rejected("the Kubernetes API refused Job " + where + ": " + message);
+      case 404 ->
+          new LaunchOutcome.Rejected(
+              "the Kubernetes API has no namespace for Job " + where + ": " + message);
       case 429 ->
           new LaunchOutcome.RetryLater(
               retryAfter(e), "throttled by the Kubernetes API: " + message);
       case 403 ->
-          new LaunchOutcome.RetryLater(
-              Duration.ofSeconds(5), "forbidden by the Kubernetes API (quota or RBAC): " + message);
+          quota(message)
+              ? new LaunchOutcome.RetryLater(
+                  Duration.ofSeconds(5), "waiting for quota in the Kubernetes API: " + message)
+              : new LaunchOutcome.Rejected(
+                  "forbidden by the Kubernetes API (the dispatcher's Role must allow it): "
+                      + message);
       default ->
           new LaunchOutcome.RetryLater(
               null,
-              (code == 0
-                      ? "cannot reach the Kubernetes API"
-                      : "the Kubernetes API answered " + code)
-                  + ": "
-                  + message);
+              code <= 0
+                  ? api.describe(rootMessage(e))
+                  : "the Kubernetes API answered " + code + ": " + message);
     };
+  }
+
+  /** Whether a 403 is a ResourceQuota's ("exceeded quota: …"), which passes as builds end. */
+  static boolean quota(String message) {
+    return message.contains("exceeded quota");
   }
 
   private static Duration retryAfter(KubernetesClientException e) {

@@ -5,6 +5,7 @@ import io.fabric8.kubernetes.api.model.Pod;
 import io.fabric8.kubernetes.api.model.Secret;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.client.KubernetesClient;
+import io.fabric8.kubernetes.client.KubernetesClientException;
 import io.fabric8.kubernetes.client.informers.ResourceEventHandler;
 import io.fabric8.kubernetes.client.informers.SharedIndexInformer;
 import io.oneshot.launch.Attempt;
@@ -46,9 +47,12 @@ final class ClusterWatch {
   private final Condition podChanged = podEvents.newCondition();
   private volatile AttemptEvents events = AttemptEvents.NONE;
 
-  ClusterWatch(KubernetesClient client, Set<String> namespaces) {
+  private final ApiReachability api;
+
+  ClusterWatch(KubernetesClient client, Set<String> namespaces, ApiReachability api) {
     this.client = client;
     this.namespaces = namespaces;
+    this.api = api;
   }
 
   void events(AttemptEvents events) {
@@ -172,16 +176,19 @@ final class ClusterWatch {
         new ResourceEventHandler<T>() {
           @Override
           public void onAdd(T obj) {
+            api.answered();
             safely(() -> onChange.accept(obj));
           }
 
           @Override
           public void onUpdate(T oldObj, T newObj) {
+            api.answered();
             safely(() -> onChange.accept(newObj));
           }
 
           @Override
           public void onDelete(T obj, boolean deletedFinalStateUnknown) {
+            api.answered();
             safely(
                 () -> {
                   refOf(obj).ifPresent(events::changed);
@@ -212,6 +219,9 @@ final class ClusterWatch {
               informer.getApiTypeClass().getSimpleName(),
               started ? "" : " before the first list",
               ApiErrors.rootMessage(e));
+          if (!(e instanceof KubernetesClientException k) || k.getCode() <= 0) {
+            api.unanswered(ApiErrors.rootMessage(e));
+          }
           return true;
         });
     return informer;

@@ -22,6 +22,7 @@ import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.AttemptState;
 import io.oneshot.launch.LaunchOutcome;
 import io.oneshot.launch.Launcher;
+import io.oneshot.launch.Reachability;
 import io.vertx.core.Vertx;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -52,6 +53,7 @@ public final class KubernetesLauncher implements Launcher {
   private final RateLimiter limiter;
   private final ClusterWatch watch;
   private final DroppedFields dropped = new DroppedFields();
+  private final ApiReachability api;
   private volatile AttemptEvents events = AttemptEvents.NONE;
 
   KubernetesLauncher(
@@ -59,7 +61,8 @@ public final class KubernetesLauncher implements Launcher {
     this.client = client;
     this.factory = factory;
     this.limiter = limiter;
-    this.watch = new ClusterWatch(client, namespaces);
+    this.api = new ApiReachability(String.valueOf(client.getMasterUrl()));
+    this.watch = new ClusterWatch(client, namespaces, api);
   }
 
   /**
@@ -131,6 +134,16 @@ public final class KubernetesLauncher implements Launcher {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
+  }
+
+  @Override
+  public Optional<Reachability> reachability() {
+    return Optional.of(api.state());
+  }
+
+  @Override
+  public void whenReachable(Runnable listener) {
+    api.whenReachable(listener);
   }
 
   @Override
@@ -214,9 +227,15 @@ public final class KubernetesLauncher implements Launcher {
     try {
       T result = request.get();
       events.apiCall(verb, verb.equals("create") ? 201 : 200);
+      api.answered();
       return result;
     } catch (KubernetesClientException e) {
       events.apiCall(verb, Math.max(0, e.getCode()));
+      if (e.getCode() > 0) {
+        api.answered();
+      } else {
+        api.unanswered(ApiErrors.rootMessage(e));
+      }
       throw e;
     }
   }
@@ -262,7 +281,7 @@ public final class KubernetesLauncher implements Launcher {
           ? new LaunchOutcome.AlreadyLaunched(ns, "Job " + where + " exists")
           : new LaunchOutcome.Launched(ns, "Job " + where + " created");
     } catch (KubernetesClientException e) {
-      return ApiErrors.classify(e, where);
+      return ApiErrors.classify(e, where, api);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return new LaunchOutcome.RetryLater(Duration.ofSeconds(1), "interrupted");

@@ -14,8 +14,10 @@ import io.oneshot.testing.Api;
 import io.oneshot.testing.Audit;
 import io.oneshot.testing.Limits;
 import io.oneshot.testing.Ports;
+import io.oneshot.testing.PromText;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.StoreFixture;
+import io.oneshot.testing.TcpProxy;
 import io.oneshot.testing.TerraformOnPath;
 import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.FaultyDispatcher;
@@ -34,6 +36,8 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * The Kubernetes launcher end to end, against fabric8's mock API server in CRUD mode and a fake
@@ -51,6 +55,7 @@ class KubernetesLauncherTest {
   private MockCluster cluster;
   private TestServer t;
   private int port;
+  private TcpProxy proxy;
 
   @BeforeEach
   void cluster() throws IOException {
@@ -65,6 +70,9 @@ class KubernetesLauncherTest {
   void tearDown() {
     if (t != null) {
       t.close();
+    }
+    if (proxy != null) {
+      proxy.close();
     }
     cluster.close();
   }
@@ -354,6 +362,94 @@ class KubernetesLauncherTest {
             "launch rejected: the Kubernetes API refused Job team-b/oneshot-"
                 + id
                 + "-1: Job.batch \"x\" is invalid: spec.template.spec.containers[0].image: Required value");
+  }
+
+  /**
+   * Refusals that cannot pass fail the build at once, with the API's message: a Role without {@code
+   * create} on Jobs (403 that is not a quota), a namespace that does not exist (404).
+   */
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(
+      delimiter = '|',
+      textBlock =
+          """
+          RBAC      | jobs    | 403 | Forbidden | jobs.batch is forbidden: User cannot create resource jobs in the namespace team-b | launch rejected: forbidden by the Kubernetes API (the dispatcher's Role must allow it): jobs.batch is forbidden: User cannot create resource jobs in the namespace team-b
+          namespace | secrets | 404 | NotFound  | namespaces team-b not found | launch rejected: the Kubernetes API has no namespace for Job team-b/oneshot-ID-1: namespaces team-b not found
+          """)
+  void aRefusalThatCannotPassFailsTheBuildAtOnce(
+      String name, String resource, int code, String reason, String message, String error) {
+    String path =
+        resource.equals("jobs")
+            ? "^/apis/batch/v1/namespaces/team-b/jobs$"
+            : "^/api/v1/namespaces/team-b/secrets$";
+    cluster.dispatcher.add(FaultyDispatcher.error("POST", path, code, reason, message));
+    t = server().start();
+    long id = t.api.submitScript("{\"team\": \"b\"}", "true");
+    assertThat(awaitEnd(id)).isEqualTo("failed");
+    assertThat(error(id)).isEqualTo(error.replace("ID", Long.toString(id)));
+    assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
+    assertThat(jobsOf(id)).isEmpty();
+    // A token Secret made before the refusal is removed with the attempt.
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () ->
+                cluster
+                    .admin
+                    .secrets()
+                    .inAnyNamespace()
+                    .withLabel("oneshot.io/build", Long.toString(id))
+                    .list()
+                    .getItems()
+                    .isEmpty());
+  }
+
+  /**
+   * An API server that cannot be reached keeps launches waiting, each saying why and when it is
+   * tried next, until its launch timeout, attempt after attempt, then fails the build; /readyz and
+   * a gauge say so meanwhile. Once it answers again, builds launch.
+   */
+  @Test
+  void anUnreachableApiIsWaitedForUntilTheLaunchTimeoutThenFailsTheBuild() {
+    proxy = new TcpProxy(List.of(cluster.address()));
+    t =
+        server()
+            .routes(
+                "routes: [{name: team-a, tags: {team: a}, template: script.yaml, namespace: team-a,"
+                    + " launchTimeout: 3s, maxAttempts: 2}]")
+            .launchers(
+                (vertx, cfg) -> KubernetesLauncher.create(cfg, cluster.clientThrough(vertx, proxy)))
+            .start();
+    proxy.cut();
+    long id = t.api.submitScript("{\"team\": \"a\"}", "true");
+    String api = "cannot reach the Kubernetes API at http://127.0.0.1:" + proxy.port() + "/: ";
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(() -> reason(id).startsWith(api) && reason(id).matches(".*; try [0-9]+ in .*"));
+    JsonNode ready = t.api.get("/readyz").json();
+    assertThat(ready.path("kubernetes").path("reachable").asBoolean()).isFalse();
+    assertThat(ready.path("kubernetes").path("detail").asText()).startsWith(api);
+    assertThat(PromText.parse(t.api.get("/metrics").text()).value("oneshot_kubernetes_reachable"))
+        .isEqualTo(0.0);
+
+    assertThat(awaitEnd(id)).isEqualTo("failed");
+    assertThat(error(id))
+        .startsWith("not launched within the launch timeout of 3s (")
+        .contains(api)
+        .endsWith("(attempt 2 of 2)");
+
+    proxy.restore();
+    long next = t.api.submitScript("{\"team\": \"a\"}", "echo ok");
+    assertThat(awaitEnd(next)).isEqualTo("succeeded");
+    assertThat(t.api.get("/readyz").json().path("kubernetes").path("reachable").asBoolean())
+        .isTrue();
+    assertThat(PromText.parse(t.api.get("/metrics").text()).value("oneshot_kubernetes_reachable"))
+        .isEqualTo(1.0);
+    assertThat(jobsOf(id)).isEmpty();
+  }
+
+  private static String reason(long id) {
+    return (String) Sql.value("SELECT reason FROM oneshot.builds WHERE id = ?", id);
   }
 
   @Test

@@ -89,6 +89,22 @@ public final class MockCluster implements AutoCloseable {
         b -> b.withConfig(config).withHttpClientFactory(new VertxHttpClientFactory(vertx)));
   }
 
+  /** {@link #clientFor}, reaching the API server through {@code proxy} (which can cut it off). */
+  public KubernetesClient clientThrough(Vertx vertx, io.oneshot.testing.TcpProxy proxy) {
+    Config config =
+        new io.fabric8.kubernetes.client.ConfigBuilder(admin.getConfiguration())
+            .withUserAgent(DISPATCHER_AGENT)
+            .withMasterUrl("http://127.0.0.1:" + proxy.port() + "/")
+            .build();
+    return server.createClient(
+        b -> b.withConfig(config).withHttpClientFactory(new VertxHttpClientFactory(vertx)));
+  }
+
+  /** Where the API server listens (for a proxy in front of it). */
+  public java.net.InetSocketAddress address() {
+    return new java.net.InetSocketAddress("127.0.0.1", server.getPort());
+  }
+
   /**
    * The dispatcher's calls so far, as RBAC sees them: "group/resource verb" ("batch/jobs create").
    */

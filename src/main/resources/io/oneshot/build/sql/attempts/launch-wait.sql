@@ -1,0 +1,7 @@
+-- A claimed build's launch failed for now and is tried again later: its reason says why and when.
+-- Transition: none (launching).
+-- Guards: attempt = $2, status = 'launching', launched_at IS NULL (an attempt that moved on, or was
+-- launched after all, keeps its reason). Empty answer: stop retrying.
+UPDATE oneshot.builds SET reason = $3
+WHERE id = $1 AND attempt = $2 AND status = 'launching' AND launched_at IS NULL
+RETURNING id
