@@ -71,11 +71,9 @@ class LogReadBackTest {
         int at = line.indexOf("\"seq\":");
         long seq = Long.parseLong(line.substring(at + 6, line.indexOf(',', at)));
         if (seq != expected) {
-          if (first < 0) {
-            first = seq;
-          }
+          first = seq;
           outOfOrder++;
-          expected = seq;
+          break; // one is enough: a stream that repeats itself may never end
         }
         expected++;
         // About 100,000 lines a second: a reader slower than the server can write.

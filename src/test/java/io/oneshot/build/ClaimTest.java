@@ -308,10 +308,10 @@ class ClaimTest {
   /**
    * The fence: a claim names the leadership session it was made under and commits only while that
    * session holds the leader lock. A replica whose session ended, or whose lock another replica now
-   * holds, claims nothing, even if it has not noticed yet.
+   * holds, claims nothing, even if it has not noticed yet; nor does it try a launch again.
    */
   @Test
-  void aDeposedLeaderCannotClaim() {
+  void aDeposedLeaderCannotClaimNorTryALaunch() {
     f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 10}\n");
     long first = enqueue("{}", 0, null);
     io.oneshot.dispatch.Leadership a =
@@ -332,6 +332,7 @@ class ClaimTest {
                   f.store.queue().claim(10, "test", StoreFixture.tokens(5), fenceA, c -> {})))
           .extracting(QueueStore.Claimed::id)
           .containsExactly(first);
+      assertThat(Database.await(f.store.attempts().launchTry(first, 1, "try 2", fenceA))).isTrue();
 
       // A's lock session ends (as when its replica is partitioned or killed); B takes the lock.
       long second = enqueue("{}", 0, null);
@@ -341,6 +342,10 @@ class ClaimTest {
 
       // A claims with the fence it had: refused, and nothing is claimed.
       assertThatFencedOut(fenceA);
+      // Nor may it try its launch again; the leader that replaced it may.
+      assertThat(Database.await(f.store.attempts().launchTry(first, 1, "try 3", fenceA))).isFalse();
+      assertThat(Database.await(f.store.attempts().launchTry(first, 1, "try 3", b.fence())))
+          .isTrue();
       // Nor does a fence of a live session that does not hold the lock pass.
       int someSession = ((Number) Sql.value("SELECT pg_backend_pid()")).intValue();
       assertThatFencedOut(

@@ -1,0 +1,93 @@
+package io.oneshot.launch.kubernetes;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.fabric8.kubernetes.api.model.Status;
+import io.fabric8.kubernetes.api.model.StatusBuilder;
+import io.fabric8.kubernetes.client.KubernetesClientException;
+import io.oneshot.launch.LaunchOutcome;
+import java.net.ConnectException;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+
+/** What each refusal of the API server means for a launch: fail at once, or wait and retry. */
+class ApiErrorsTest {
+  private final ApiReachability api = new ApiReachability("https://10.0.0.1:6443/");
+
+  private static KubernetesClientException answered(int code, String message) {
+    Status s = new StatusBuilder().withCode(code).withMessage(message).build();
+    return new KubernetesClientException(s);
+  }
+
+  private LaunchOutcome classify(KubernetesClientException e) {
+    return ApiErrors.classify(e, "team-a/oneshot-7-1", api);
+  }
+
+  @Test
+  void aRoleWithoutTheVerbFailsTheBuildAtOnce() {
+    assertThat(classify(answered(403, "jobs.batch is forbidden: User x cannot create jobs")))
+        .isEqualTo(
+            new LaunchOutcome.Rejected(
+                "forbidden by the Kubernetes API (the dispatcher's Role must allow it): jobs.batch"
+                    + " is forbidden: User x cannot create jobs"));
+  }
+
+  @Test
+  void anExceededQuotaWaitsForBuildsToEnd() {
+    assertThat(classify(answered(403, "exceeded quota: builds, requested: pods=1")))
+        .isEqualTo(
+            new LaunchOutcome.RetryLater(
+                Duration.ofSeconds(5),
+                "waiting for quota in the Kubernetes API: exceeded quota: builds, requested:"
+                    + " pods=1"));
+  }
+
+  @Test
+  void aMissingNamespaceOrAnInvalidJobFailsTheBuildAtOnce() {
+    assertThat(classify(answered(404, "namespaces \"team-a\" not found")))
+        .isInstanceOf(LaunchOutcome.Rejected.class)
+        .extracting(o -> ((LaunchOutcome.Rejected) o).reason())
+        .isEqualTo(
+            "the Kubernetes API has no namespace for Job team-a/oneshot-7-1: namespaces"
+                + " \"team-a\" not found");
+    assertThat(classify(answered(422, "spec.template: Required value")))
+        .isInstanceOf(LaunchOutcome.Rejected.class);
+  }
+
+  @Test
+  void aCallWithNoAnswerSaysWhichApiCannotBeReached() {
+    KubernetesClientException refused =
+        new KubernetesClientException(
+            "An error has occurred.", new ConnectException("Connection refused"));
+    assertThat(classify(refused))
+        .isEqualTo(
+            new LaunchOutcome.RetryLater(
+                null,
+                "cannot reach the Kubernetes API at https://10.0.0.1:6443/: Connection refused"));
+  }
+
+  @Test
+  void serverErrorsAndThrottlingAreRetried() {
+    assertThat(classify(answered(503, "etcd is unavailable")))
+        .isEqualTo(
+            new LaunchOutcome.RetryLater(
+                null, "the Kubernetes API answered 503: etcd is unavailable"));
+    assertThat(classify(answered(429, "slow down"))).isInstanceOf(LaunchOutcome.RetryLater.class);
+  }
+
+  @Test
+  void reachabilityFollowsAnswersAndTellsListenersOnceWhenItReturns() {
+    int[] told = {0};
+    api.whenReachable(() -> told[0]++);
+    assertThat(api.state().reachable()).isTrue();
+    api.unanswered("Connection refused");
+    api.unanswered("Connection refused");
+    assertThat(api.state().reachable()).isFalse();
+    assertThat(api.state().detail())
+        .isEqualTo("cannot reach the Kubernetes API at https://10.0.0.1:6443/: Connection refused");
+    api.answered();
+    api.answered();
+    assertThat(api.state().reachable()).isTrue();
+    assertThat(told[0]).isEqualTo(1);
+  }
+}
