@@ -289,13 +289,8 @@ final class AdminApi {
       if (!started) {
         started = true;
         resp.setChunked(true).putHeader("Content-Type", "application/x-ndjson");
-        resp.drainHandler(
-            v -> {
-              if (paused) {
-                paused = false;
-                next();
-              }
-            });
+        // The loop stops while the response's write queue is full and goes on when it drains.
+        resp.drainHandler(v -> next());
       }
       StringBuilder out = new StringBuilder();
       for (LogLine l : page.get().lines()) {
@@ -307,9 +302,7 @@ final class AdminApi {
       }
       boolean full = page.get().lines().size() == LOG_PAGE;
       if (full) {
-        if (resp.writeQueueFull()) {
-          paused = true;
-        } else {
+        if (!resp.writeQueueFull()) {
           context.runOnContext(v -> next());
         }
       } else if (!follow || page.get().status().terminal() || draining.getAsBoolean()) {

@@ -199,9 +199,8 @@ final class RunContext {
       if (!Signals.send(p.pid(), Signals.Signal.SIGINT)) {
         system("warn", "could not send SIGINT to process " + p.pid());
       }
-    } else if (!ownGroup || !Signals.sendGroup(p.pid(), Signals.Signal.SIGTERM)) {
-      Signals.send(p.pid(), Signals.Signal.SIGTERM);
-      tree.forEach(d -> Signals.send(d.pid(), Signals.Signal.SIGTERM));
+    } else {
+      terminate(p, tree, ownGroup);
     }
     try {
       p.onExit().get(grace.toMillis(), TimeUnit.MILLISECONDS);
@@ -219,6 +218,15 @@ final class RunContext {
     }
     tree.forEach(ProcessHandle::destroyForcibly);
     left.forEach(ProcessHandle::destroyForcibly);
+  }
+
+  /** SIGTERM to the process group, or to the process and what it started; the pipes stay open. */
+  private static void terminate(Process p, List<ProcessHandle> tree, boolean ownGroup) {
+    if (ownGroup && Signals.sendGroup(p.pid(), Signals.Signal.SIGTERM)) {
+      return;
+    }
+    Signals.send(p.pid(), Signals.Signal.SIGTERM);
+    tree.forEach(d -> Signals.send(d.pid(), Signals.Signal.SIGTERM));
   }
 
   /** Reads a stream into log lines, splitting over-long lines at the line limit. */

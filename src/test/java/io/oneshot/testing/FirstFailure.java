@@ -26,12 +26,35 @@ import org.junit.platform.launcher.core.LauncherFactory;
 public final class FirstFailure {
   private FirstFailure() {}
 
+  /**
+   * {@code Class#method}: the method of that name, whatever its parameters (a parameterized test
+   * has some); {@code Class#method(types)} as JUnit writes it.
+   */
+  private static DiscoverySelector method(String a) {
+    if (a.contains("(")) {
+      return selectMethod(a);
+    }
+    String cls = a.substring(0, a.indexOf('#'));
+    String name = a.substring(a.indexOf('#') + 1);
+    try {
+      Class<?> c = Class.forName(cls);
+      for (java.lang.reflect.Method m : c.getDeclaredMethods()) {
+        if (m.getName().equals(name)) {
+          return selectMethod(c, m);
+        }
+      }
+    } catch (ClassNotFoundException e) {
+      // falls through to JUnit, which reports it
+    }
+    return selectMethod(a);
+  }
+
   public static void main(String[] args) {
     PrintStream out = System.out;
     List<DiscoverySelector> selectors = new ArrayList<>();
     for (String a : args) {
       if (a.contains("#")) {
-        selectors.add(selectMethod(a));
+        selectors.add(method(a));
       } else if (Character.isUpperCase(a.charAt(a.lastIndexOf('.') + 1))) {
         selectors.add(selectClass(a));
       } else {
@@ -39,9 +62,27 @@ public final class FirstFailure {
       }
     }
     Launcher launcher = LauncherFactory.create();
-    TestPlan plan =
-        launcher.discover(LauncherDiscoveryRequestBuilder.request().selectors(selectors).build());
-    long tests = plan.countTestIdentifiers(TestIdentifier::isTest);
+    TestPlan plan;
+    try {
+      plan =
+          launcher.discover(LauncherDiscoveryRequestBuilder.request().selectors(selectors).build());
+    } catch (RuntimeException e) {
+      out.println("no test matches " + String.join(" ", args) + ": " + e);
+      System.exit(2);
+      return;
+    }
+    // A parameterized test is a container until it runs: it counts by its method.
+    long tests =
+        plan.countTestIdentifiers(
+            id ->
+                id.isTest()
+                    || id.getSource()
+                        .filter(
+                            x ->
+                                x
+                                    instanceof
+                                    org.junit.platform.engine.support.descriptor.MethodSource)
+                        .isPresent());
     if (tests == 0) {
       out.println("no test matches " + String.join(" ", args));
       System.exit(2);
