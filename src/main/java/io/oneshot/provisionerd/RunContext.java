@@ -132,22 +132,17 @@ final class RunContext {
 
   /**
    * Starts the process, sends its stdout and stderr to the log line by line, and waits for it to
-   * end, or for a stop: then it interrupts the process (a script: its whole process group, where
-   * {@code setsid} exists), goes on reading its output while it cleans up, up to the cancel grace,
-   * and kills it and everything it started when the grace ends. The exit code is the process's own
-   * when it ended within the grace.
+   * end, or for a stop: then it interrupts the process (a script: it and every process it started),
+   * goes on reading its output while it cleans up, up to the cancel grace, and kills it and
+   * everything it started when the grace ends. The exit code is the process's own when it ended
+   * within the grace. A script stays in provisionerd's process group, so that an attempt killed as
+   * a whole (its pod deleted, its local process group killed) takes it along.
    */
   Exit run(ProcessBuilder pb, Interrupt interrupt, String stage, LineHandler handler)
       throws IOException, InterruptedException {
     LineHandler h =
         handler != null ? handler : (stream, text) -> log.add(stream, null, stage, text);
     pb.redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
-    String setsid = interrupt == Interrupt.TERM ? Signals.setsid() : null;
-    if (setsid != null) {
-      List<String> cmd = new java.util.ArrayList<>(pb.command());
-      cmd.addFirst(setsid);
-      pb.command(cmd);
-    }
     Process p = pb.start();
     Thread out = pump(p.getInputStream(), LogLine.STDOUT, h);
     Thread err = pump(p.getErrorStream(), LogLine.STDERR, h);
@@ -159,7 +154,7 @@ final class RunContext {
     }
     if (p.isAlive() && stop.isDone()) {
       stoppedBy = stop.getNow(null);
-      stopProcess(p, interrupt, setsid != null, stoppedBy);
+      stopProcess(p, interrupt, stoppedBy);
     }
     int code = p.waitFor();
     out.join(5_000);
@@ -172,7 +167,7 @@ final class RunContext {
    * signals go through {@link Signals}, never {@link Process#destroy()}, which would also close the
    * pipes its output is read from: a script cleaning up would die of SIGPIPE at its first line.
    */
-  private void stopProcess(Process p, Interrupt interrupt, boolean ownGroup, StopReason why)
+  private void stopProcess(Process p, Interrupt interrupt, StopReason why)
       throws InterruptedException {
     Duration grace = why == StopReason.LOST ? Duration.ZERO : build.cancelGrace();
     String signal = interrupt == Interrupt.INT ? "SIGINT" : "SIGTERM";
@@ -188,8 +183,7 @@ final class RunContext {
             }
             + "; sending "
             + signal
-            + " to "
-            + (ownGroup ? "process group " : "process ")
+            + " to process "
             + p.pid()
             + (grace.isZero()
                 ? ""
@@ -200,7 +194,7 @@ final class RunContext {
         system("warn", "could not send SIGINT to process " + p.pid());
       }
     } else {
-      terminate(p, tree, ownGroup);
+      terminate(p, tree);
     }
     try {
       p.onExit().get(grace.toMillis(), TimeUnit.MILLISECONDS);
@@ -210,9 +204,6 @@ final class RunContext {
     // What is left (the process, or what it started and left behind) is killed; its output that
     // is still in the pipes is read to the end.
     List<ProcessHandle> left = p.descendants().toList();
-    if (ownGroup) {
-      Signals.sendGroup(p.pid(), Signals.Signal.SIGKILL);
-    }
     if (p.isAlive()) {
       p.toHandle().destroyForcibly();
     }
@@ -220,11 +211,8 @@ final class RunContext {
     left.forEach(ProcessHandle::destroyForcibly);
   }
 
-  /** SIGTERM to the process group, or to the process and what it started; the pipes stay open. */
-  private static void terminate(Process p, List<ProcessHandle> tree, boolean ownGroup) {
-    if (ownGroup && Signals.sendGroup(p.pid(), Signals.Signal.SIGTERM)) {
-      return;
-    }
+  /** SIGTERM to the process and every process it started; the pipes stay open. */
+  private static void terminate(Process p, List<ProcessHandle> tree) {
     Signals.send(p.pid(), Signals.Signal.SIGTERM);
     tree.forEach(d -> Signals.send(d.pid(), Signals.Signal.SIGTERM));
   }

@@ -514,6 +514,86 @@ class FaultSuiteTest {
   }
 
   /**
+   * Builds whose runner never starts are decided in bounded time, whether their launch succeeds but
+   * provisionerd cannot reach the API, or the launch itself keeps failing for now (the run
+   * directory is a file): each attempt within its launch timeout plus a rescue tick of its claim,
+   * each build within {@code maxAttempts} of those.
+   */
+  @org.junit.jupiter.params.ParameterizedTest(name = "{0}")
+  @org.junit.jupiter.params.provider.ValueSource(
+      strings = {"provisionerd cannot reach the API", "the launch keeps failing"})
+  void buildsWhoseRunnerNeverStartsAreTerminalWithinTheirLaunchTimeouts(String how)
+      throws Exception {
+    boolean launchFails = how.equals("the launch keeps failing");
+    Api api =
+        start(
+            "maxConcurrent: 4, pollInterval: 300ms, rescueInterval: 300ms,"
+                + " heartbeatInterval: 300ms, leaderInterval: 200ms",
+            Map.of(),
+            1,
+            "1s",
+            launchFails ? null : "http://127.0.0.1:1");
+    if (launchFails) {
+      try (Stream<Path> left = Files.list(runDir())) {
+        assertThat(left.filter(p -> !p.getFileName().toString().startsWith("."))).isEmpty();
+      }
+      try (Stream<Path> all = Files.walk(runDir())) {
+        for (Path p : all.sorted(java.util.Comparator.reverseOrder()).toList()) {
+          Files.delete(p);
+        }
+      }
+      Files.writeString(runDir(), "not a directory");
+    }
+    List<Long> ids = new ArrayList<>();
+    for (int i = 0; i < 6; i++) {
+      ids.add(api.submitScript("{\"team\": \"" + (i % 2 == 0 ? "a" : "b") + "\"}", "true"));
+    }
+    await().atMost(2, TimeUnit.MINUTES).until(FaultSuiteTest::allEnded);
+    assertDecidedWithinLaunchTimeouts(ids, Duration.ofSeconds(1), 5, Duration.ofMillis(300));
+    if (launchFails) {
+      Files.delete(runDir());
+      Files.createDirectories(runDir());
+    }
+  }
+
+  /**
+   * The invariant for builds that never ran: every attempt was decided (requeued or failed) within
+   * {@code launchTimeout + rescueInterval} of its claim (with a second for the processes and the
+   * database), so the build ended within {@code maxAttempts} of those after its first claim, and
+   * used every attempt its route allows.
+   */
+  private static void assertDecidedWithinLaunchTimeouts(
+      List<Long> ids, Duration launchTimeout, int maxAttempts, Duration rescueInterval) {
+    long perAttemptMs = launchTimeout.plus(rescueInterval).toMillis() + 1000;
+    for (long id : ids) {
+      List<Map<String, Object>> attempts =
+          Sql.rows(
+              "SELECT c.attempt, (extract(epoch FROM d.at - c.at) * 1000)::bigint AS ms"
+                  + " FROM oneshot.build_events c JOIN oneshot.build_events d"
+                  + " ON d.build_id = c.build_id AND d.attempt = c.attempt"
+                  + " AND d.from_status = 'launching' AND d.to_status <> 'launching'"
+                  + " WHERE c.build_id = ? AND c.from_status = 'pending'"
+                  + " AND c.to_status = 'launching' ORDER BY c.attempt",
+              id);
+      String story =
+          "build "
+              + id
+              + " "
+              + Sql.rows(
+                  "SELECT attempt, from_status, to_status, reason, at FROM oneshot.build_events"
+                      + " WHERE build_id = ? ORDER BY id",
+                  id);
+      assertThat(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", id))
+          .as(story)
+          .isEqualTo("failed");
+      assertThat(attempts).as(story).hasSize(maxAttempts);
+      for (Map<String, Object> a : attempts) {
+        assertThat(((Number) a.get("ms")).longValue()).as(story).isLessThanOrEqualTo(perAttemptMs);
+      }
+    }
+  }
+
+  /**
    * One dispatcher dies at one fault point, the first time it passes it, and starts again without
    * faults: every build still ends as its script decides, and none ran twice.
    */
