@@ -157,7 +157,8 @@ class MonitoringTest {
             "OneshotQueueWaitHigh",
             "OneshotBuildsSlow",
             "OneshotNoLeader",
-            "OneshotListenerReconnecting");
+            "OneshotListenerReconnecting",
+            "OneshotKubernetesUnreachable");
   }
 
   @Test
