@@ -51,15 +51,21 @@ final class AdminApi {
    */
   private final Snapshot<List<BuildReads.RouteStatus>> routeStatus;
 
+  /** {@code dispatch.maxConcurrent}, for saying why a build waits. */
+  private final int globalLimit;
+
   /**
-   * @param draining true once the server drains: log streams that follow a build end.
+   * @param draining true once the server drains: log streams that follow a build end
+   * @param globalLimit {@code dispatch.maxConcurrent}
    */
   AdminApi(
       Vertx vertx,
       BuildStore store,
       Metrics metrics,
       LogFollowers followers,
-      BooleanSupplier draining) {
+      BooleanSupplier draining,
+      int globalLimit) {
+    this.globalLimit = globalLimit;
     this.vertx = vertx;
     this.store = store;
     this.metrics = metrics;
@@ -149,7 +155,7 @@ final class AdminApi {
     long id = buildId(ctx);
     store
         .reads()
-        .get(id)
+        .get(id, globalLimit)
         .onSuccess(
             b -> {
               if (b.isEmpty()) {

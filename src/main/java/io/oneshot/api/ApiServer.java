@@ -76,7 +76,9 @@ public final class ApiServer implements AutoCloseable {
     this.config = config;
     this.followers = followers;
     this.health = new HealthApi(vertx, store, status, metrics);
-    this.admin = new AdminApi(vertx, store, metrics, followers, () -> draining);
+    this.admin =
+        new AdminApi(
+            vertx, store, metrics, followers, () -> draining, config.dispatch().maxConcurrent());
     this.runner = new RunnerApi(store, config, metrics, conflicts);
     this.state = new WorkspaceStateApi(store, config, runner);
     this.adminToken = config.api().adminToken().getBytes(StandardCharsets.UTF_8);

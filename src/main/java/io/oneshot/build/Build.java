@@ -83,4 +83,33 @@ public record Build(
         runner,
         timeline);
   }
+
+  /** The build with {@code why} as its reason (a pending build's, computed as it is read). */
+  public Build withReason(String why) {
+    return new Build(
+        id,
+        status,
+        route,
+        tags,
+        workspace,
+        priority,
+        attempt,
+        provisioner,
+        why,
+        createdAt,
+        claimedAt,
+        launchedAt,
+        startedAt,
+        heartbeatAt,
+        cancelRequestedAt,
+        finishedAt,
+        exitCode,
+        error,
+        outputs,
+        launch,
+        stateRead,
+        stateWritten,
+        runner,
+        events);
+  }
 }

@@ -16,6 +16,7 @@ public final class BuildReads {
   private static final Sql LIST = Sql.load("reads/list");
   private static final Sql LOGS = Sql.load("reads/logs");
   private static final Sql ROUTES = Sql.load("reads/routes");
+  private static final Sql WAITING = Sql.load("reads/waiting");
 
   private final Pool pool;
   private final Pool readPool;
@@ -29,6 +30,14 @@ public final class BuildReads {
   }
 
   public Future<Optional<Build>> get(long id) {
+    return get(id, 0);
+  }
+
+  /**
+   * One build with its timeline; a pending one with why it waits as its reason ({@code
+   * globalLimit}: {@code dispatch.maxConcurrent}, 0 when unknown).
+   */
+  public Future<Optional<Build>> get(long id, int globalLimit) {
     return pool.preparedQuery(BUILD.text())
         .execute(Tuple.of(id))
         .compose(
@@ -37,7 +46,83 @@ public final class BuildReads {
                 return Future.succeededFuture(Optional.empty());
               }
               Build b = Rows.build(rows.iterator().next());
-              return events(id).map(ev -> Optional.of(b.withEvents(ev)));
+              Future<Build> withWhy =
+                  b.status() == BuildState.PENDING
+                      ? waiting(id, globalLimit)
+                          .map(
+                              w ->
+                                  w.map(
+                                          x ->
+                                              b.withReason(
+                                                  x
+                                                      + (b.reason() == null
+                                                              || b.reason().equals("enqueued")
+                                                          ? ""
+                                                          : "; " + b.reason())))
+                                      .orElse(b))
+                      : Future.succeededFuture(b);
+              return withWhy.compose(x -> events(id).map(ev -> Optional.of(x.withEvents(ev))));
+            });
+  }
+
+  /**
+   * Why a pending build waits, as a person would say it: "workspace ws-1 is busy with build 41
+   * (running)", "route default is at its limit 2/2; 3 builds ahead of this one", "the global limit
+   * 10/10 is reached", or "next to be claimed on route default". Empty: not pending.
+   */
+  public Future<Optional<String>> waiting(long id, int globalLimit) {
+    return pool.preparedQuery(WAITING.text())
+        .execute(Tuple.of(id))
+        .map(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Optional.empty();
+              }
+              Row r = rows.iterator().next();
+              String route = r.getString("route");
+              int ahead = r.getInteger("ahead");
+              String queue =
+                  ahead == 0
+                      ? "next to be claimed on route " + route
+                      : ahead
+                          + (ahead == 1 ? " build" : " builds")
+                          + " ahead of this one on route "
+                          + route;
+              Long ws = r.getLong("workspace_build");
+              if (ws != null) {
+                return Optional.of(
+                    "workspace "
+                        + r.getString("workspace")
+                        + " is busy with build "
+                        + ws
+                        + " ("
+                        + r.getString("workspace_status")
+                        + "); it runs when that one has ended");
+              }
+              Integer max = r.getInteger("max_concurrent");
+              int live = r.getInteger("route_live");
+              if (max != null && live >= max) {
+                return Optional.of(
+                    "route "
+                        + route
+                        + " is at its limit "
+                        + live
+                        + "/"
+                        + max
+                        + "; "
+                        + (ahead == 0 ? "this build is next" : queue));
+              }
+              int global = r.getInteger("global_live");
+              if (globalLimit > 0 && global >= globalLimit) {
+                return Optional.of(
+                    "the global limit "
+                        + global
+                        + "/"
+                        + globalLimit
+                        + " is reached (dispatch.maxConcurrent); "
+                        + queue);
+              }
+              return Optional.of(queue);
             });
   }
 
