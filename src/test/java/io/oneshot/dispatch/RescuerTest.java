@@ -118,6 +118,13 @@ class RescuerTest {
         .containsExactly(
             "pending>launching", "launching>pending", "pending>launching", "launching>failed");
     assertThat(systemLog(id).get(0)).endsWith("; requeued for attempt 2");
+    assertThat(finished("a", "failed")).isEqualTo(1.0);
+  }
+
+  /** {@code oneshot_builds_total} for a route and outcome, as /metrics reports it. */
+  private double finished(String route, String outcome) {
+    return io.oneshot.testing.PromText.parse(t.api.get("/metrics").text())
+        .sum("oneshot_builds_total", "route", route, "outcome", outcome);
   }
 
   @Test
@@ -149,6 +156,7 @@ class RescuerTest {
         .endsWith("(the limit is 2m); its attempt was killed");
     assertThat(launcher.killed).extracting(r -> r.name()).contains(a.name());
     assertThat(systemLog(id)).anyMatch(l -> l.startsWith("provisionerd stopped reporting"));
+    assertThat(finished("a", "failed")).isEqualTo(1.0);
     // Its token can no longer act on the build, and its runner's late outcome does not undo the
     // end: the answer tells it the outcome that stands.
     assertThat(runner().post("/api/v1/runner/heartbeat", "{}", a.token().value()).status())
@@ -312,10 +320,16 @@ class RescuerTest {
 
   @Test
   void attemptsNoLiveBuildNeedsAreKilled() {
-    launcher.running("oneshot-999-1");
     start();
     long id = enqueue("{}");
     Attempt a = awaitLaunch(id, 1);
+    // An attempt nobody needs (found while another build lives) goes, and the live one's stays.
+    launcher.running("oneshot-999-1");
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> launcher.killed.stream().anyMatch(r -> r.name().equals("oneshot-999-1")));
+    assertThat(status(id)).isEqualTo("launching");
+    assertThat(launcher.killed).extracting(r -> r.name()).doesNotContain(a.name());
     assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
     await()
         .atMost(10, TimeUnit.SECONDS)

@@ -164,6 +164,11 @@ class LocalLauncherTest {
           new Runner("own-runner-01", null, null, null, own),
           holder);
       assertThat(ProcessHandle.of(own).map(ProcessHandle::isAlive)).contains(true);
+      // A kill is not seen at once: none of the calls above may have killed it, for a while.
+      await()
+          .during(1, TimeUnit.SECONDS)
+          .atMost(3, TimeUnit.SECONDS)
+          .until(() -> ProcessHandle.of(own).map(ProcessHandle::isAlive).orElse(false));
 
       launcher.removeRunner(a.ref(), new Runner("own-runner-01", null, null, null, own), holder);
       await()
