@@ -57,35 +57,15 @@ public record Build(
   }
 
   public Build withEvents(List<BuildEvent> timeline) {
-    return new Build(
-        id,
-        status,
-        route,
-        tags,
-        workspace,
-        priority,
-        attempt,
-        provisioner,
-        reason,
-        createdAt,
-        claimedAt,
-        launchedAt,
-        startedAt,
-        heartbeatAt,
-        cancelRequestedAt,
-        finishedAt,
-        exitCode,
-        error,
-        outputs,
-        launch,
-        stateRead,
-        stateWritten,
-        runner,
-        timeline);
+    return with(reason, timeline);
   }
 
   /** The build with {@code why} as its reason (a pending build's, computed as it is read). */
   public Build withReason(String why) {
+    return with(why, events);
+  }
+
+  private Build with(String why, List<BuildEvent> timeline) {
     return new Build(
         id,
         status,
@@ -110,6 +90,6 @@ public record Build(
         stateRead,
         stateWritten,
         runner,
-        events);
+        timeline);
   }
 }
