@@ -113,7 +113,7 @@ final class SubmitCommand implements Callable<Integer> {
 
   @Option(
       names = "--wait",
-      description = "Wait for the outcome, showing progress: queued, launching, running, done.")
+      description = "Wait for the outcome, showing progress: pending, launching, running, done.")
   boolean wait;
 
   @Option(

@@ -12,7 +12,7 @@ final class Waiting {
   private Waiting() {}
 
   /**
-   * Polls the build until it ends, showing {@code queued → launching → running → outcome} with the
+   * Polls the build until it ends, showing {@code pending → launching → running → outcome} with the
    * elapsed time: in place on a terminal, one line per change otherwise.
    */
   static JsonNode await(ApiClient api, long id, PrintWriter err) {
@@ -70,8 +70,9 @@ final class Waiting {
     }
   }
 
+  /** A status as the CLI shows it: the API's own word ("pending"), so one word means one state. */
   static String label(String status) {
-    return status.equals("pending") ? "queued" : status;
+    return status;
   }
 
   static boolean terminal(String status) {

@@ -149,7 +149,7 @@ class CliTest {
     assertThat(show.out())
         .contains("build " + id + "  succeeded  route c")
         .contains("timeline")
-        .contains("queued → launching")
+        .contains("pending → launching")
         .contains("launching → running")
         .contains("running → succeeded");
     JsonNode shown = oneshot("builds", "show", Long.toString(id), "-o", "json").json();
