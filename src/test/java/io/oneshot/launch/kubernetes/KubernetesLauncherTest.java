@@ -877,7 +877,7 @@ class KubernetesLauncherTest {
         .containsSubsequence(
             "timeline",
             "enqueued",
-            "queued → launching",
+            "pending → launching",
             "launched Job team-a/oneshot-" + id + "-1 created",
             "scheduled on node fake-node-1",
             "container provisionerd started",
