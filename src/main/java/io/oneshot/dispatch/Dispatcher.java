@@ -485,25 +485,15 @@ public final class Dispatcher implements AutoCloseable {
             + (l.tries == 0 ? " try" : " tries")
             + "): "
             + lastReason;
-    Optional<BuildState> to =
-        Database.await(
-            store.attempts().requeue(a.buildId(), a.attempt(), BuildState.LAUNCHING, why));
-    if (to.isEmpty()) {
-      return;
-    }
-    boolean again = to.get() == BuildState.PENDING;
-    if (again) {
-      metrics.requeued(a.route().name(), Metrics.Requeue.LAUNCH_TIMEOUT);
-    } else {
-      metrics.finished(a.route().name(), "failed", null);
-    }
-    log.warn(
-        "Build {} (route {}, attempt {}): {}; {}.",
+    Requeues.requeue(
+        store,
+        metrics,
         a.buildId(),
-        a.route().name(),
         a.attempt(),
+        a.route().name(),
+        BuildState.LAUNCHING,
         why,
-        again ? "requeued for attempt " + (a.attempt() + 1) : "no attempts left, the build failed");
+        Metrics.Requeue.LAUNCH_TIMEOUT);
   }
 
   private void record(Attempt a, String namespace, String detail, long startedNanos) {

@@ -299,25 +299,9 @@ public final class Rescuer implements AutoCloseable {
    * retried on the next tick, as the attempt is no longer needed.
    */
   private void requeue(LiveBuild b, AttemptRef ref, String why, Metrics.Requeue kind) {
-    Optional<BuildState> now =
-        Database.await(store.attempts().requeue(b.id(), b.attempt(), b.status(), why));
-    if (now.isEmpty()) {
+    if (!Requeues.requeue(store, metrics, b.id(), b.attempt(), b.route(), b.status(), why, kind)) {
       return; // it moved on meanwhile (acquired, reported, canceled)
     }
-    boolean again = now.get() == BuildState.PENDING;
-    if (again) {
-      metrics.requeued(b.route(), kind);
-    } else {
-      metrics.finished(b.route(), "failed", null);
-    }
-    log.warn(
-        "Build {} (route {}, attempt {}): {}.",
-        b.id(),
-        b.route(),
-        b.attempt(),
-        again
-            ? why + "; requeued for attempt " + (b.attempt() + 1)
-            : why + "; no attempts left, the build failed");
     FaultPoint.DURING_REQUEUE.reach();
     kill(ref, why);
   }

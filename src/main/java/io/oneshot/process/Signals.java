@@ -72,18 +72,4 @@ public final class Signals {
   public static boolean sendGroup(long pgid, Signal signal) {
     return LIBC != null && LIBC.kill(-(int) pgid, signal.number) == 0;
   }
-
-  /**
-   * Where {@code setsid} is, to start a process as the leader of its own process group (its pid is
-   * the group's id, since a child of the JVM is no group leader and setsid does not fork); null:
-   * nowhere.
-   */
-  public static String setsid() {
-    for (String p : java.util.List.of("/usr/bin/setsid", "/bin/setsid")) {
-      if (java.nio.file.Files.isExecutable(java.nio.file.Path.of(p))) {
-        return p;
-      }
-    }
-    return null;
-  }
 }
