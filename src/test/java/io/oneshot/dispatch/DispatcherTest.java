@@ -270,14 +270,7 @@ class DispatcherTest {
         .matches(
             "not launched within the launch timeout of 2s \\([0-9]+ tries\\): quota exceeded"
                 + " \\(attempt 2 of 2\\)");
-    assertThat(
-            Sql.rows(
-                    "SELECT from_status || '>' || to_status AS t FROM oneshot.build_events"
-                        + " WHERE build_id = ? AND from_status <> to_status ORDER BY id",
-                    id)
-                .stream()
-                .map(r -> r.get("t"))
-                .toList())
+    assertThat(Sql.transitions(id))
         .containsExactly(
             "pending>launching", "launching>pending", "pending>launching", "launching>failed");
     int tried = calls.get();

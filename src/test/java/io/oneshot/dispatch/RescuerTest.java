@@ -107,14 +107,7 @@ class RescuerTest {
             "attempt "
                 + second.name()
                 + " ended before provisionerd acquired the build: exited with code 1 (attempt 2 of 2)");
-    assertThat(
-            Sql.rows(
-                    "SELECT from_status || '>' || to_status AS t FROM oneshot.build_events"
-                        + " WHERE build_id = ? AND from_status <> to_status ORDER BY id",
-                    id)
-                .stream()
-                .map(r -> r.get("t"))
-                .toList())
+    assertThat(Sql.transitions(id))
         .containsExactly(
             "pending>launching", "launching>pending", "pending>launching", "launching>failed");
     assertThat(systemLog(id).get(0)).endsWith("; requeued for attempt 2");
@@ -325,9 +318,7 @@ class RescuerTest {
     Attempt a = awaitLaunch(id, 1);
     // An attempt nobody needs (found while another build lives) goes, and the live one's stays.
     launcher.running("oneshot-999-1");
-    await()
-        .atMost(10, TimeUnit.SECONDS)
-        .until(() -> launcher.killed.stream().anyMatch(r -> r.name().equals("oneshot-999-1")));
+    launcher.awaitKilled("oneshot-999-1");
     assertThat(status(id)).isEqualTo("launching");
     assertThat(launcher.killed).extracting(r -> r.name()).doesNotContain(a.name());
     assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
@@ -365,9 +356,7 @@ class RescuerTest {
             io.oneshot.testing.PromText.parse(t.api.get("/metrics").text())
                 .value("oneshot_build_requeues_total", "route", "a", "reason", "launch_timeout"))
         .isEqualTo(1.0);
-    await()
-        .atMost(10, TimeUnit.SECONDS)
-        .until(() -> launcher.killed.stream().anyMatch(r -> r.name().equals(first.name())));
+    launcher.awaitKilled(first.name());
   }
 
   /** An end (here: hung) whose kill fails still ends the build, and the kill is tried again. */
@@ -382,9 +371,7 @@ class RescuerTest {
     await().atMost(10, TimeUnit.SECONDS).until(() -> status(id).equals("failed"));
     assertThat(error(id)).startsWith("provisionerd stopped reporting: no heartbeat for 1h");
     assertThat(systemLog(id)).last().isEqualTo(error(id));
-    await()
-        .atMost(10, TimeUnit.SECONDS)
-        .until(() -> launcher.killed.stream().anyMatch(r -> r.name().equals(a.name())));
+    launcher.awaitKilled(a.name());
     assertThat(launcher.history).containsSubsequence("failed kill " + a.name(), "kill " + a.name());
   }
 

@@ -86,6 +86,13 @@ public final class RecordingLauncher implements Launcher {
         .orElseThrow();
   }
 
+  /** Waits (up to 10 s) until the attempt of this name has been killed. */
+  public void awaitKilled(String name) {
+    org.awaitility.Awaitility.await()
+        .atMost(10, java.util.concurrent.TimeUnit.SECONDS)
+        .until(() -> killed.stream().anyMatch(r -> r.name().equals(name)));
+  }
+
   public Attempt last() {
     return launched.get(launched.size() - 1);
   }

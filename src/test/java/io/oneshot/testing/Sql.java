@@ -104,4 +104,15 @@ public final class Sql {
         .map(r -> (String) r.get("text"))
         .toList();
   }
+
+  /** A build's status changes in order, as "from>to" (the enqueue and milestones left out). */
+  public static List<String> transitions(long id) {
+    return rows(
+            "SELECT from_status || '>' || to_status AS t FROM oneshot.build_events"
+                + " WHERE build_id = ? AND from_status <> to_status ORDER BY id",
+            id)
+        .stream()
+        .map(r -> (String) r.get("t"))
+        .toList();
+  }
 }
