@@ -45,7 +45,8 @@ public final class RouteMirror {
                     .addInteger(r.maxAttempts())
                     .addLong(r.timeout().toMillis())
                     .addLong(r.cancelGrace().toMillis())
-                    .addBoolean(r.retryAfterAcquire());
+                    .addBoolean(r.retryAfterAcquire())
+                    .addBoolean(r.untagged());
             f = f.compose(x -> conn.preparedQuery(UPSERT.text()).execute(t));
           }
           return f.compose(

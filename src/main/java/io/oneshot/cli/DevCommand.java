@@ -1,7 +1,6 @@
 package io.oneshot.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import io.oneshot.api.Json;
 import io.oneshot.config.ConfigException;
 import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
@@ -130,6 +129,7 @@ final class DevCommand implements Callable<Integer> {
                         : dir.resolve("plugin-cache")),
                 base.launcher().kubernetes()),
             base.logging(),
+            base.retention(),
             base.routes());
     OneshotServer server;
     try {
@@ -199,7 +199,7 @@ final class DevCommand implements Callable<Integer> {
       if (!b.isEmpty()) {
         b.append(", ");
       }
-      b.append(r.name()).append(' ').append(Text.tags(Json.MAPPER.valueToTree(r.tags())));
+      b.append(r.name()).append(' ').append(Text.tags(r.tags()));
       b.append(" (").append(r.maxConcurrent()).append(')');
     }
     return b.toString();

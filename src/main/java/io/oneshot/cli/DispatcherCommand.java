@@ -1,13 +1,21 @@
 package io.oneshot.cli;
 
+import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
 import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
+import io.oneshot.config.Units;
+import io.oneshot.launch.kubernetes.JobTemplates;
 import io.oneshot.server.OneshotServer;
+import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
 
 @Command(
     name = "dispatcher",
@@ -32,20 +40,21 @@ final class DispatcherCommand implements Callable<Integer> {
       description = "The configuration (default: ${DEFAULT-VALUE}).")
   Path config;
 
-  @Option(names = "--check", description = "Validate the configuration, print a summary and exit.")
+  @Option(
+      names = "--check",
+      description =
+          "Check the configuration and, with the kubernetes launcher, every Job template the"
+              + " routes name, as the dispatcher would at start; print every problem found (exit"
+              + " 2) or a summary (exit 0). Nothing is connected to.")
   boolean check;
+
+  @Spec CommandSpec spec;
 
   @Override
   public Integer call() throws InterruptedException {
     OneshotConfig c = ConfigLoader.load(config, System.getenv());
     if (check) {
-      System.out.println(config + ": valid; " + c.routes().size() + " routes:");
-      c.routes()
-          .forEach(
-              r ->
-                  System.out.println(
-                      "  " + r.name() + " " + r.tags() + " maxConcurrent=" + r.maxConcurrent()));
-      return Main.OK;
+      return check(c);
     }
     LogConfigurator.apply(c.logging().format(), c.logging().levels());
     OneshotServer server = OneshotServer.start(c);
@@ -56,6 +65,39 @@ final class DispatcherCommand implements Callable<Integer> {
             ? Duration.ofSeconds(1)
             : grace.minusSeconds(2);
     Lifecycle.runUntilSignal(() -> server.close(drain), grace);
+    return Main.OK;
+  }
+
+  private int check(OneshotConfig c) {
+    PrintWriter out = spec.commandLine().getOut();
+    OneshotConfig.Launcher launcher = c.launcher();
+    String templates = "";
+    if (launcher.kind().equals("kubernetes")) {
+      Path dir = launcher.kubernetes().templateDir();
+      JobTemplates.load(dir, c.routes(), new KubernetesSerialization());
+      long count = c.routes().stream().map(OneshotConfig.Route::template).distinct().count();
+      templates = "; " + count + " Job " + (count == 1 ? "template" : "templates") + " in " + dir;
+    }
+    out.println(
+        config
+            + ": valid; launcher "
+            + launcher.kind()
+            + templates
+            + "; global limit "
+            + c.dispatch().maxConcurrent());
+    List<List<String>> rows = new ArrayList<>();
+    for (OneshotConfig.Route r : c.routes()) {
+      rows.add(
+          List.of(
+              r.name(),
+              Text.tags(r.tags()),
+              String.valueOf(r.maxConcurrent()),
+              r.template() == null ? "-" : r.template(),
+              Units.format(r.timeout()),
+              String.valueOf(r.maxAttempts())));
+    }
+    out.print(
+        Text.table(List.of("ROUTE", "TAGS", "LIMIT", "TEMPLATE", "TIMEOUT", "ATTEMPTS"), rows));
     return Main.OK;
   }
 }

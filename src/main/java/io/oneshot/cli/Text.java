@@ -51,6 +51,15 @@ final class Text {
     return String.join(",", parts);
   }
 
+  static String tags(Map<String, String> tags) {
+    if (tags.isEmpty()) {
+      return "-";
+    }
+    List<String> parts = new ArrayList<>();
+    tags.forEach((k, v) -> parts.add(k + "=" + v));
+    return String.join(",", parts);
+  }
+
   static String orDash(JsonNode n) {
     return n == null || n.isNull() || n.isMissingNode() || n.asText().isEmpty() ? "-" : n.asText();
   }

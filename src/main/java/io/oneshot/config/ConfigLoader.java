@@ -74,11 +74,12 @@ public final class ConfigLoader {
     if (root == null || root.isMissingNode() || root.isNull()) {
       root = YAML.createObjectNode();
     }
-    try {
-      return read(new ConfigNode(root, ""), env);
-    } catch (ConfigException e) {
-      throw new ConfigException(source + ": " + e.getMessage(), e);
+    ConfigNode top = ConfigNode.root(root);
+    OneshotConfig config = read(top, env);
+    if (!top.problems().isEmpty()) {
+      throw new ConfigException(source + ": " + ConfigException.summary(top.problems()));
     }
+    return config;
   }
 
   private static String locationOf(JsonProcessingException e) {
@@ -91,9 +92,10 @@ public final class ConfigLoader {
             + ")";
   }
 
-  private static OneshotConfig read(ConfigNode root, Map<String, String> env) {
-    root.requireObject();
-    root.allowOnly("database", "api", "dispatch", "limits", "launcher", "logging", "routes");
+  private static OneshotConfig read(ConfigNode file, Map<String, String> env) {
+    ConfigNode root = file.requireObject();
+    root.allowOnly(
+        "database", "api", "dispatch", "limits", "launcher", "logging", "retention", "routes");
 
     ConfigNode db = root.object("database");
     db.allowOnly("url", "poolSize", "reconnect");
@@ -106,41 +108,38 @@ public final class ConfigLoader {
     apiNode.allowOnly("listen", "publicUrl", "adminToken", "adminTokenFile");
     String listen = apiNode.string("listen", "0.0.0.0:8080");
     int colon = listen.lastIndexOf(':');
-    if (colon <= 0) {
-      throw apiNode.child("listen").invalid("must be host:port, like 0.0.0.0:8080", listen);
-    }
-    String host = listen.substring(0, colon);
-    int port;
-    try {
+    String host = "0.0.0.0";
+    int port = 8080;
+    if (colon <= 0 || !listen.substring(colon + 1).matches("[0-9]{1,5}")) {
+      apiNode.child("listen").report("must be host:port, like 0.0.0.0:8080", listen);
+    } else if (Integer.parseInt(listen.substring(colon + 1)) > 65535) {
+      apiNode.child("listen").report("port must be from 0 to 65535", listen);
+    } else {
+      host = listen.substring(0, colon);
       port = Integer.parseInt(listen.substring(colon + 1));
-    } catch (NumberFormatException e) {
-      throw apiNode.child("listen").invalid("must be host:port, like 0.0.0.0:8080", listen);
-    }
-    if (port < 0 || port > 65535) {
-      throw apiNode.child("listen").invalid("port must be from 0 to 65535", listen);
     }
     String publicUrl = apiNode.string("publicUrl", null);
     if (publicUrl != null && !publicUrl.matches("^https?://[^\\s/]+(/.*)?$")) {
-      throw apiNode
+      apiNode
           .child("publicUrl")
-          .invalid("must be an http:// or https:// URL that provisionerd can reach", publicUrl);
+          .report("must be an http:// or https:// URL that provisionerd can reach", publicUrl);
     }
     String token = apiNode.string("adminToken", null);
     String tokenFile = apiNode.string("adminTokenFile", null);
     if (token != null && tokenFile != null) {
-      throw apiNode.child("adminTokenFile").invalid("give adminToken or adminTokenFile, not both");
+      apiNode.child("adminTokenFile").report("give adminToken or adminTokenFile, not both");
     }
     // The environment wins over both, and then the file need not exist.
     if (tokenFile != null && !env.containsKey(ENV_ADMIN_TOKEN)) {
       try {
         token = Files.readString(Path.of(tokenFile)).strip();
       } catch (IOException e) {
-        throw apiNode.child("adminTokenFile").invalid("cannot be read: " + e.getMessage());
+        apiNode.child("adminTokenFile").report("cannot be read: " + e.getMessage());
       }
     }
     token = env.getOrDefault(ENV_ADMIN_TOKEN, token);
     if (token != null && token.length() < 16) {
-      throw apiNode.child("adminToken").invalid("must be at least 16 characters");
+      apiNode.child("adminToken").report("must be at least 16 characters");
     }
     Api api = new Api(host, port, publicUrl, token);
 
@@ -186,19 +185,19 @@ public final class ConfigLoader {
             (int) l.size("maxStateBytes", "16MiB", 1024, 1L << 30),
             (int) l.size("maxRequestBytes", "20MiB", 4096, 1L << 30));
     if (limits.maxRequestBytes() < limits.maxInputBytes() + 64 * 1024) {
-      throw l.child("maxRequestBytes")
-          .invalid("must exceed maxInputBytes by at least 64KiB, so that a full input fits");
+      l.child("maxRequestBytes")
+          .report("must exceed maxInputBytes by at least 64KiB, so that a full input fits");
     }
     if (limits.maxRequestBytes() < limits.maxStateBytes() + 64 * 1024) {
-      throw l.child("maxRequestBytes")
-          .invalid("must exceed maxStateBytes by at least 64KiB, so that a full state fits");
+      l.child("maxRequestBytes")
+          .report("must exceed maxStateBytes by at least 64KiB, so that a full state fits");
     }
 
     ConfigNode ln = root.object("launcher");
     ln.allowOnly("kind", "local", "kubernetes");
     String kind = ln.string("kind", "local");
     if (!kind.equals("local") && !kind.equals("kubernetes")) {
-      throw ln.child("kind").invalid("must be local or kubernetes", kind);
+      ln.child("kind").report("must be local or kubernetes", kind);
     }
     ConfigNode lo = ln.object("local");
     lo.allowOnly("runDir", "javaOptions", "command", "passEnv", "pluginCacheDir");
@@ -216,7 +215,7 @@ public final class ConfigLoader {
         "namespace", "templateDir", "qps", "burst", "ttlSecondsAfterFinished", "requestTimeout");
     String namespace = kn.string("namespace", "default");
     if (!NAMESPACE.matcher(namespace).matches()) {
-      throw kn.child("namespace").invalid(NAMESPACE_RULE, namespace);
+      kn.child("namespace").report(NAMESPACE_RULE, namespace);
     }
     OneshotConfig.Kubernetes kubernetes =
         new OneshotConfig.Kubernetes(
@@ -228,9 +227,9 @@ public final class ConfigLoader {
             kn.duration("requestTimeout", "30s", Duration.ofSeconds(1)));
     Launcher launcher = new Launcher(kind, local, kubernetes);
     if (kind.equals("kubernetes") && publicUrl == null) {
-      throw apiNode
+      apiNode
           .child("publicUrl")
-          .invalid(
+          .report(
               "is required with launcher.kind kubernetes: the URL pods reach the API at, like"
                   + " http://oneshot.oneshot.svc:8080");
     }
@@ -239,7 +238,7 @@ public final class ConfigLoader {
     lg.allowOnly("format", "levels");
     String format = lg.string("format", "text");
     if (!format.equals("text") && !format.equals("json")) {
-      throw lg.child("format").invalid("must be text or json", format);
+      lg.child("format").report("must be text or json", format);
     }
     Map<String, String> levels = new LinkedHashMap<>();
     ConfigNode lv = lg.object("levels");
@@ -249,39 +248,63 @@ public final class ConfigLoader {
       if (level == null
           || !List.of("trace", "debug", "info", "warn", "error", "off")
               .contains(level.toLowerCase())) {
-        throw lv.child(name).invalid("must be trace, debug, info, warn, error or off", level);
+        lv.child(name).report("must be trace, debug, info, warn, error or off", level);
+      } else {
+        levels.put(name, level);
       }
-      levels.put(name, level);
     }
     OneshotConfig.Logging logging = new OneshotConfig.Logging(format, Map.copyOf(levels));
 
-    List<Route> routes = readRoutes(root, dispatch);
+    ConfigNode rt = root.object("retention");
+    rt.allowOnly("age", "count", "interval", "batch");
+    OneshotConfig.Retention retention =
+        new OneshotConfig.Retention(
+            age(rt, null),
+            rt.integer("count", 0, 0, 100_000_000),
+            rt.duration("interval", "1m", Duration.ofSeconds(1)),
+            rt.integer("batch", 500, 1, 100_000));
+
+    List<Route> routes = readRoutes(root, dispatch, retention);
     if (kind.equals("kubernetes")) {
       for (int i = 0; i < routes.size(); i++) {
         if (routes.get(i).template() == null) {
-          throw root.child("routes")
+          root.child("routes")
               .index(i)
               .child("template")
-              .invalid(
+              .report(
                   "is required with launcher.kind kubernetes: a Job template in the template directory");
         }
       }
     }
-    return new OneshotConfig(database, api, dispatch, limits, launcher, logging, routes);
+    return new OneshotConfig(database, api, dispatch, limits, launcher, logging, retention, routes);
   }
 
-  private static List<Route> readRoutes(ConfigNode root, Dispatch dispatch) {
+  /** A retention age: a duration of at least a minute, or {@code forever} (the fallback: null). */
+  private static Duration age(ConfigNode node, Duration fallback) {
+    ConfigNode c = node.child("age");
+    if (c.absent()) {
+      return fallback;
+    }
+    if (c.node().isTextual() && c.node().asText().equals("forever")) {
+      return null;
+    }
+    return node.duration("age", "1m", Duration.ofMinutes(1));
+  }
+
+  private static List<Route> readRoutes(
+      ConfigNode root, Dispatch dispatch, OneshotConfig.Retention retention) {
     ConfigNode list = root.child("routes");
     if (list.node().isMissingNode() || list.node().isNull()) {
-      throw list.invalid("at least one route is required");
+      list.report("at least one route is required");
+      return List.of();
     }
     if (!list.node().isArray() || list.node().isEmpty()) {
-      throw list.invalid("must be a non-empty list of routes");
+      list.report("must be a non-empty list of routes");
+      return List.of();
     }
     List<Route> routes = new ArrayList<>();
     for (int i = 0; i < list.node().size(); i++) {
-      ConfigNode r = list.index(i);
-      r.requireObject();
+      ConfigNode r = list.index(i).requireObject();
       r.allowOnly(
           "name",
           "tags",
@@ -294,42 +317,35 @@ public final class ConfigLoader {
           "cancelGrace",
           "maxAttempts",
           "retryAfterAcquire",
-          "namespace");
+          "namespace",
+          "untagged",
+          "retention");
       String name = r.string("name", null);
       if (name == null) {
-        throw r.child("name").invalid("is required");
-      }
-      if (!ROUTE_NAME.matcher(name).matches()) {
-        throw r.child("name")
-            .invalid(
+        r.child("name").report("is required");
+      } else if (!ROUTE_NAME.matcher(name).matches()) {
+        r.child("name")
+            .report(
                 "must be 1 to 32 lowercase letters, digits or '-', starting and ending with a"
                     + " letter or digit",
                 name);
       }
       for (int j = 0; j < routes.size(); j++) {
-        if (routes.get(j).name().equals(name)) {
-          throw r.child("name").invalid("duplicate route '" + name + "' (also routes[" + j + "])");
+        if (name != null && name.equals(routes.get(j).name())) {
+          r.child("name").report("duplicate route '" + name + "' (also routes[" + j + "])");
         }
       }
+      int before = r.problems().size();
       Map<String, String> tags = r.tags("tags");
-      for (int j = 0; j < routes.size(); j++) {
-        Route earlier = routes.get(j);
-        if (earlier.tags().entrySet().containsAll(tags.entrySet())) {
-          throw r.child("tags")
-              .invalid(
-                  "route '"
-                      + name
-                      + "' can never match: every build it could take goes to routes["
-                      + j
-                      + "] '"
-                      + earlier.name()
-                      + "' first, whose tags contain all of this route's tags; give it a tag"
-                      + " the earlier route lacks, or move it up");
-        }
+      // Tags that were refused are missing from the map: comparing it would report a false overlap.
+      boolean tagsRead = r.problems().size() == before;
+      boolean untagged = r.bool("untagged", tags.isEmpty());
+      if (tagsRead) {
+        neverMatches(r, name, tags, untagged, routes);
       }
       String ns = r.string("namespace", null);
       if (ns != null && !NAMESPACE.matcher(ns).matches()) {
-        throw r.child("namespace").invalid(NAMESPACE_RULE, ns);
+        r.child("namespace").report(NAMESPACE_RULE, ns);
       }
       Duration hang = r.duration("hangTimeout", "2m", Duration.ofSeconds(1));
       Duration lease = lease(r, hang, dispatch.heartbeatInterval());
@@ -346,9 +362,78 @@ public final class ConfigLoader {
               lease,
               r.duration("cancelGrace", "60s", Duration.ZERO),
               r.integer("maxAttempts", 3, 1, 100),
-              r.bool("retryAfterAcquire", false)));
+              r.bool("retryAfterAcquire", false),
+              untagged,
+              routeRetention(r, retention)));
     }
     return List.copyOf(routes);
+  }
+
+  /**
+   * Reports a route no build can reach. A tagged build goes to the first route whose tags contain
+   * all of its tags, so a route whose tags an earlier route's contain gets none; an untagged build
+   * goes to the first route that takes untagged builds.
+   */
+  private static void neverMatches(
+      ConfigNode r, String name, Map<String, String> tags, boolean untagged, List<Route> earlier) {
+    Route shadow = null;
+    int shadowIndex = -1;
+    Route firstUntagged = null;
+    int firstUntaggedIndex = -1;
+    for (int j = 0; j < earlier.size(); j++) {
+      Route e = earlier.get(j);
+      if (shadow == null && e.tags().entrySet().containsAll(tags.entrySet())) {
+        shadow = e;
+        shadowIndex = j;
+      }
+      if (firstUntagged == null && e.untagged()) {
+        firstUntagged = e;
+        firstUntaggedIndex = j;
+      }
+    }
+    boolean takesTagged = !tags.isEmpty() && shadow == null;
+    boolean takesUntagged = untagged && firstUntagged == null;
+    if (takesTagged || takesUntagged) {
+      return;
+    }
+    String route = "route '" + name + "' can never match: ";
+    if (tags.isEmpty() && !untagged) {
+      r.child("untagged")
+          .report(route + "a route without tags takes only untagged builds; set untagged: true");
+    } else if (tags.isEmpty()) {
+      r.child("tags")
+          .report(
+              route
+                  + "untagged builds go to routes["
+                  + firstUntaggedIndex
+                  + "] '"
+                  + firstUntagged.name()
+                  + "' first, which takes them (untagged: true); move this route up, or give it"
+                  + " tags");
+    } else {
+      r.child("tags")
+          .report(
+              route
+                  + "every build it could take goes to routes["
+                  + shadowIndex
+                  + "] '"
+                  + shadow.name()
+                  + "' first, whose tags contain all of this route's tags; give it a tag"
+                  + " the earlier route lacks, or move it up");
+    }
+  }
+
+  /**
+   * A route's retention: the top-level one, with the route's own age and count where it sets them.
+   */
+  private static OneshotConfig.Retention routeRetention(ConfigNode r, OneshotConfig.Retention top) {
+    ConfigNode rr = r.object("retention");
+    rr.allowOnly("age", "count");
+    return new OneshotConfig.Retention(
+        age(rr, top.age()),
+        rr.integer("count", top.count(), 0, 100_000_000),
+        top.interval(),
+        top.batch());
   }
 
   /** A route's runner lease when it sets none: 30 s, or half its hang timeout when shorter. */
@@ -363,16 +448,16 @@ public final class ConfigLoader {
     Duration fallback = DEFAULT_LEASE.compareTo(half) < 0 ? DEFAULT_LEASE : half;
     Duration lease = r.duration("lease", Units.format(fallback), Duration.ofMillis(200));
     if (lease.compareTo(hang) >= 0) {
-      throw r.child("lease")
-          .invalid(
+      r.child("lease")
+          .report(
               "must be shorter than hangTimeout ("
                   + Units.format(hang)
                   + "): a runner stops itself before the dispatcher gives up on it",
               Units.format(lease));
     }
     if (lease.compareTo(heartbeat.multipliedBy(2)) < 0) {
-      throw r.child("lease")
-          .invalid(
+      r.child("lease")
+          .report(
               "must be at least two heartbeats (dispatch.heartbeatInterval is "
                   + Units.format(heartbeat)
                   + "), so that one lost heartbeat does not stop a build",

@@ -12,26 +12,41 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * A YAML node of the configuration and its path from the root, read with a rule each: every reader
- * fails with the path and the rule ({@code routes[1].maxConcurrent: must be an integer >= 0, got
- * "six"}), and unknown fields are refused with the nearest known name.
+ * A YAML node of the configuration and its path from the root, read with a rule each: a reader that
+ * finds a value breaking its rule records the path and the rule ({@code routes[1].maxConcurrent:
+ * must be an integer >= 0, got "six"}) and goes on with the default, so that one reading of the
+ * file reports every problem in it; unknown fields are recorded with the nearest known name. The
+ * problems are shared by a node and its children.
  */
-record ConfigNode(JsonNode node, String path) {
+record ConfigNode(JsonNode node, String path, List<String> problems) {
+  /** The top of a file, with no problem recorded yet. */
+  static ConfigNode root(JsonNode node) {
+    return new ConfigNode(node, "", new ArrayList<>());
+  }
+
   ConfigNode child(String name) {
     JsonNode n = node.isObject() ? node.path(name) : MissingNode.getInstance();
-    return new ConfigNode(n, path.isEmpty() ? name : path + "." + name);
+    return new ConfigNode(n, path.isEmpty() ? name : path + "." + name, problems);
   }
 
   ConfigNode index(int i) {
-    return new ConfigNode(node.get(i), path + "[" + i + "]");
+    JsonNode n = node.isArray() ? node.path(i) : MissingNode.getInstance();
+    return new ConfigNode(n, path + "[" + i + "]", problems);
   }
 
-  ConfigException invalid(String rule) {
-    return new ConfigException((path.isEmpty() ? "(top level)" : path) + ": " + rule);
+  /** Records that this node breaks {@code rule}. */
+  void report(String rule) {
+    problems.add((path.isEmpty() ? "(top level)" : path) + ": " + rule);
   }
 
-  ConfigException invalid(String rule, Object got) {
-    return invalid(rule + ", got " + quote(got));
+  void report(String rule, Object got) {
+    report(rule + ", got " + quote(got));
+  }
+
+  /** Records that this node breaks {@code rule} and answers {@code fallback} in its place. */
+  private <T> T bad(String rule, Object got, T fallback) {
+    report(rule, got);
+    return fallback;
   }
 
   private static String quote(Object v) {
@@ -42,19 +57,21 @@ record ConfigNode(JsonNode node, String path) {
     return node == null || node.isMissingNode() || node.isNull();
   }
 
-  void requireObject() {
-    if (!node.isObject()) {
-      throw invalid("must be a mapping of keys to values", node);
+  /** This node if it is a mapping; otherwise the problem is recorded and an empty one answered. */
+  ConfigNode requireObject() {
+    if (node.isObject()) {
+      return this;
     }
+    report("must be a mapping of keys to values", node);
+    return new ConfigNode(JsonNodeFactory.instance.objectNode(), path, problems);
   }
 
   ConfigNode object(String name) {
     ConfigNode c = child(name);
     if (c.absent()) {
-      return new ConfigNode(JsonNodeFactory.instance.objectNode(), c.path);
+      return new ConfigNode(JsonNodeFactory.instance.objectNode(), c.path, problems);
     }
-    c.requireObject();
-    return c;
+    return c.requireObject();
   }
 
   void allowOnly(String... known) {
@@ -63,8 +80,8 @@ record ConfigNode(JsonNode node, String path) {
       String name = it.next();
       if (!allowed.contains(name)) {
         String hint = closest(name, known);
-        throw child(name)
-            .invalid(
+        child(name)
+            .report(
                 "unknown field"
                     + (hint == null ? "" : " (did you mean " + hint + "?)")
                     + "; known fields: "
@@ -79,7 +96,7 @@ record ConfigNode(JsonNode node, String path) {
       return fallback;
     }
     if (!c.node.isTextual() && !c.node.isNumber() && !c.node.isBoolean()) {
-      throw c.invalid("must be a string", c.node);
+      return c.bad("must be a string", c.node, fallback);
     }
     return c.node.asText();
   }
@@ -89,14 +106,13 @@ record ConfigNode(JsonNode node, String path) {
     if (c.absent()) {
       return fallback;
     }
-    if (!c.node.canConvertToInt() || !c.node.isIntegralNumber()) {
-      throw c.invalid("must be an integer from " + min + " to " + max, c.node);
+    if (!c.node.canConvertToInt()
+        || !c.node.isIntegralNumber()
+        || c.node.intValue() < min
+        || c.node.intValue() > max) {
+      return c.bad("must be an integer from " + min + " to " + max, c.node, fallback);
     }
-    int v = c.node.intValue();
-    if (v < min || v > max) {
-      throw c.invalid("must be an integer from " + min + " to " + max, c.node);
-    }
-    return v;
+    return c.node.intValue();
   }
 
   boolean bool(String name, boolean fallback) {
@@ -105,25 +121,30 @@ record ConfigNode(JsonNode node, String path) {
       return fallback;
     }
     if (!c.node.isBoolean()) {
-      throw c.invalid("must be true or false", c.node);
+      return c.bad("must be true or false", c.node, fallback);
     }
     return c.node.booleanValue();
   }
 
   Duration duration(String name, String fallback, Duration min) {
     ConfigNode c = child(name);
-    String text = c.absent() ? fallback : c.node.asText();
-    if (!c.absent() && !c.node.isTextual()) {
-      throw c.invalid("must be a duration like 250ms, 2s, 5m or 1h", c.node);
+    Duration byDefault = Units.parseDuration(fallback);
+    if (c.absent()) {
+      return byDefault;
     }
+    if (!c.node.isTextual()) {
+      return c.bad("must be a duration like 250ms, 2s, 5m or 1h", c.node, byDefault);
+    }
+    String text = c.node.asText();
     Duration d;
     try {
       d = Units.parseDuration(text);
     } catch (IllegalArgumentException e) {
-      throw c.invalid(e.getMessage());
+      c.report(e.getMessage());
+      return byDefault;
     }
     if (d.compareTo(min) < 0) {
-      throw c.invalid("must be at least " + Units.format(min), text);
+      return c.bad("must be at least " + Units.format(min), text, byDefault);
     }
     return d;
   }
@@ -135,24 +156,32 @@ record ConfigNode(JsonNode node, String path) {
     Duration first = b.duration("initial", initial, Duration.ofMillis(10));
     Duration last = b.duration("max", max, Duration.ofMillis(10));
     if (last.compareTo(first) < 0) {
-      throw b.child("max")
-          .invalid("must not be below initial (" + Units.format(first) + ")", Units.format(last));
+      b.child("max")
+          .report("must not be below initial (" + Units.format(first) + ")", Units.format(last));
+      return new Backoff(first, first);
     }
     return new Backoff(first, last);
   }
 
   long size(String name, String fallback, long min, long max) {
     ConfigNode c = child(name);
-    String text = c.absent() ? fallback : c.node.asText();
+    long byDefault = Units.parseSize(fallback);
+    if (c.absent()) {
+      return byDefault;
+    }
+    String text = c.node.asText();
     long v;
     try {
       v = Units.parseSize(text);
     } catch (IllegalArgumentException e) {
-      throw c.invalid(e.getMessage());
+      c.report(e.getMessage());
+      return byDefault;
     }
     if (v < min || v > max) {
-      throw c.invalid(
-          "must be from " + Units.formatSize(min) + " to " + Units.formatSize(max), text);
+      return c.bad(
+          "must be from " + Units.formatSize(min) + " to " + Units.formatSize(max),
+          text,
+          byDefault);
     }
     return v;
   }
@@ -163,15 +192,16 @@ record ConfigNode(JsonNode node, String path) {
       return fallback;
     }
     if (!c.node.isArray()) {
-      throw c.invalid("must be a list of strings", c.node);
+      return c.bad("must be a list of strings", c.node, fallback);
     }
     List<String> out = new ArrayList<>();
     for (int i = 0; i < c.node.size(); i++) {
       JsonNode e = c.node.get(i);
-      if (!e.isTextual()) {
-        throw c.index(i).invalid("must be a string", e);
+      if (e.isTextual()) {
+        out.add(e.asText());
+      } else {
+        c.index(i).report("must be a string", e);
       }
-      out.add(e.asText());
     }
     return List.copyOf(out);
   }
@@ -182,27 +212,25 @@ record ConfigNode(JsonNode node, String path) {
       return Map.of();
     }
     if (!c.node.isObject()) {
-      throw c.invalid("must be a mapping of tag keys to string values", c.node);
+      return c.bad("must be a mapping of tag keys to string values", c.node, Map.of());
     }
     Map<String, String> out = new LinkedHashMap<>();
     for (Map.Entry<String, JsonNode> e : c.node.properties()) {
       ConfigNode v = c.child(e.getKey());
       if (!ConfigLoader.TAG_KEY.matcher(e.getKey()).matches()) {
-        throw v.invalid(
+        v.report(
             "is not a valid tag key: 1 to 63 letters, digits, '.', '_', '-' or '/', starting"
                 + " and ending with a letter or digit");
-      }
-      if (!e.getValue().isValueNode() || e.getValue().isNull()) {
-        throw v.invalid("must be a string", e.getValue());
-      }
-      String value = e.getValue().asText();
-      if (!ConfigLoader.TAG_VALUE.matcher(value).matches()) {
-        throw v.invalid(
+      } else if (!e.getValue().isValueNode() || e.getValue().isNull()) {
+        v.report("must be a string", e.getValue());
+      } else if (!ConfigLoader.TAG_VALUE.matcher(e.getValue().asText()).matches()) {
+        v.report(
             "is not a valid tag value: up to 63 letters, digits, '.', '_' or '-', starting and"
                 + " ending with a letter or digit",
-            value);
+            e.getValue().asText());
+      } else {
+        out.put(e.getKey(), e.getValue().asText());
       }
-      out.put(e.getKey(), value);
     }
     return Map.copyOf(out);
   }

@@ -17,7 +17,24 @@ public record OneshotConfig(
     Limits limits,
     Launcher launcher,
     Logging logging,
+    Retention retention,
     List<Route> routes) {
+
+  /**
+   * How long the leader keeps finished builds (with their logs and timelines): per route, those
+   * finished more than {@code age} ago and those beyond the newest {@code count} are deleted, in
+   * batches of {@code batch}, every {@code interval}. A build whose terraform state a workspace
+   * still keeps is kept with it. Routes may set their own {@code age} and {@code count}.
+   *
+   * @param age null: finished builds are kept whatever their age
+   * @param count 0: no cap on how many are kept
+   */
+  public record Retention(Duration age, int count, Duration interval, int batch) {
+    /** Whether this keeps every build. */
+    public boolean keepsAll() {
+      return age == null && count == 0;
+    }
+  }
 
   /**
    * The dispatcher's own log: {@code text} or {@code json}, and levels by logger name ({@code
@@ -112,6 +129,10 @@ public record OneshotConfig(
    * @param retryAfterAcquire requeue script builds that fail for infrastructure reasons after
    *     provisionerd acquired them (never terraform: it could apply twice)
    * @param namespace where this route's Jobs go (Kubernetes launcher; null: the launcher's)
+   * @param untagged whether builds without tags may come here (by default: when the route has no
+   *     tags); an untagged build goes to the first route that takes it
+   * @param retention how long this route's finished builds are kept (interval and batch are the
+   *     top-level ones)
    */
   public record Route(
       String name,
@@ -125,7 +146,9 @@ public record OneshotConfig(
       Duration lease,
       Duration cancelGrace,
       int maxAttempts,
-      boolean retryAfterAcquire) {}
+      boolean retryAfterAcquire,
+      boolean untagged,
+      Retention retention) {}
 
   public Optional<Route> route(String name) {
     return routes.stream().filter(r -> r.name().equals(name)).findFirst();

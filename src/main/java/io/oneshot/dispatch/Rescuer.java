@@ -67,7 +67,9 @@ public final class Rescuer implements AutoCloseable {
           io.oneshot.config.ConfigLoader.DEFAULT_LEASE,
           Duration.ofSeconds(60),
           1,
-          false);
+          false,
+          false,
+          new OneshotConfig.Retention(null, 0, Duration.ofMinutes(1), 1));
 
   private final BuildStore store;
   private final Launcher launcher;

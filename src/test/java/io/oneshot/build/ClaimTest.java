@@ -206,7 +206,7 @@ class ClaimTest {
     String routes =
         """
         routes:
-          - {name: a, tags: {t: a}, maxConcurrent: 3}
+          - {name: a, tags: {t: a}, untagged: true, maxConcurrent: 3}
           - {name: b, tags: {t: b}, maxConcurrent: 2}
           - {name: c, tags: {t: c}, maxConcurrent: 4}
         """;

@@ -52,10 +52,9 @@ class EnqueueTest {
     assertThat(enqueue("{\"team\": \"a\"}").route()).isEqualTo("a");
     assertThat(enqueue("{\"gpu\": \"true\"}").route()).isEqualTo("gpu");
     assertThat(enqueue("{\"gpu\": \"true\", \"team\": \"a\"}").route()).isEqualTo("gpu");
-    assertThat(enqueue("{}").route()).isEqualTo("a");
     assertThat(enqueue("{\"team\": \"b\"}").route()).isEqualTo("b");
     assertThat(Sql.count("SELECT count(*) FROM oneshot.builds WHERE status = 'pending'"))
-        .isEqualTo(5);
+        .isEqualTo(4);
     assertThat(
             Sql.rows(
                 "SELECT from_status, to_status, reason FROM oneshot.build_events WHERE build_id = 1"))
@@ -116,6 +115,42 @@ class EnqueueTest {
   }
 
   @Test
+  void anUntaggedBuildIsRefusedWhenNoRouteTakesUntaggedBuilds() {
+    assertThatThrownBy(() -> enqueue("{}"))
+        .isInstanceOfSatisfying(
+            InvalidBuildException.class,
+            e -> {
+              assertThat(e.field()).isEqualTo("tags");
+              assertThat(e.getMessage()).isEqualTo("tags: no route takes builds without tags");
+              assertThat(e.hint())
+                  .isEqualTo(
+                      "give the build tags a route matches, or set untagged: true on a route;"
+                          + " routes: a {\"team\": \"a\"}, gpu {\"gpu\": \"true\", \"team\":"
+                          + " \"a\"}, b {\"team\": \"b\"}");
+            });
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isZero();
+  }
+
+  @Test
+  void anUntaggedBuildGoesToTheFirstRouteThatTakesThemAndTaggedOnesRouteAsBefore() {
+    f.close();
+    f =
+        new StoreFixture(
+            """
+            routes:
+              - {name: a, tags: {team: a}}
+              - {name: b, tags: {team: b}, untagged: true}
+              - {name: c, tags: {team: c}}
+            """);
+    assertThat(enqueue("{}").route()).isEqualTo("b");
+    assertThat(enqueue("{\"team\": \"a\"}").route()).isEqualTo("a");
+    assertThat(enqueue("{\"team\": \"b\"}").route()).isEqualTo("b");
+    // The route that takes untagged builds is chosen by the flag, not by matching tags.
+    Sql.exec("UPDATE oneshot.routes SET untagged = (name = 'c')");
+    assertThat(enqueue("{}").route()).isEqualTo("c");
+  }
+
+  @Test
   void noRouteErrorListsTheRoutes() {
     assertThatThrownBy(() -> enqueue("{\"os\": \"plan9\"}"))
         .isInstanceOfSatisfying(
@@ -162,9 +197,12 @@ class EnqueueTest {
       assertThat(listening.poll(10, TimeUnit.SECONDS)).isTrue();
       try (Connection c = Sql.connect()) {
         c.setAutoCommit(false);
-        Sql.rows(c, "SELECT oneshot.enqueue('{}', ?::jsonb) FROM generate_series(1, 50)", SCRIPT);
+        Sql.rows(
+            c,
+            "SELECT oneshot.enqueue('{\"team\": \"a\"}', ?::jsonb) FROM generate_series(1, 50)",
+            SCRIPT);
         c.commit();
-        Sql.rows(c, "SELECT oneshot.enqueue('{}', ?::jsonb)", SCRIPT);
+        Sql.rows(c, "SELECT oneshot.enqueue('{\"team\": \"a\"}', ?::jsonb)", SCRIPT);
         c.rollback();
         Sql.rows(c, "SELECT pg_notify('test_sentinel', 'after')");
         c.commit();

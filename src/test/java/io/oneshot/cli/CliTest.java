@@ -217,6 +217,56 @@ class CliTest {
   }
 
   @Test
+  void dispatcherCheckReportsEveryProblemOfTheConfigurationAndItsTemplates(@TempDir Path dir)
+      throws Exception {
+    Path config = dir.resolve("oneshot.yaml");
+    Files.writeString(
+        config,
+        """
+        api: {publicUrl: "http://oneshot:8080"}
+        launcher: {kind: kubernetes, kubernetes: {templateDir: %s}}
+        routes:
+          - {name: a, tags: {org: a}, template: job.yaml, maxConcurrent: 3}
+          - {name: b, tags: {org: b}, template: job.yaml, timeout: 10m}
+        """
+            .formatted(dir));
+    Path template = dir.resolve("job.yaml");
+    String job =
+        """
+        apiVersion: batch/v1
+        kind: Job
+        spec:
+          %s
+          template:
+            spec:
+              %s
+              containers: [{name: %s, image: oneshot}]
+        """;
+    Files.writeString(template, job.formatted("backoffLimit: 3", "restartPolicy: OnFailure", "x"));
+
+    Run refused = oneshot("dispatcher", "--config", config.toString(), "--check");
+    assertThat(refused.code()).isEqualTo(Main.USAGE);
+    assertThat(refused.err())
+        .contains("3 problems:")
+        .contains("routes[0].template: " + template + ": spec.template.spec.containers has no")
+        .contains("routes[0].template: " + template + ": spec.template.spec.restartPolicy: OnF")
+        .contains("routes[0].template: " + template + ": spec.backoffLimit: 3 would retry");
+
+    Files.writeString(template, job.formatted("", "", "provisionerd"));
+    Run valid = oneshot("dispatcher", "--config", config.toString(), "--check");
+    assertThat(valid.code()).as(valid.err()).isEqualTo(Main.OK);
+    assertThat(valid.out().lines())
+        .containsExactly(
+            config
+                + ": valid; launcher kubernetes; 1 Job template in "
+                + dir
+                + "; global limit 100",
+            "ROUTE  TAGS   LIMIT  TEMPLATE  TIMEOUT  ATTEMPTS",
+            "a      org=a  3      job.yaml  1h       3",
+            "b      org=b  10     job.yaml  10m      3");
+  }
+
+  @Test
   void aTerraformDirectoryIsPackedWithoutStateCachesOrHiddenFiles(@TempDir Path dir)
       throws Exception {
     Files.writeString(dir.resolve("main.tf"), "resource \"terraform_data\" \"x\" {}\n");

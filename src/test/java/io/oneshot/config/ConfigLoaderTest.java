@@ -105,11 +105,38 @@ class ConfigLoaderTest {
         """,
         "routes[0].maxConcurent: unknown field (did you mean maxConcurrent?); known fields: name,"
             + " tags, template, maxConcurrent, timeout, launchTimeout, hangTimeout, lease,"
-            + " cancelGrace, maxAttempts, retryAfterAcquire, namespace");
+            + " cancelGrace, maxAttempts, retryAfterAcquire, namespace, untagged, retention");
     refused(
         "dispatc: {}\n" + ROUTES,
         "dispatc: unknown field (did you mean dispatch?); known fields: database, api, dispatch,"
-            + " limits, launcher, logging, routes");
+            + " limits, launcher, logging, retention, routes");
+  }
+
+  @Test
+  void everyProblemIsReportedAtOnce() {
+    refused(
+        """
+        dispatch: {maxConcurrent: many, pollIntervl: 2s}
+        launcher: {kind: kubernetes}
+        routes:
+          - {name: Default, maxConcurrent: -1, template: t.yaml}
+          - {name: b, tags: {org: "a b"}, timeout: soon, template: t.yaml}
+        """,
+        """
+        7 problems:
+          dispatch.pollIntervl: unknown field (did you mean pollInterval?); known fields:\
+         maxConcurrent, claimBatch, pollInterval, wakeOnNotify, rescueInterval,\
+         listenerHealthInterval, heartbeatInterval, leaderInterval, shutdownGrace, launchRetry
+          dispatch.maxConcurrent: must be an integer from 1 to 100000, got "many"
+          api.publicUrl: is required with launcher.kind kubernetes: the URL pods reach the API at,\
+         like http://oneshot.oneshot.svc:8080
+          routes[0].name: must be 1 to 32 lowercase letters, digits or '-', starting and ending\
+         with a letter or digit, got "Default"
+          routes[0].maxConcurrent: must be an integer from 0 to 100000, got -1
+          routes[1].tags.org: is not a valid tag value: up to 63 letters, digits, '.', '_' or\
+         '-', starting and ending with a letter or digit, got "a b"
+          routes[1].timeout: 'soon' is not a duration; write it like 250ms, 2s, 5m, 1h or 1h30m\
+        """);
   }
 
   @Test
@@ -141,6 +168,54 @@ class ConfigLoaderTest {
         "routes[1].tags: route 'narrow' can never match: every build it could take goes to"
             + " routes[0] 'wide' first, whose tags contain all of this route's tags; give it a tag"
             + " the earlier route lacks, or move it up");
+  }
+
+  @Test
+  void routesTakeUntaggedBuildsWhenTheyHaveNoTagsOrSaySo() {
+    OneshotConfig c =
+        parse(
+            """
+            routes:
+              - {name: a, tags: {org: a}}
+              - {name: b, tags: {org: b}, untagged: true}
+              - {name: c, tags: {org: c}}
+            """);
+    assertThat(c.routes())
+        .extracting(OneshotConfig.Route::untagged)
+        .containsExactly(false, true, false);
+    assertThat(parse("routes: [{name: any}]").routes().get(0).untagged()).isTrue();
+    // A route without tags that refuses untagged builds takes nothing.
+    refused(
+        "routes: [{name: a, tags: {org: a}}, {name: none, untagged: false}]",
+        "routes[1].untagged: route 'none' can never match: a route without tags takes only"
+            + " untagged builds; set untagged: true");
+    // Untagged builds go to the first route that takes them: a later one without tags gets none.
+    refused(
+        "routes: [{name: a, tags: {org: a}, untagged: true}, {name: rest}]",
+        "routes[1].tags: route 'rest' can never match: untagged builds go to routes[0] 'a' first,"
+            + " which takes them (untagged: true); move this route up, or give it tags");
+    // A route for untagged builds after tagged routes that do not take them is reachable.
+    assertThat(parse("routes: [{name: a, tags: {org: a}}, {name: rest}]").routes()).hasSize(2);
+  }
+
+  @Test
+  void retentionIsSetForAllRoutesAndPerRoute() {
+    OneshotConfig c =
+        parse(
+            """
+            retention: {age: 30d, count: 1000}
+            routes:
+              - {name: a, tags: {org: a}, retention: {count: 10}}
+              - {name: b, tags: {org: b}, retention: {age: forever}}
+              - {name: c, tags: {org: c}}
+            """);
+    assertThat(c.routes().get(0).retention().age()).isEqualTo(Duration.ofDays(30));
+    assertThat(c.routes().get(0).retention().count()).isEqualTo(10);
+    assertThat(c.routes().get(1).retention().age()).isNull();
+    assertThat(c.routes().get(1).retention().count()).isEqualTo(1000);
+    assertThat(c.routes().get(2).retention()).isEqualTo(c.retention());
+    assertThat(parse(ROUTES).retention().keepsAll()).isTrue();
+    refused("retention: {age: 10s}\n" + ROUTES, "retention.age: must be at least 1m, got \"10s\"");
   }
 
   @Test

@@ -109,7 +109,7 @@ class FaultSuiteTest {
           dispatch: {%s}
           launcher: {kind: local, local: {runDir: "%s"}}
           routes:
-            - {name: a, tags: {team: a}, maxConcurrent: 3, maxAttempts: 5, launchTimeout: %s, hangTimeout: 30s}
+            - {name: a, tags: {team: a}, untagged: true, maxConcurrent: 3, maxAttempts: 5, launchTimeout: %s, hangTimeout: 30s}
             - {name: b, tags: {team: b}, maxConcurrent: 2, maxAttempts: 5, launchTimeout: %s, hangTimeout: 30s}
           """
               .formatted(

@@ -23,7 +23,7 @@ public final class TestServer implements AutoCloseable {
   public static final String THREE_ROUTES =
       """
       routes:
-        - {name: a, tags: {team: a}, maxConcurrent: 4}
+        - {name: a, tags: {team: a}, untagged: true, maxConcurrent: 4}
         - {name: b, tags: {team: b}, maxConcurrent: 3}
         - {name: c, tags: {team: c}, maxConcurrent: 2}
       """;

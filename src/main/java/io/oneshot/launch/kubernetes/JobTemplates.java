@@ -9,9 +9,12 @@ import io.oneshot.config.ConfigException;
 import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * The Job templates the routes name, loaded and checked once at start. A template is a {@code
@@ -30,39 +33,74 @@ public final class JobTemplates {
     this.byName = byName;
   }
 
-  /** Loads every template the routes name from {@code dir}; errors name the route and the rule. */
+  /**
+   * Loads every template the routes name from {@code dir}. Every problem of every template is
+   * reported at once, each naming the route, the file and the rule.
+   */
   public static JobTemplates load(
       Path dir, List<OneshotConfig.Route> routes, KubernetesSerialization serialization) {
     Map<String, Job> byName = new LinkedHashMap<>();
+    Set<String> refused = new HashSet<>();
+    List<String> problems = new ArrayList<>();
     for (int i = 0; i < routes.size(); i++) {
       OneshotConfig.Route route = routes.get(i);
       String name = route.template();
-      try {
-        if (!byName.containsKey(name)) {
-          byName.put(name, parse(dir.resolve(name), serialization));
+      String where = "routes[" + i + "].template: ";
+      Path file = dir.resolve(name);
+      if (!byName.containsKey(name) && !refused.contains(name)) {
+        List<String> found = new ArrayList<>();
+        Job job = read(file, serialization, found);
+        if (found.isEmpty()) {
+          byName.put(name, job);
+        } else {
+          refused.add(name);
+          found.forEach(p -> problems.add(where + p));
         }
-        checkGrace(dir.resolve(name), byName.get(name), route);
-      } catch (ConfigException e) {
-        throw new ConfigException("routes[" + i + "].template: " + e.getMessage(), e);
       }
+      Job job = byName.get(name);
+      String grace = job == null ? null : graceProblem(job, route);
+      if (grace != null) {
+        problems.add(where + file + ": " + grace);
+      }
+    }
+    if (!problems.isEmpty()) {
+      throw ConfigException.of(problems);
     }
     return new JobTemplates(byName);
   }
 
-  /** Reads and checks one template; the message of a refusal starts with the file. */
+  /** Reads and checks one template; a refusal names the file and every rule it breaks. */
   public static Job parse(Path file, KubernetesSerialization serialization) {
-    String text = ConfigLoader.readFile(file);
+    List<String> problems = new ArrayList<>();
+    Job job = read(file, serialization, problems);
+    if (!problems.isEmpty()) {
+      throw ConfigException.of(problems);
+    }
+    return job;
+  }
+
+  /** One template, or null; each problem found is added as {@code FILE: RULE}. */
+  private static Job read(Path file, KubernetesSerialization serialization, List<String> problems) {
+    String text;
+    try {
+      text = ConfigLoader.readFile(file);
+    } catch (ConfigException e) {
+      problems.add(e.getMessage());
+      return null;
+    }
     Object parsed;
     try {
       parsed = serialization.unmarshal(text, KubernetesResource.class);
     } catch (RuntimeException e) {
-      throw new ConfigException(file + ": not a Kubernetes manifest: " + rootMessage(e), e);
+      problems.add(file + ": not a Kubernetes manifest: " + rootMessage(e));
+      return null;
     }
     if (!(parsed instanceof Job job) || !"batch/v1".equals(job.getApiVersion())) {
-      throw new ConfigException(
+      problems.add(
           file + ": not a batch/v1 Job" + describe(parsed) + "; a template is a Job manifest");
+      return null;
     }
-    check(file, job);
+    problems(job).forEach(p -> problems.add(file + ": " + p));
     return job;
   }
 
@@ -78,74 +116,70 @@ public final class JobTemplates {
     return route.cancelGrace().toSeconds() + GRACE_MARGIN_SECONDS;
   }
 
-  private static void checkGrace(Path file, Job job, OneshotConfig.Route route) {
+  private static String graceProblem(Job job, OneshotConfig.Route route) {
     Long grace = job.getSpec().getTemplate().getSpec().getTerminationGracePeriodSeconds();
     long needed = minimumGraceSeconds(route);
-    if (grace != null && grace < needed) {
-      throw new ConfigException(
-          file
-              + ": spec.template.spec.terminationGracePeriodSeconds: "
-              + grace
-              + " is shorter than route "
-              + route.name()
-              + "'s cancelGrace ("
-              + route.cancelGrace().toSeconds()
-              + "s) plus "
-              + GRACE_MARGIN_SECONDS
-              + "s: the kubelet would kill terraform before it writes its state. Set at least "
-              + needed
-              + ", or leave it out");
+    if (grace == null || grace >= needed) {
+      return null;
     }
+    return "spec.template.spec.terminationGracePeriodSeconds: "
+        + grace
+        + " is shorter than route "
+        + route.name()
+        + "'s cancelGrace ("
+        + route.cancelGrace().toSeconds()
+        + "s) plus "
+        + GRACE_MARGIN_SECONDS
+        + "s: the kubelet would kill terraform before it writes its state. Set at least "
+        + needed
+        + ", or leave it out";
   }
 
-  private static void check(Path file, Job job) {
+  /** Every rule of a template that {@code job} breaks; none when it can be used. */
+  private static List<String> problems(Job job) {
     JobSpec spec = job.getSpec();
     if (spec == null || spec.getTemplate() == null || spec.getTemplate().getSpec() == null) {
-      throw new ConfigException(file + ": spec.template.spec is missing");
+      return List.of("spec.template.spec is missing");
     }
+    List<String> problems = new ArrayList<>();
     var pod = spec.getTemplate().getSpec();
     List<Container> containers = pod.getContainers() == null ? List.of() : pod.getContainers();
     if (containers.stream().noneMatch(c -> CONTAINER.equals(c.getName()))) {
-      throw new ConfigException(
-          file
-              + ": spec.template.spec.containers has no container named "
+      problems.add(
+          "spec.template.spec.containers has no container named "
               + CONTAINER
               + "; oneshot runs `oneshot provisionerd` in it");
     }
     String restart = pod.getRestartPolicy();
     if (restart != null && !restart.equals("Never")) {
-      throw new ConfigException(
-          file
-              + ": spec.template.spec.restartPolicy: "
+      problems.add(
+          "spec.template.spec.restartPolicy: "
               + restart
               + " would start provisionerd again and run the build twice; use Never (the"
               + " default)");
     }
     if (spec.getBackoffLimit() != null && spec.getBackoffLimit() != 0) {
-      throw new ConfigException(
-          file
-              + ": spec.backoffLimit: "
+      problems.add(
+          "spec.backoffLimit: "
               + spec.getBackoffLimit()
               + " would retry the pod and run the build twice; oneshot retries with a new"
               + " attempt itself. Remove it (or set 0)");
     }
     String replacement = spec.getPodReplacementPolicy();
     if (replacement != null && !replacement.equals("Failed")) {
-      throw new ConfigException(
-          file
-              + ": spec.podReplacementPolicy: "
+      problems.add(
+          "spec.podReplacementPolicy: "
               + replacement
               + " would start a second pod while the first is still terminating; use Failed (the"
               + " default oneshot sets)");
     }
     if (above1(spec.getCompletions()) || above1(spec.getParallelism())) {
-      throw new ConfigException(
-          file + ": spec.completions and spec.parallelism must be 1: one build, one pod");
+      problems.add("spec.completions and spec.parallelism must be 1: one build, one pod");
     }
     if (spec.getSelector() != null || Boolean.TRUE.equals(spec.getManualSelector())) {
-      throw new ConfigException(
-          file + ": spec.selector is set by Kubernetes for each Job; remove it");
+      problems.add("spec.selector is set by Kubernetes for each Job; remove it");
     }
+    return problems;
   }
 
   private static boolean above1(Integer n) {

@@ -6,9 +6,12 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
 import io.oneshot.config.ConfigException;
+import io.oneshot.config.ConfigLoader;
+import io.oneshot.config.OneshotConfig;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -79,6 +82,44 @@ class JobTemplatesTest {
         .isInstanceOf(ConfigException.class)
         .hasMessageEndingWith(message)
         .hasMessageStartingWith(f.toString());
+  }
+
+  @Test
+  void everyRuleATemplateBreaksIsReportedAtOnceForEachRouteThatNamesIt() throws Exception {
+    Files.writeString(
+        dir.resolve("bad.yaml"), job("backoffLimit: 3", "restartPolicy: OnFailure", "runner"));
+    Files.writeString(
+        dir.resolve("good.yaml"), job("", "terminationGracePeriodSeconds: 40", "provisionerd"));
+    OneshotConfig c =
+        ConfigLoader.parse(
+            """
+            routes:
+              - {name: a, tags: {org: a}, template: bad.yaml}
+              - {name: b, tags: {org: b}, template: good.yaml, cancelGrace: 60s}
+              - {name: c, tags: {org: c}, template: missing.yaml}
+            """,
+            "oneshot.yaml",
+            Map.of());
+    Path bad = dir.resolve("bad.yaml");
+    assertThatThrownBy(() -> JobTemplates.load(dir, c.routes(), SER))
+        .isInstanceOf(ConfigException.class)
+        .hasMessage(
+            "5 problems:\n  routes[0].template: "
+                + bad
+                + ": spec.template.spec.containers has no container named provisionerd; oneshot"
+                + " runs `oneshot provisionerd` in it\n  routes[0].template: "
+                + bad
+                + ": spec.template.spec.restartPolicy: OnFailure would start provisionerd again"
+                + " and run the build twice; use Never (the default)\n  routes[0].template: "
+                + bad
+                + ": spec.backoffLimit: 3 would retry the pod and run the build twice; oneshot"
+                + " retries with a new attempt itself. Remove it (or set 0)\n  routes[1].template: "
+                + dir.resolve("good.yaml")
+                + ": spec.template.spec.terminationGracePeriodSeconds: 40 is shorter than route b's"
+                + " cancelGrace (60s) plus 30s: the kubelet would kill terraform before it writes"
+                + " its state. Set at least 90, or leave it out\n  routes[2].template: "
+                + dir.resolve("missing.yaml")
+                + ": no such file");
   }
 
   @Test

@@ -47,7 +47,7 @@ class KubernetesLauncherTest {
   private static final String ROUTES =
       """
       routes:
-        - {name: team-a, tags: {team: a}, template: script.yaml, namespace: team-a, maxConcurrent: 4, maxAttempts: 3, hangTimeout: 10s, cancelGrace: 5s}
+        - {name: team-a, tags: {team: a}, untagged: true, template: script.yaml, namespace: team-a, maxConcurrent: 4, maxAttempts: 3, hangTimeout: 10s, cancelGrace: 5s}
         - {name: team-b, tags: {team: b}, template: script.yaml, namespace: team-b, maxConcurrent: 3, maxAttempts: 3}
       """;
 
