@@ -15,6 +15,7 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.function.BooleanSupplier;
 import java.util.function.IntSupplier;
@@ -70,6 +71,7 @@ public final class Metrics {
   private final Counter requeues;
   private final Counter kubernetesRequests;
   private final Counter runnerConflicts;
+  private final Counter deleted;
   private final Set<String> routesShown = new HashSet<>();
   private volatile Supplier<Future<Void>> beforeScrape = Future::succeededFuture;
 
@@ -145,6 +147,31 @@ public final class Metrics {
                     + " or process with the same token)")
             .labelNames("route")
             .register(registry);
+    deleted =
+        Counter.builder()
+            .name("oneshot_builds_deleted_total")
+            .help("Finished builds deleted by retention, with their logs and timelines")
+            .labelNames("route")
+            .register(registry);
+  }
+
+  /**
+   * Exports each route's {@code maxConcurrent} and the global one, as configured: "running at the
+   * limit" is {@code oneshot_builds_running >= on(route) oneshot_route_max_concurrent}.
+   */
+  public void limits(Map<String, Integer> routes, int global) {
+    Gauge route =
+        Gauge.builder()
+            .name("oneshot_route_max_concurrent")
+            .help("Builds a route may run at once (routes[].maxConcurrent)")
+            .labelNames("route")
+            .register(registry);
+    routes.forEach((name, limit) -> route.labelValues(name).set(limit));
+    Gauge.builder()
+        .name("oneshot_max_concurrent")
+        .help("Builds all routes may run at once (dispatch.maxConcurrent)")
+        .register(registry)
+        .set(global);
   }
 
   /**
@@ -264,6 +291,11 @@ public final class Metrics {
 
   public void requeued(String route, Requeue why) {
     requeues.labelValues(route, why.label).inc();
+  }
+
+  /** Retention deleted {@code n} finished builds of this route. */
+  public void deleted(String route, int n) {
+    deleted.labelValues(route).inc(n);
   }
 
   public void kubernetes(String verb, int code) {

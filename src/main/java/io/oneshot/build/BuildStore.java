@@ -13,7 +13,8 @@ import io.vertx.sqlclient.Pool;
  *       rescuer reads;
  *   <li>{@link #runner()}: provisionerd's acquire, heartbeat, logs and complete;
  *   <li>{@link #state()}: workspace state versions;
- *   <li>{@link #reads()}: builds, timelines, logs and routes for the API and the CLI.
+ *   <li>{@link #reads()}: builds, timelines, logs and routes for the API and the CLI;
+ *   <li>{@link #retention()}: finished builds deleted when they are old.
  * </ul>
  *
  * Each state change is one compare-and-set statement on the build's current status (and attempt,
@@ -28,6 +29,7 @@ public final class BuildStore {
   private final RunnerStore runner;
   private final StateStore state;
   private final BuildReads reads;
+  private final RetentionStore retention;
 
   public BuildStore(Pool pool) {
     this(pool, pool);
@@ -44,6 +46,7 @@ public final class BuildStore {
     this.runner = new RunnerStore(pool);
     this.state = new StateStore(pool);
     this.reads = new BuildReads(pool, readPool);
+    this.retention = new RetentionStore(pool);
   }
 
   public Pool pool() {
@@ -72,5 +75,9 @@ public final class BuildStore {
 
   public BuildReads reads() {
     return reads;
+  }
+
+  public RetentionStore retention() {
+    return retention;
   }
 }

@@ -15,6 +15,7 @@ import io.oneshot.config.OneshotConfig;
 import io.oneshot.dispatch.Dispatcher;
 import io.oneshot.dispatch.Leadership;
 import io.oneshot.dispatch.Listener;
+import io.oneshot.dispatch.Pruner;
 import io.oneshot.dispatch.Rescuer;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.AttemptRef;
@@ -57,6 +58,7 @@ public final class OneshotServer implements AutoCloseable {
   private final String apiUrl;
   private final Dispatcher dispatcher;
   private final Rescuer rescuer;
+  private final Pruner pruner;
   private final Listener listener;
   private final Leadership leadership;
   private final Metrics metrics;
@@ -70,6 +72,7 @@ public final class OneshotServer implements AutoCloseable {
       String apiUrl,
       Dispatcher dispatcher,
       Rescuer rescuer,
+      Pruner pruner,
       Listener listener,
       Leadership leadership,
       Metrics metrics) {
@@ -82,6 +85,7 @@ public final class OneshotServer implements AutoCloseable {
     this.apiUrl = apiUrl;
     this.dispatcher = dispatcher;
     this.rescuer = rescuer;
+    this.pruner = pruner;
     this.listener = listener;
     this.leadership = leadership;
   }
@@ -162,6 +166,7 @@ public final class OneshotServer implements AutoCloseable {
           new Dispatcher(store, launcher, config, apiUrl, leadership::fence, metrics);
       Rescuer rescuer =
           new Rescuer(store, launcher, config, dispatcher, leadership::isLeader, metrics);
+      Pruner pruner = new Pruner(store, config, leadership::isLeader, metrics);
       launcher.events(new LaunchEvents(store, rescuer, metrics));
       // Everything the launcher already runs is known before the first claim or rescue.
       launcher.start();
@@ -196,10 +201,14 @@ public final class OneshotServer implements AutoCloseable {
             la.kind(), () -> la.reachability().map(Reachability::reachable).orElse(true));
       }
       metrics.beforeScrape(new QueueGauges(store, metrics, leadership::isLeader)::refresh);
+      Map<String, Integer> limits = new LinkedHashMap<>();
+      config.routes().forEach(r -> limits.put(r.name(), r.maxConcurrent()));
+      metrics.limits(limits, config.dispatch().maxConcurrent());
       listener.start();
       leadership.start();
       dispatcher.start();
       rescuer.start();
+      pruner.start();
       log.info(
           "oneshot is up: API on port {}, provisionerd reports to {}, launcher {}, {} routes.",
           port,
@@ -215,6 +224,7 @@ public final class OneshotServer implements AutoCloseable {
           apiUrl,
           dispatcher,
           rescuer,
+          pruner,
           listener,
           leadership,
           metrics);
@@ -396,6 +406,10 @@ public final class OneshotServer implements AutoCloseable {
     return rescuer;
   }
 
+  public Pruner pruner() {
+    return pruner;
+  }
+
   public Listener listener() {
     return listener;
   }
@@ -441,6 +455,7 @@ public final class OneshotServer implements AutoCloseable {
     leadership.close();
     dispatcher.close();
     rescuer.close();
+    pruner.close();
     if (!drain.isZero()) {
       int left = api.drain(drain);
       if (left > 0) {

@@ -50,3 +50,7 @@ BEGIN
   RETURN b;
 END
 $$;
+
+-- Retention deletes each route's finished builds oldest first.
+CREATE INDEX builds_finished ON oneshot.builds (route, finished_at, id)
+  WHERE status IN ('succeeded', 'failed', 'canceled');
