@@ -13,6 +13,7 @@ import io.oneshot.build.BuildReads;
 import io.oneshot.build.BuildState;
 import io.oneshot.build.BuildStore;
 import io.oneshot.build.LogLine;
+import io.oneshot.build.QueueStore;
 import io.vertx.core.Context;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServerResponse;
@@ -80,6 +81,7 @@ final class AdminApi {
     router.get("/api/v1/builds/:id").handler(this::showBuild);
     router.get("/api/v1/builds/:id/logs").handler(this::buildLogs);
     router.post("/api/v1/builds/:id/cancel").handler(this::cancelBuild);
+    router.post("/api/v1/builds/:id/rerun").handler(this::rerunBuild);
     router.get("/api/v1/routes").handler(this::routes);
   }
 
@@ -205,6 +207,42 @@ final class AdminApi {
                       id,
                       c.route());
                   json(ctx, 202, Map.of("id", id, "status", "running", "cancelRequested", true));
+                }
+              }
+            })
+        .onFailure(ctx::fail);
+  }
+
+  private void rerunBuild(RoutingContext ctx) {
+    long id = buildId(ctx);
+    store
+        .queue()
+        .rerun(id)
+        .onSuccess(
+            r -> {
+              switch (r.result()) {
+                case NOT_FOUND -> fail(ctx, ApiError.notFound("build " + id));
+                case NOT_FINISHED ->
+                    fail(
+                        ctx,
+                        new ApiError(
+                            409,
+                            "build " + id + " is " + r.original().wire() + ", not finished",
+                            "only a finished build can be rerun: wait for it, or cancel it first",
+                            null));
+                case ENQUEUED -> {
+                  QueueStore.Enqueued e = r.build();
+                  log.info(
+                      "Build {}: enqueued on route {}, a rerun of build {}.",
+                      e.id(),
+                      e.route(),
+                      id);
+                  ctx.response().putHeader("Location", "/api/v1/builds/" + e.id());
+                  json(
+                      ctx,
+                      201,
+                      Map.of(
+                          "id", e.id(), "status", e.status(), "route", e.route(), "rerunOf", id));
                 }
               }
             })

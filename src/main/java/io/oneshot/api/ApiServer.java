@@ -102,18 +102,27 @@ public final class ApiServer implements AutoCloseable {
     runner.mount(router);
     state.mount(router);
 
-    router
-        .route()
-        .last()
-        .handler(
-            ctx ->
-                fail(
-                    ctx,
-                    new ApiError(
-                        404,
-                        "no such endpoint: " + ctx.request().method() + " " + ctx.request().path(),
-                        "see the HTTP API section of the README",
-                        null)));
+    // No route matched: 405 when the path is an endpoint's but the method is not, else 404.
+    router.errorHandler(
+        404,
+        ctx ->
+            fail(
+                ctx,
+                new ApiError(
+                    404,
+                    "no such endpoint: " + ctx.request().method() + " " + ctx.request().path(),
+                    "see the HTTP API section of the README",
+                    null)));
+    router.errorHandler(
+        405,
+        ctx ->
+            fail(
+                ctx,
+                new ApiError(
+                    405,
+                    ctx.request().method() + " is not allowed on " + ctx.request().path(),
+                    "see the HTTP API section of the README for the methods of each endpoint",
+                    null)));
     router.route().failureHandler(Http.failureHandler(config.limits().maxRequestBytes()));
 
     server =

@@ -1,5 +1,6 @@
 package io.oneshot.build;
 
+import com.fasterxml.jackson.annotation.JsonInclude;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.time.Instant;
 import java.util.List;
@@ -12,6 +13,8 @@ import java.util.Map;
  * @param stateRead the workspace state version a terraform build started from (0: none)
  * @param stateWritten the workspace state version it wrote, if any
  * @param runner the provisionerd the current attempt is bound to (its first acquire), if any
+ * @param rerunOf the build this one reruns, if it is a rerun (and the original is still kept)
+ * @param input what the build runs, as submitted; shown for one build, left out of listings
  */
 public record Build(
     long id,
@@ -20,6 +23,7 @@ public record Build(
     Map<String, String> tags,
     String workspace,
     int priority,
+    Long rerunOf,
     int attempt,
     String provisioner,
     String reason,
@@ -37,6 +41,7 @@ public record Build(
     Integer stateRead,
     Integer stateWritten,
     BoundRunner runner,
+    @JsonInclude(JsonInclude.Include.NON_NULL) JsonNode input,
     List<BuildEvent> events) {
 
   /**
@@ -73,6 +78,7 @@ public record Build(
         tags,
         workspace,
         priority,
+        rerunOf,
         attempt,
         provisioner,
         why,
@@ -90,6 +96,7 @@ public record Build(
         stateRead,
         stateWritten,
         runner,
+        input,
         timeline);
   }
 }

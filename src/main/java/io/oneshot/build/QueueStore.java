@@ -18,6 +18,8 @@ import java.util.function.Consumer;
  */
 public final class QueueStore {
   private static final Sql ENQUEUE = Sql.load("queue/enqueue");
+  private static final Sql RERUN_SOURCE = Sql.load("queue/rerun-source");
+  private static final Sql RERUN_LINK = Sql.load("queue/rerun-link");
   private static final Sql CLAIM_LOCK = Sql.load("queue/claim-lock");
   private static final Sql CLAIM = Sql.load("queue/claim");
   private static final Sql CANCEL = Sql.load("queue/cancel");
@@ -46,6 +48,67 @@ public final class QueueStore {
               return new Enqueued(
                   r.getLong("id"), BuildState.ofWire(r.getString("status")), r.getString("route"));
             })
+        .recover(e -> Future.failedFuture(translate(e)));
+  }
+
+  /**
+   * What a rerun did: {@code build} is the new build (when {@code result} is {@code ENQUEUED}),
+   * {@code original} the status of the build asked for.
+   */
+  public record Rerun(RerunResult result, Enqueued build, BuildState original) {}
+
+  /** What a rerun did. */
+  public enum RerunResult {
+    /** A new build with the original's input, tags, priority and workspace is queued. */
+    ENQUEUED,
+    /** The original has not finished: a rerun would run it twice at once. */
+    NOT_FINISHED,
+    NOT_FOUND
+  }
+
+  /**
+   * Enqueues a new build with the input, tags, priority and workspace of finished build {@code id},
+   * linked to it ({@code rerun_of}), through {@code oneshot.enqueue()}: it is routed by today's
+   * routes and checked against today's limits, and fails with {@link InvalidBuildException} as a
+   * submit would.
+   */
+  public Future<Rerun> rerun(long id) {
+    return pool.withTransaction(
+            conn ->
+                conn.preparedQuery(RERUN_SOURCE.text())
+                    .execute(Tuple.of(id))
+                    .compose(
+                        rows -> {
+                          if (rows.rowCount() == 0) {
+                            return Future.succeededFuture(
+                                new Rerun(RerunResult.NOT_FOUND, null, null));
+                          }
+                          Row o = rows.iterator().next();
+                          BuildState was = BuildState.ofWire(o.getString("status"));
+                          if (!was.terminal()) {
+                            return Future.succeededFuture(
+                                new Rerun(RerunResult.NOT_FINISHED, null, was));
+                          }
+                          return conn.preparedQuery(ENQUEUE.text())
+                              .execute(
+                                  Tuple.of(
+                                      o.getString("tags"),
+                                      o.getString("input"),
+                                      o.getInteger("priority"),
+                                      o.getString("workspace")))
+                              .compose(
+                                  e -> {
+                                    Row r = e.iterator().next();
+                                    Enqueued made =
+                                        new Enqueued(
+                                            r.getLong("id"),
+                                            BuildState.ofWire(r.getString("status")),
+                                            r.getString("route"));
+                                    return conn.preparedQuery(RERUN_LINK.text())
+                                        .execute(Tuple.of(made.id(), id))
+                                        .map(x -> new Rerun(RerunResult.ENQUEUED, made, was));
+                                  });
+                        }))
         .recover(e -> Future.failedFuture(translate(e)));
   }
 

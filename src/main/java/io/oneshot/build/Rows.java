@@ -60,6 +60,7 @@ final class Rows {
         stringMap(r.getString("tags")),
         r.getString("workspace"),
         r.getInteger("priority"),
+        r.getLong("rerun_of"),
         r.getInteger("attempt"),
         r.getString("provisioner"),
         r.getString("reason"),
@@ -83,6 +84,7 @@ final class Rows {
         r.getInteger("state_read_version"),
         r.getInteger("state_written_version"),
         runner == null ? null : Build.BoundRunner.of(runner, instant(r, "runner_since")),
+        r.getString("input") == null ? null : Json.tree(r.getString("input")),
         List.of());
   }
 }

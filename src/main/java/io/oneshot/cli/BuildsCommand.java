@@ -19,12 +19,13 @@ import picocli.CommandLine.Spec;
 @Command(
     name = "builds",
     mixinStandardHelpOptions = true,
-    description = "Lists, shows, follows and cancels builds.",
+    description = "Lists, shows, follows, cancels and reruns builds.",
     subcommands = {
       BuildsCommand.ListBuilds.class,
       BuildsCommand.Show.class,
       BuildsCommand.Logs.class,
-      BuildsCommand.Cancel.class
+      BuildsCommand.Cancel.class,
+      BuildsCommand.Rerun.class
     },
     footer = {
       "",
@@ -32,7 +33,8 @@ import picocli.CommandLine.Spec;
       "  oneshot builds list --status running",
       "  oneshot builds show 42",
       "  oneshot builds logs 42 -f",
-      "  oneshot builds cancel 42 --wait"
+      "  oneshot builds cancel 42 --wait",
+      "  oneshot builds rerun 42 --follow"
     })
 final class BuildsCommand implements Callable<Integer> {
   @Spec picocli.CommandLine.Model.CommandSpec spec;
@@ -139,6 +141,9 @@ final class BuildsCommand implements Callable<Integer> {
       fields.add(List.of("  tags", Text.tags(b.path("tags"))));
       fields.add(List.of("  workspace", Text.orDash(b.path("workspace"))));
       fields.add(List.of("  priority", b.path("priority").asText()));
+      if (b.hasNonNull("rerunOf")) {
+        fields.add(List.of("  rerun of", "build " + b.path("rerunOf").asText()));
+      }
       fields.add(List.of("  created", Text.orDash(b.path("createdAt"))));
       fields.add(List.of("  waited", Text.between(b.path("createdAt"), b.path("startedAt"))));
       fields.add(List.of("  ran", Text.between(b.path("startedAt"), b.path("finishedAt"))));
@@ -310,6 +315,66 @@ final class BuildsCommand implements Callable<Integer> {
       }
       Waiting.summary(b, err);
       return Waiting.exitCode(b);
+    }
+  }
+
+  @Command(
+      name = "rerun",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Runs a finished build again: a new build with the same input, tags, priority and"
+            + " workspace, linked to the original (`builds show` says \"rerun of build ID\"). It is"
+            + " routed by today's routes; a build that has not finished cannot be rerun."
+      },
+      footer = {
+        "",
+        "Examples:",
+        "  oneshot builds rerun 42",
+        "  oneshot builds rerun 42 --follow",
+        "",
+        "Exit codes with --wait or --follow: 0 succeeded, 1 failed, 3 canceled."
+      })
+  static final class Rerun implements Callable<Integer> {
+    @Spec picocli.CommandLine.Model.CommandSpec spec;
+    @Mixin ClientOptions client;
+
+    @Parameters(paramLabel = "ID", description = "The finished build to run again.")
+    long id;
+
+    @Option(names = "--wait", description = "Wait until the new build has ended.")
+    boolean wait;
+
+    @Option(
+        names = {"-f", "--follow"},
+        description = "Stream the new build's log until it ends.")
+    boolean follow;
+
+    @Override
+    public Integer call() {
+      ApiClient api = client.client();
+      JsonNode created = api.post("/api/v1/builds/" + id + "/rerun", "{}");
+      long made = created.path("id").asLong();
+      PrintWriter out = spec.commandLine().getOut();
+      PrintWriter err = spec.commandLine().getErr();
+      String line =
+          "build "
+              + made
+              + " queued on route "
+              + created.path("route").asText()
+              + ", a rerun of build "
+              + id;
+      if (!wait && !follow) {
+        out.println(client.json() ? Json.write(created) : line);
+        return Main.OK;
+      }
+      err.println(line);
+      JsonNode last =
+          follow ? Waiting.follow(api, made, out, client.json()) : Waiting.await(api, made, err);
+      if (client.json() && !follow) {
+        out.println(Json.write(last));
+      }
+      Waiting.summary(last, err);
+      return Waiting.exitCode(last);
     }
   }
 

@@ -206,7 +206,17 @@ class ApiTest {
     assertThat(s.json().path("field").asText()).isEqualTo("status");
     assertThat(t.api.get("/api/v1/builds?limit=0").json().path("field").asText())
         .isEqualTo("limit");
-    assertThat(t.api.get("/api/v1/nothing").status()).isEqualTo(404);
+    Api.Response nothing = t.api.get("/api/v1/nothing");
+    assertThat(nothing.status()).isEqualTo(404);
+    assertThat(nothing.json().path("error").asText())
+        .isEqualTo("no such endpoint: GET /api/v1/nothing");
+    // An endpoint asked with a method it does not have: 405, not 404.
+    Api.Response delete = t.api.call("DELETE", "/api/v1/builds/42");
+    assertThat(delete.status()).isEqualTo(405);
+    assertThat(delete.json().path("error").asText())
+        .isEqualTo("DELETE is not allowed on /api/v1/builds/42");
+    assertThat(t.api.call("PUT", "/api/v1/routes").status()).isEqualTo(405);
+    assertThat(t.api.get("/api/v1/builds/42/rerun").status()).isEqualTo(405);
   }
 
   @Test
@@ -224,6 +234,59 @@ class ApiTest {
           .isEqualTo("build " + id + " already canceled");
     } finally {
       Sql.exec("UPDATE oneshot.routes SET max_concurrent = 2 WHERE name = 'c'");
+    }
+  }
+
+  @Test
+  void aFinishedBuildIsRerunWithItsInputTagsPriorityAndWorkspaceAndAnUnfinishedOneIsNot() {
+    Sql.exec("UPDATE oneshot.routes SET max_concurrent = 0 WHERE name = 'c'");
+    try {
+      String input = "{\"provisioner\": \"script\", \"command\": [\"sh\", \"-c\", \"echo hi\"]}";
+      Api.Response made =
+          t.api.post(
+              "/api/v1/builds",
+              "{\"tags\": {\"team\": \"c\"}, \"input\": "
+                  + input
+                  + ", \"priority\": 7, \"workspace\": \"ws-9\"}");
+      long id = made.json().path("id").asLong();
+
+      Api.Response early = t.api.post("/api/v1/builds/" + id + "/rerun", "{}");
+      assertThat(early.status()).isEqualTo(409);
+      assertThat(early.json().path("error").asText())
+          .isEqualTo("build " + id + " is pending, not finished");
+      assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isEqualTo(1);
+
+      t.api.post("/api/v1/builds/" + id + "/cancel", "{}");
+      Api.Response again = t.api.post("/api/v1/builds/" + id + "/rerun", "{}");
+      assertThat(again.status()).isEqualTo(201);
+      long rerun = again.json().path("id").asLong();
+      assertThat(rerun).isNotEqualTo(id);
+      assertThat(again.json().path("rerunOf").asLong()).isEqualTo(id);
+      assertThat(again.json().path("route").asText()).isEqualTo("c");
+
+      JsonNode shown = t.api.get("/api/v1/builds/" + rerun).json();
+      assertThat(shown.path("status").asText()).isEqualTo("pending");
+      assertThat(shown.path("rerunOf").asLong()).isEqualTo(id);
+      assertThat(shown.path("input")).isEqualTo(Json.tree(input));
+      assertThat(shown.path("tags")).isEqualTo(Json.tree("{\"team\": \"c\"}"));
+      assertThat(shown.path("priority").asInt()).isEqualTo(7);
+      assertThat(shown.path("workspace").asText()).isEqualTo("ws-9");
+      assertThat(t.api.get("/api/v1/builds/" + id).json().path("rerunOf").isNull()).isTrue();
+      // Listings leave the input out: a page of builds stays small.
+      assertThat(t.api.get("/api/v1/builds").json().path("builds").get(0).has("input")).isFalse();
+
+      // Routed by today's routes: a rerun whose tags no route matches any more is refused.
+      Sql.exec("UPDATE oneshot.routes SET tags = '{\"team\": \"z\"}' WHERE name = 'c'");
+      t.api.post("/api/v1/builds/" + rerun + "/cancel", "{}");
+      Api.Response refused = t.api.post("/api/v1/builds/" + rerun + "/rerun", "{}");
+      assertThat(refused.status()).isEqualTo(400);
+      assertThat(refused.json().path("error").asText())
+          .isEqualTo("tags: no route matches {\"team\": \"c\"}");
+      assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isEqualTo(2);
+      assertThat(t.api.post("/api/v1/builds/999999/rerun", "{}").status()).isEqualTo(404);
+    } finally {
+      Sql.exec(
+          "UPDATE oneshot.routes SET max_concurrent = 2, tags = '{\"team\": \"c\"}' WHERE name = 'c'");
     }
   }
 

@@ -217,6 +217,28 @@ class CliTest {
   }
 
   @Test
+  void rerunRunsAFinishedBuildAgainAndShowIsLinked() {
+    Run first = oneshot("submit", "--script", "exit 4", "--tag", "team=b", "--wait", "-o", "json");
+    assertThat(first.code()).isEqualTo(Main.BUILD_FAILED);
+    long id = first.json().path("id").asLong();
+
+    Run again = oneshot("builds", "rerun", String.valueOf(id), "--wait");
+    assertThat(again.code()).isEqualTo(Main.BUILD_FAILED);
+    assertThat(again.err())
+        .containsPattern("build (\\d+) queued on route b, a rerun of build " + id);
+    long rerun =
+        Long.parseLong(again.err().replaceAll("(?s).*build (\\d+) queued on route b.*", "$1"));
+    assertThat(rerun).isNotEqualTo(id);
+    assertThat(oneshot("builds", "show", String.valueOf(rerun)).out())
+        .containsPattern("rerun of +build " + id + "\n")
+        .contains("exit code    4");
+
+    Run unknown = oneshot("builds", "rerun", "999999");
+    assertThat(unknown.code()).isEqualTo(Main.USAGE);
+    assertThat(unknown.err()).contains("build 999999 not found");
+  }
+
+  @Test
   void dispatcherCheckReportsEveryProblemOfTheConfigurationAndItsTemplates(@TempDir Path dir)
       throws Exception {
     Path config = dir.resolve("oneshot.yaml");

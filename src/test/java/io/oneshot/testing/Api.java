@@ -40,6 +40,11 @@ public final class Api {
     return post(path, body, token);
   }
 
+  /** A call with any method and no body. */
+  public Response call(String method, String path) {
+    return send(builder(path, token).method(method, HttpRequest.BodyPublishers.noBody()).build());
+  }
+
   /** The runner id runner calls carry unless a test names another. */
   public static final String RUNNER = "test-runner-1";
 

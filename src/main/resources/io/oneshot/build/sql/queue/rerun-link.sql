@@ -1,0 +1,3 @@
+-- Rerun, step 3: links the new build ($1), enqueued in this transaction through oneshot.enqueue(),
+-- to the original ($2). Transition: none (the new build stays pending).
+UPDATE oneshot.builds SET rerun_of = $2 WHERE id = $1 AND status = 'pending' AND rerun_of IS NULL
