@@ -408,7 +408,10 @@ final class RunnerApi {
                   ctx,
                   new ApiError(
                       409,
-                      "build " + t.id() + " is " + t.status().wire(),
+                      "build "
+                          + t.id()
+                          + (t.status().terminal() ? " already " : " is ")
+                          + t.status().wire(),
                       call.equals("acquire")
                           ? null
                           : t.status() == BuildState.RUNNING

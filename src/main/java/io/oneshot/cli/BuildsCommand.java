@@ -48,7 +48,16 @@ final class BuildsCommand implements Callable<Integer> {
   @Command(
       name = "list",
       mixinStandardHelpOptions = true,
-      description = "Lists builds, newest first.")
+      description = "Lists builds, newest first.",
+      footer = {
+        "",
+        "Examples:",
+        "  oneshot builds list",
+        "  oneshot builds list --status pending --route default",
+        "  oneshot builds list --status failed --limit 10 -o json",
+        "",
+        "RAN is how long a build ran once provisionerd acquired it; AGE is since it was enqueued."
+      })
   static final class ListBuilds implements Callable<Integer> {
     @Spec picocli.CommandLine.Model.CommandSpec spec;
     @Mixin ClientOptions client;
@@ -79,7 +88,11 @@ final class BuildsCommand implements Callable<Integer> {
       if (route != null) {
         q.append("&route=").append(URLEncoder.encode(route, StandardCharsets.UTF_8));
       }
-      JsonNode list = client.client().get(q.toString());
+      ApiClient api = client.client();
+      JsonNode list = api.get(q.toString());
+      if (route != null && list.path("builds").isEmpty()) {
+        knownRoute(api, route);
+      }
       PrintWriter out = spec.commandLine().getOut();
       if (client.json()) {
         out.println(Json.write(list));
@@ -108,10 +121,29 @@ final class BuildsCommand implements Callable<Integer> {
     }
   }
 
+  /** Refuses a route the server does not have, naming those it has. */
+  static void knownRoute(ApiClient api, String route) {
+    List<String> names = new ArrayList<>();
+    for (JsonNode r : api.get("/api/v1/routes")) {
+      names.add(r.path("name").asText());
+    }
+    if (!names.contains(route)) {
+      throw new CliException(
+          Main.USAGE,
+          "--route: no route " + route + "; the routes are " + String.join(", ", names));
+    }
+  }
+
   @Command(
       name = "show",
       mixinStandardHelpOptions = true,
-      description = "Shows a build and its timeline: what happened, when, and why it waits.")
+      description = "Shows a build and its timeline: what happened, when, and why it waits.",
+      footer = {
+        "",
+        "Examples:",
+        "  oneshot builds show 42",
+        "  oneshot builds show 42 -o json      # with its input, outputs and every event"
+      })
   static final class Show implements Callable<Integer> {
     @Spec picocli.CommandLine.Model.CommandSpec spec;
     @Mixin ClientOptions client;
@@ -239,7 +271,16 @@ final class BuildsCommand implements Callable<Integer> {
   @Command(
       name = "logs",
       mixinStandardHelpOptions = true,
-      description = "Prints a build's log; with -f, follows it until the build ends.")
+      description = "Prints a build's log; with -f, follows it until the build ends.",
+      footer = {
+        "",
+        "Examples:",
+        "  oneshot builds logs 42",
+        "  oneshot builds logs 42 -f           # exit code: the build's (0, 1 failed, 3 canceled)",
+        "  oneshot builds logs 42 --after 300  # lines after sequence number 300",
+        "",
+        "Lines oneshot itself wrote are marked [oneshot]."
+      })
   static final class Logs implements Callable<Integer> {
     @Spec picocli.CommandLine.Model.CommandSpec spec;
     @Mixin ClientOptions client;
@@ -282,6 +323,12 @@ final class BuildsCommand implements Callable<Integer> {
         "Cancels a build. A queued or launching build is canceled at once; a running one is"
             + " interrupted by provisionerd (terraform gets SIGINT, scripts SIGTERM), killed after"
             + " the route's cancel grace, and ends canceled."
+      },
+      footer = {
+        "",
+        "Examples:",
+        "  oneshot builds cancel 42",
+        "  oneshot builds cancel 42 --wait     # until it has stopped"
       })
   static final class Cancel implements Callable<Integer> {
     @Spec picocli.CommandLine.Model.CommandSpec spec;

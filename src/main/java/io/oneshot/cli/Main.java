@@ -61,6 +61,21 @@ public final class Main implements Runnable {
     return code;
   }
 
+  /**
+   * A command line that could not be parsed: the error, a suggestion for a misspelt option, and
+   * where the help is; not the whole help, which would hide the error.
+   */
+  private static int usageError(CommandLine.ParameterException e, String[] args) {
+    CommandLine cmd = e.getCommandLine();
+    PrintWriter err = cmd.getErr();
+    // picocli words some messages "Value for option option '--tag' ...".
+    err.println("error: " + e.getMessage().replace("option option", "option"));
+    CommandLine.UnmatchedArgumentException.printSuggestions(e, err);
+    err.println("Try '" + cmd.getCommandSpec().qualifiedName() + " --help' for more.");
+    err.flush();
+    return USAGE;
+  }
+
   /** A command line writing to the given streams (tests capture them). */
   public static CommandLine commandLine(PrintWriter out, PrintWriter err) {
     System.setProperty(
@@ -69,6 +84,7 @@ public final class Main implements Runnable {
     CommandLine cl = new CommandLine(new Main());
     cl.setOut(out);
     cl.setErr(err);
+    cl.setParameterExceptionHandler(Main::usageError);
     cl.setExecutionExceptionHandler(
         (e, cmd, parsed) -> {
           if (e instanceof CliException c) {

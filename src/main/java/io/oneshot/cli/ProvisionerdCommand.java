@@ -22,6 +22,10 @@ import picocli.CommandLine.Option;
     },
     footer = {
       "",
+      "Example (what the local launcher runs in an attempt's directory):",
+      "  ONESHOT_API_URL=http://127.0.0.1:8080 ONESHOT_TOKEN_FILE=./token \\",
+      "    oneshot provisionerd --work-dir ./work",
+      "",
       "Exit codes: 0 the outcome was reported; 1 it could not be; 2 bad setup;"
           + " 3 the API refused the token; 5 another runner holds this attempt (a second pod or"
           + " process with the same token), and nothing was run."

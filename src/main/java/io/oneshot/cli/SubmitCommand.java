@@ -1,5 +1,6 @@
 package io.oneshot.cli;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.oneshot.api.Json;
@@ -38,6 +39,7 @@ import picocli.CommandLine.Spec;
       "  oneshot submit --script 'make deploy' --tag org=default --wait",
       "  oneshot submit --terraform ./envs/dev --var region=eu-west-1 --workspace dev --follow",
       "  oneshot submit --terraform ./envs/dev --destroy --workspace dev --wait",
+      "  oneshot submit --script-file deploy.sh --env STAGE=dev --tag org=default --follow",
       "  oneshot submit --input build.json -o json",
       "",
       "Exit codes with --wait or --follow: 0 succeeded, 1 failed, 3 canceled;"
@@ -57,6 +59,14 @@ final class SubmitCommand implements Callable<Integer> {
         paramLabel = "CMD",
         description = "Run CMD with sh -c (provisioner script).")
     String script;
+
+    @Option(
+        names = "--script-file",
+        paramLabel = "FILE",
+        description =
+            "Run the shell script in FILE with sh (provisioner script); for scripts too long for"
+                + " a command line.")
+    Path scriptFile;
 
     @Option(
         names = "--terraform",
@@ -124,13 +134,12 @@ final class SubmitCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     ObjectNode input = buildInput();
-    if (what.script == null
-        && what.terraform == null
-        && (!env.isEmpty() || !vars.isEmpty() || destroy)) {
+    boolean script = what.script != null || what.scriptFile != null;
+    if (!script && what.terraform == null && (!env.isEmpty() || !vars.isEmpty() || destroy)) {
       throw new CliException(
           Main.USAGE, "--env, --var and --destroy go with --script or --terraform, not --input");
     }
-    if (what.script != null && (!vars.isEmpty() || destroy)) {
+    if (script && (!vars.isEmpty() || destroy)) {
       throw new CliException(Main.USAGE, "--var and --destroy are for --terraform builds");
     }
     if (what.terraform != null && !env.isEmpty()) {
@@ -166,11 +175,26 @@ final class SubmitCommand implements Callable<Integer> {
     return Waiting.exitCode(last);
   }
 
+  /** The script to run: --script as given, or the text of --script-file. */
+  private String scriptText() {
+    if (what.script != null) {
+      return what.script;
+    }
+    try {
+      return Files.readString(what.scriptFile);
+    } catch (java.nio.file.NoSuchFileException e) {
+      throw new CliException(Main.USAGE, "--script-file: no such file: " + what.scriptFile);
+    } catch (IOException e) {
+      throw new CliException(
+          Main.USAGE, "--script-file: cannot read " + what.scriptFile + ": " + e.getMessage());
+    }
+  }
+
   private ObjectNode buildInput() {
     ObjectNode input = Json.MAPPER.createObjectNode();
-    if (what.script != null) {
+    if (what.script != null || what.scriptFile != null) {
       input.put("provisioner", "script");
-      input.putArray("command").add("sh").add("-c").add(what.script);
+      input.putArray("command").add("sh").add("-c").add(scriptText());
       if (!env.isEmpty()) {
         input.set("env", Json.MAPPER.valueToTree(env));
       }
@@ -197,9 +221,20 @@ final class SubmitCommand implements Callable<Integer> {
       JsonNode n;
       try {
         n = Json.MAPPER.readTree(text);
-      } catch (IOException e) {
+      } catch (JsonProcessingException e) {
         throw new CliException(
-            Main.USAGE, "--input: " + what.input + " is not valid JSON: " + e.getMessage());
+            Main.USAGE,
+            "--input: "
+                + what.input
+                + " is not valid JSON: "
+                + e.getOriginalMessage()
+                + (e.getLocation() == null
+                    ? ""
+                    : " (line "
+                        + e.getLocation().getLineNr()
+                        + ", column "
+                        + e.getLocation().getColumnNr()
+                        + ")"));
       }
       if (!(n instanceof ObjectNode o)) {
         throw new CliException(Main.USAGE, "--input: " + what.input + " must hold a JSON object");

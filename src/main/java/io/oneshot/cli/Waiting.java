@@ -84,6 +84,14 @@ final class Waiting {
     String took = Text.between(b.path("createdAt"), b.path("finishedAt"));
     StringBuilder line = new StringBuilder("build " + b.path("id").asText() + " " + status);
     line.append(status.equals("succeeded") ? " in " : " after ").append(took);
+    // The whole life, then its parts, named as `builds list` and `builds show` name them.
+    if (b.hasNonNull("startedAt")) {
+      line.append(" (waited ")
+          .append(Text.between(b.path("createdAt"), b.path("startedAt")))
+          .append(", ran ")
+          .append(Text.between(b.path("startedAt"), b.path("finishedAt")))
+          .append(')');
+    }
     if (!b.path("exitCode").isNull() && !b.path("exitCode").isMissingNode()) {
       line.append(" (exit code ").append(b.path("exitCode").asInt()).append(')');
     }

@@ -3,6 +3,9 @@ package io.oneshot.provisionerd;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.build.BuildState;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -18,8 +21,18 @@ final class ScriptProvisioner implements Provisioner {
   @Override
   public Result run(RunContext ctx) throws InterruptedException {
     JsonNode in = ctx.input();
-    List<String> command = new ArrayList<>();
-    in.path("command").forEach(n -> command.add(n.asText()));
+    List<String> given = new ArrayList<>();
+    in.path("command").forEach(n -> given.add(n.asText()));
+    List<String> command;
+    try {
+      // The temporary directory, not the work directory: the build's files stay its own, and a
+      // pod's root filesystem is read-only (the templates mount /tmp).
+      command = viaFile(given, Path.of(System.getProperty("java.io.tmpdir")));
+    } catch (IOException e) {
+      String error = "cannot write the script to a file: " + e.getMessage();
+      ctx.system("error", error);
+      return new Result(BuildState.FAILED, 127, error);
+    }
     Map<String, String> env = new HashMap<>(ctx.env());
     for (Map.Entry<String, JsonNode> e : in.path("env").properties()) {
       env.put(e.getKey(), e.getValue().asText());
@@ -35,6 +48,10 @@ final class ScriptProvisioner implements Provisioner {
       String error = "cannot start " + command.get(0) + ": " + e.getMessage();
       ctx.system("error", error);
       return new Result(BuildState.FAILED, 127, error);
+    } finally {
+      if (command != given) {
+        deleteQuietly(Path.of(command.get(1)));
+      }
     }
     if (exit.stoppedBy() != null) {
       return ctx.stopped(exit.stoppedBy(), exit.code());
@@ -46,6 +63,32 @@ final class ScriptProvisioner implements Provisioner {
     String error = "script exited with code " + exit.code();
     ctx.system("error", error);
     return new Result(BuildState.FAILED, exit.code(), error);
+  }
+
+  /** Linux refuses to start a program with one argument longer than this (MAX_ARG_STRLEN). */
+  static final int LONGEST_ARGUMENT = 128 * 1024;
+
+  /**
+   * A {@code SHELL -c SCRIPT} whose script is too long to be one argument, as {@code SHELL FILE}
+   * with the script written to {@code dir}; any other command as it is.
+   */
+  static List<String> viaFile(List<String> command, Path dir) throws IOException {
+    if (command.size() != 3
+        || !command.get(1).equals("-c")
+        || command.get(2).getBytes(StandardCharsets.UTF_8).length < LONGEST_ARGUMENT - 1) {
+      return command;
+    }
+    Path file = Files.createTempFile(dir, "oneshot-script-", ".sh");
+    Files.writeString(file, command.get(2), StandardCharsets.UTF_8);
+    return List.of(command.get(0), file.toString());
+  }
+
+  private static void deleteQuietly(Path file) {
+    try {
+      Files.deleteIfExists(file);
+    } catch (IOException e) {
+      // a file left in the temporary directory of a finished attempt harms nothing
+    }
   }
 
   /** The command as a person would type it. */

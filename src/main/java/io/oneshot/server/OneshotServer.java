@@ -210,11 +210,12 @@ public final class OneshotServer implements AutoCloseable {
       rescuer.start();
       pruner.start();
       log.info(
-          "oneshot is up: API on port {}, provisionerd reports to {}, launcher {}, {} routes.",
+          "oneshot is up: API on port {}, provisionerd reports to {}, launcher {}, {} {}.",
           port,
           apiUrl,
           launcher.kind(),
-          config.routes().size());
+          config.routes().size(),
+          config.routes().size() == 1 ? "route" : "routes");
       return new OneshotServer(
           vertx,
           db,

@@ -91,7 +91,8 @@ class CliTest {
     assertThat(ok.code()).as(ok.err()).isZero();
     assertThat(ok.err())
         .containsSubsequence(
-            "queued on route a", "  launching  ", "  running  ", "  succeeded  ", " succeeded in ");
+            "queued on route a", "  launching  ", "  running  ", "  succeeded  ", " succeeded in ")
+        .containsPattern(" succeeded in \\S+ \\(waited \\S+, ran \\S+\\)");
 
     Run failed = oneshot("submit", "--script", "exit 7", "--tag", "team=b", "--wait");
     assertThat(failed.code()).isEqualTo(Main.BUILD_FAILED);
@@ -203,17 +204,74 @@ class CliTest {
   }
 
   @Test
-  void helpTeachesWithExamples() {
-    for (String[] cmd :
-        List.of(
-            new String[] {"--help"},
-            new String[] {"submit", "--help"},
-            new String[] {"builds", "--help"},
-            new String[] {"dev", "--help"})) {
-      Run r = oneshot(cmd);
-      assertThat(r.code()).isZero();
-      assertThat(r.out()).containsIgnoringCase("example");
+  void everyCommandsHelpTeachesWithExamples() {
+    List<List<String>> commands = new ArrayList<>();
+    commandsOf(
+        Main.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(new StringWriter())),
+        List.of(),
+        commands);
+    assertThat(commands).contains(List.of("builds", "rerun"), List.of("submit"));
+    for (List<String> cmd : commands) {
+      List<String> args = new ArrayList<>(cmd);
+      args.add("--help");
+      Run r = oneshot(args.toArray(String[]::new));
+      assertThat(r.code()).as(String.join(" ", cmd)).isZero();
+      assertThat(r.out()).as(String.join(" ", cmd)).contains("Example");
     }
+  }
+
+  private static void commandsOf(
+      picocli.CommandLine cl, List<String> path, List<List<String>> into) {
+    for (var e : cl.getSubcommands().entrySet()) {
+      if (e.getKey().equals("help")) {
+        continue;
+      }
+      List<String> p = new ArrayList<>(path);
+      p.add(e.getKey());
+      into.add(p);
+      commandsOf(e.getValue(), p, into);
+    }
+  }
+
+  @Test
+  void usageErrorsSayWhatIsWrongInALineAndPointToTheHelp(@TempDir Path dir) throws Exception {
+    Run tag = oneshot("submit", "--script", "true", "--tag", "x");
+    assertThat(tag.code()).isEqualTo(Main.USAGE);
+    assertThat(tag.err().lines())
+        .containsExactly(
+            "error: Value for option '--tag' (KEY=VALUE) should be in KEY=VALUE format but was x",
+            "Try 'oneshot submit --help' for more.");
+    Run typo = oneshot("builds", "list", "--rout", "a");
+    assertThat(typo.err()).contains("--route").contains("Try 'oneshot builds list --help'");
+    assertThat(typo.err().lines().count()).isLessThan(5);
+
+    Path bad = dir.resolve("bad.json");
+    Files.writeString(bad, "{\n  \"provisioner\": script\n}");
+    Run input = oneshot("submit", "--input", bad.toString());
+    assertThat(input.code()).isEqualTo(Main.USAGE);
+    assertThat(input.err())
+        .startsWith("error: --input: " + bad + " is not valid JSON: Unrecognized token 'script'")
+        .contains("(line 2, column")
+        .doesNotContain("Source:")
+        .doesNotContain("REDACTED");
+
+    Run route = oneshot("builds", "list", "--route", "nosuch");
+    assertThat(route.code()).isEqualTo(Main.USAGE);
+    assertThat(route.err()).isEqualTo("error: --route: no route nosuch; the routes are a, b, c\n");
+    assertThat(oneshot("builds", "list", "--route", "c").out()).isEqualTo("no builds\n");
+  }
+
+  @Test
+  void aLongScriptGoesInAFile(@TempDir Path dir) throws Exception {
+    // Longer than one argument may be on Linux (128 KiB): only a file can carry it.
+    Path file = dir.resolve("long.sh");
+    Files.writeString(file, "# " + "x".repeat(200_000) + "\necho from-the-file\n");
+    Run run = oneshot("submit", "--script-file", file.toString(), "--tag", "team=a", "--follow");
+    assertThat(run.code()).as(run.err()).isZero();
+    assertThat(run.out()).contains("from-the-file");
+    Run missing = oneshot("submit", "--script-file", dir.resolve("none.sh").toString());
+    assertThat(missing.err())
+        .isEqualTo("error: --script-file: no such file: " + dir.resolve("none.sh") + "\n");
   }
 
   @Test
