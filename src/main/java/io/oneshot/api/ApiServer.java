@@ -9,15 +9,18 @@ import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.http.HttpServerOptions;
+import io.vertx.ext.web.Route;
 import io.vertx.ext.web.Router;
 import io.vertx.ext.web.RoutingContext;
 import io.vertx.ext.web.handler.BodyHandler;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
+import java.util.regex.Pattern;
 
 /**
  * The HTTP API's router. It mounts four handlers, each a file that reads as the API it serves:
@@ -43,6 +46,8 @@ public final class ApiServer implements AutoCloseable {
   private final RunnerApi runner;
   private final WorkspaceStateApi state;
   private final byte[] adminToken;
+  private final Metrics metrics;
+  private volatile Map<String, Pattern> endpoints = Map.of();
   private final AtomicInteger inFlight = new AtomicInteger();
   private volatile boolean draining;
   private HttpServer server;
@@ -82,6 +87,7 @@ public final class ApiServer implements AutoCloseable {
     this.runner = new RunnerApi(store, config, metrics, conflicts);
     this.state = new WorkspaceStateApi(store, config, runner);
     this.adminToken = config.api().adminToken().getBytes(StandardCharsets.UTF_8);
+    this.metrics = metrics;
     metrics.watchApi(inFlight::get);
   }
 
@@ -124,6 +130,7 @@ public final class ApiServer implements AutoCloseable {
                     "see the HTTP API section of the README for the methods of each endpoint",
                     null)));
     router.route().failureHandler(Http.failureHandler(config.limits().maxRequestBytes()));
+    endpoints = endpoints(router);
 
     server =
         vertx.createHttpServer(
@@ -153,8 +160,43 @@ public final class ApiServer implements AutoCloseable {
       return;
     }
     inFlight.incrementAndGet();
-    ctx.addEndHandler(v -> inFlight.decrementAndGet());
+    long start = System.nanoTime();
+    ctx.addEndHandler(
+        v -> {
+          inFlight.decrementAndGet();
+          metrics.apiRequest(
+              endpoint(ctx.request().path()),
+              ctx.request().method().name(),
+              ctx.response().getStatusCode(),
+              (System.nanoTime() - start) / 1e9);
+        });
     ctx.next();
+  }
+
+  /**
+   * The endpoint a path is for, as its route's pattern ({@code /api/v1/builds/:id}); {@code other}
+   * for a path no endpoint has, so that a scan of random paths adds no series.
+   */
+  String endpoint(String path) {
+    for (Map.Entry<String, Pattern> e : endpoints.entrySet()) {
+      if (e.getValue().matcher(path).matches()) {
+        return e.getKey();
+      }
+    }
+    return "other";
+  }
+
+  /** The endpoints' patterns, from the router's routes with an exact or parameterised path. */
+  private static Map<String, Pattern> endpoints(Router router) {
+    Map<String, Pattern> out = new LinkedHashMap<>();
+    for (Route r : router.getRoutes()) {
+      String name = r.getName();
+      if (name != null && name.startsWith("/") && (r.isExactPath() || name.contains("/:"))) {
+        out.putIfAbsent(
+            name, Pattern.compile(Pattern.quote(name).replaceAll(":[A-Za-z]+", "\\\\E[^/]+\\\\Q")));
+      }
+    }
+    return out;
   }
 
   /**

@@ -72,6 +72,10 @@ public final class Metrics {
   private final Counter kubernetesRequests;
   private final Counter runnerConflicts;
   private final Counter deleted;
+  private final Counter troubles;
+  private final Counter logLines;
+  private final Counter apiRequests;
+  private final Histogram apiDuration;
   private final Set<String> routesShown = new HashSet<>();
   private volatile Supplier<Future<Void>> beforeScrape = Future::succeededFuture;
 
@@ -146,6 +150,37 @@ public final class Metrics {
                 "Runner calls refused because the attempt is bound to another runner (a second pod"
                     + " or process with the same token)")
             .labelNames("route")
+            .register(registry);
+    logLines =
+        Counter.builder()
+            .name("oneshot_log_lines_truncated_total")
+            .help(
+                "Log lines cut to limits.maxLogLineBytes (cut) or dropped because their build's log"
+                    + " reached limits.maxLogBytes (dropped)")
+            .labelNames("how")
+            .register(registry);
+    apiRequests =
+        Counter.builder()
+            .name("oneshot_api_requests_total")
+            .help("HTTP API requests answered, by endpoint, method and status code")
+            .labelNames("endpoint", "method", "code")
+            .register(registry);
+    apiDuration =
+        Histogram.builder()
+            .name("oneshot_api_request_duration_seconds")
+            .help("Time to answer an HTTP API request (a followed log: until the stream ends)")
+            .labelNames("endpoint", "method")
+            .classicOnly()
+            .classicUpperBounds(DISPATCH_BUCKETS)
+            .register(registry);
+    troubles =
+        Counter.builder()
+            .name("oneshot_attempt_troubles_total")
+            .help(
+                "Attempts that met infrastructure trouble, once per attempt and kind: oom_killed,"
+                    + " evicted, image_pull, unschedulable, deadline_exceeded, disrupted,"
+                    + " cannot_start")
+            .labelNames("route", "reason")
             .register(registry);
     deleted =
         Counter.builder()
@@ -291,6 +326,30 @@ public final class Metrics {
 
   public void requeued(String route, Requeue why) {
     requeues.labelValues(route, why.label).inc();
+  }
+
+  /** Log lines cut to the line limit. */
+  public void logLinesCut(int n) {
+    logLines.labelValues("cut").inc(n);
+  }
+
+  /** Log lines dropped at the build's log limit. */
+  public void logLinesDropped(int n) {
+    logLines.labelValues("dropped").inc(n);
+  }
+
+  /**
+   * An API request was answered. {@code endpoint} is the route's pattern ({@code
+   * /api/v1/builds/:id}), never the path itself, so that the series stay bounded.
+   */
+  public void apiRequest(String endpoint, String method, int code, double seconds) {
+    apiRequests.labelValues(endpoint, method, Integer.toString(code)).inc();
+    apiDuration.labelValues(endpoint, method).observe(seconds);
+  }
+
+  /** An attempt of this route met infrastructure trouble of this kind (a pod OOMKilled, …). */
+  public void trouble(String route, String kind) {
+    troubles.labelValues(route, kind).inc();
   }
 
   /** Retention deleted {@code n} finished builds of this route. */

@@ -226,6 +226,19 @@ final class RunnerApi {
               }
               RunnerStore.LogAck a = ack.get();
               int dropped = a.fresh() - a.accepted();
+              if (dropped > 0) {
+                metrics.logLinesDropped(dropped);
+              }
+              if (a.fresh() > 0) {
+                // Lines of a batch sent again were counted the first time.
+                int cut = 0;
+                for (RunnerStore.NewLine l : parsed) {
+                  cut += l.text().endsWith(TRUNCATED) ? 1 : 0;
+                }
+                if (cut > 0) {
+                  metrics.logLinesCut(cut);
+                }
+              }
               Future<Void> note = Future.succeededFuture();
               if (dropped > 0 && a.bytesBefore() <= config.limits().maxLogBytes()) {
                 note =
@@ -422,13 +435,16 @@ final class RunnerApi {
         .onFailure(ctx::fail);
   }
 
+  /** What ends a line cut to the line limit. */
+  static final String TRUNCATED = " …[truncated]";
+
   /** Cuts a line to at most {@code maxBytes} of UTF-8, on a character boundary. */
   static String truncate(String text, int maxBytes) {
     byte[] b = text.getBytes(StandardCharsets.UTF_8);
     if (b.length <= maxBytes) {
       return text;
     }
-    String marker = " …[truncated]";
+    String marker = TRUNCATED;
     int limit = maxBytes - marker.getBytes(StandardCharsets.UTF_8).length;
     int end = Math.max(0, limit);
     while (end > 0 && (b[end] & 0xC0) == 0x80) {

@@ -20,8 +20,16 @@ public interface AttemptEvents {
   /** A call the launcher made to its platform's API, and the status it got (0: no answer). */
   default void apiCall(String verb, int code) {}
 
-  /** A note: {@code level} is info, warn or error. */
-  record Note(String level, String text, boolean milestone) {
+  /**
+   * A note: {@code level} is info, warn or error. {@code trouble}, when set, names the kind of
+   * infrastructure trouble the note reports, once per attempt and kind (oom_killed, evicted,
+   * image_pull, unschedulable, deadline_exceeded, disrupted, cannot_start): what operators count.
+   */
+  record Note(String level, String text, boolean milestone, String trouble) {
+    public Note(String level, String text, boolean milestone) {
+      this(level, text, milestone, null);
+    }
+
     public static Note info(String text) {
       return new Note("info", text, false);
     }
@@ -36,6 +44,11 @@ public interface AttemptEvents {
 
     public static Note milestone(String text) {
       return new Note("info", text, true);
+    }
+
+    /** This note, counted as infrastructure trouble of {@code kind}. */
+    public Note trouble(String kind) {
+      return new Note(level, text, milestone, kind);
     }
   }
 

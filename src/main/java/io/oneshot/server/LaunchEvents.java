@@ -66,14 +66,18 @@ final class LaunchEvents implements AttemptEvents {
             .attempts()
             .systemLog(ref.buildId(), ref.attempt(), note.level(), note.text())
             .onSuccess(
-                route ->
-                    log.info(
-                        "Build {} (route {}, attempt {}): {} ({}).",
-                        ref.buildId(),
-                        route.orElse("-"),
-                        ref.attempt(),
-                        note.text(),
-                        ref))
+                route -> {
+                  log.info(
+                      "Build {} (route {}, attempt {}): {} ({}).",
+                      ref.buildId(),
+                      route.orElse("-"),
+                      ref.attempt(),
+                      note.text(),
+                      ref);
+                  if (note.trouble() != null && route.isPresent()) {
+                    metrics.trouble(route.get(), note.trouble());
+                  }
+                })
             .transform(
                 r -> {
                   if (r.failed()) {

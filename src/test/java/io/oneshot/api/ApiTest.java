@@ -64,6 +64,13 @@ class ApiTest {
     return new Api(t.api.base(), null);
   }
 
+  private static double truncated(String how) {
+    Double v =
+        io.oneshot.testing.PromText.parse(t.server.metrics().scrape())
+            .value("oneshot_log_lines_truncated_total", "how", how);
+    return v == null ? 0 : v;
+  }
+
   private Attempt launched(long id) {
     await()
         .atMost(10, TimeUnit.SECONDS)
@@ -381,6 +388,8 @@ class ApiTest {
 
   @Test
   void logsAreKeptInOrderCutToTheLineLimitAndStopAtTheBuildLimit() {
+    double cutBefore = truncated("cut");
+    double droppedBefore = truncated("dropped");
     long id = t.api.submitScript("{\"team\": \"a\"}", "true");
     Attempt a = launched(id);
     Api r = runner();
@@ -427,6 +436,7 @@ class ApiTest {
     assertThat(again.status()).isEqualTo(200);
     assertThat(again.json().path("accepted").asInt()).isZero();
     assertThat(ndjson(t.api.get("/api/v1/builds/" + id + "/logs").text())).hasSize(3);
+    assertThat(truncated("cut") - cutBefore).isEqualTo(1);
 
     // The build's total is capped at 2 KiB: the rest is dropped, once noted.
     String zs =
@@ -449,6 +459,9 @@ class ApiTest {
         .containsExactly(
             "log truncated: this build's log reached its limit of 2 KiB (limits.maxLogBytes); later"
                 + " output is dropped, the build goes on");
+    int stored = ndjson(t.api.get("/api/v1/builds/" + id + "/logs").text()).size();
+    // 40 lines sent after the first three; all but those stored (and the note) were dropped.
+    assertThat(truncated("dropped") - droppedBefore).isEqualTo(40 - (stored - 3 - 1));
     Api.Response done =
         r.post(
             "/api/v1/runner/complete",

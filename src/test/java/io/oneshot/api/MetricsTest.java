@@ -157,7 +157,85 @@ class MetricsTest {
                         s ->
                             assertThat(s.labels().keySet())
                                 .as(s.name())
-                                .isSubsetOf("route", "outcome", "reason", "verb", "code", "le")));
+                                .isSubsetOf(
+                                    "route",
+                                    "outcome",
+                                    "reason",
+                                    "verb",
+                                    "code",
+                                    "le",
+                                    "endpoint",
+                                    "method",
+                                    "how")));
+  }
+
+  @Test
+  void apiRequestsAreCountedByEndpointPatternAndLimitsAreGauges() {
+    t = TestServer.with().start();
+    long id = t.api.submitScript("{\"team\": \"a\"}", "true");
+    t.api.get("/api/v1/builds/" + id);
+    t.api.get("/api/v1/builds/" + (id + 1000));
+    t.api.get("/api/v1/no/such/" + id);
+    t.api.call("DELETE", "/api/v1/builds/" + id);
+
+    PromText m = scrape();
+    assertThat(
+            m.value(
+                "oneshot_api_requests_total",
+                "endpoint",
+                "/api/v1/builds",
+                "method",
+                "POST",
+                "code",
+                "201"))
+        .isEqualTo(1.0);
+    assertThat(
+            m.value(
+                "oneshot_api_requests_total",
+                "endpoint",
+                "/api/v1/builds/:id",
+                "method",
+                "GET",
+                "code",
+                "200"))
+        .isEqualTo(1.0);
+    assertThat(
+            m.value(
+                "oneshot_api_requests_total",
+                "endpoint",
+                "/api/v1/builds/:id",
+                "method",
+                "GET",
+                "code",
+                "404"))
+        .isEqualTo(1.0);
+    // Paths no endpoint has share one series, whatever they are.
+    assertThat(m.sum("oneshot_api_requests_total", "endpoint", "other")).isEqualTo(1.0);
+    assertThat(
+            m.value(
+                "oneshot_api_requests_total",
+                "endpoint",
+                "/api/v1/builds/:id",
+                "method",
+                "DELETE",
+                "code",
+                "405"))
+        .isEqualTo(1.0);
+    assertThat(m.samples("oneshot_api_requests_total"))
+        .allSatisfy(s -> assertThat(s.labels().get("endpoint")).doesNotContain("/" + id));
+    assertThat(
+            m.value(
+                "oneshot_api_request_duration_seconds_count",
+                "endpoint",
+                "/api/v1/builds/:id",
+                "method",
+                "GET"))
+        .isEqualTo(2.0);
+
+    assertThat(m.value("oneshot_route_max_concurrent", "route", "a")).isEqualTo(4.0);
+    assertThat(m.value("oneshot_route_max_concurrent", "route", "c")).isEqualTo(2.0);
+    assertThat(m.value("oneshot_max_concurrent"))
+        .isEqualTo((double) t.config.dispatch().maxConcurrent());
   }
 
   @Test

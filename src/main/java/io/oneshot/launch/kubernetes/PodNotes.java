@@ -38,6 +38,19 @@ final class PodNotes {
     return said.computeIfAbsent(attempt, k -> ConcurrentHashMap.newKeySet()).add(key);
   }
 
+  /** The note, marked as trouble of {@code kind} the first time this attempt has it. */
+  private Note trouble(String attempt, String kind, Note note) {
+    return once(attempt, "trouble " + kind) ? note.trouble(kind) : note;
+  }
+
+  /** The kind of trouble a waiting container reason is. */
+  private static String waitingKind(String reason) {
+    return switch (reason) {
+      case "ImagePullBackOff", "ErrImagePull", "InvalidImageName" -> "image_pull";
+      default -> "cannot_start";
+    };
+  }
+
   /** Whether this pod is new to us (its name is then recorded as where the attempt runs). */
   boolean firstSeen(Pod pod) {
     String job = jobName(pod);
@@ -96,18 +109,34 @@ final class PodNotes {
         String why =
             (c.getReason() == null ? "Unschedulable" : c.getReason()) + ": " + c.getMessage();
         if (once(attempt, "unschedulable " + why)) {
-          out.add(Note.warn("pod " + name + " cannot be scheduled yet: " + why));
+          out.add(
+              trouble(
+                  attempt,
+                  "unschedulable",
+                  Note.warn("pod " + name + " cannot be scheduled yet: " + why)));
         }
       } else if ("DisruptionTarget".equals(c.getType()) && "True".equals(c.getStatus())) {
         if (once(attempt, "disrupted")) {
           out.add(
-              Note.warn(
-                  "pod " + name + " is being disrupted: " + c.getReason() + ": " + c.getMessage()));
+              trouble(
+                  attempt,
+                  "disrupted",
+                  Note.warn(
+                      "pod "
+                          + name
+                          + " is being disrupted: "
+                          + c.getReason()
+                          + ": "
+                          + c.getMessage())));
         }
       }
     }
     if ("Evicted".equals(pod.getStatus().getReason()) && once(attempt, "evicted")) {
-      out.add(Note.warn("pod " + name + " was evicted: " + pod.getStatus().getMessage()));
+      out.add(
+          trouble(
+              attempt,
+              "evicted",
+              Note.warn("pod " + name + " was evicted: " + pod.getStatus().getMessage())));
     }
     ContainerStatus cs = provisionerd(pod);
     if (cs != null && cs.getState() != null) {
@@ -116,10 +145,13 @@ final class PodNotes {
           && WAITING_TROUBLE.contains(w.getReason())
           && once(attempt, "waiting " + w.getReason())) {
         out.add(
-            Note.warn(
-                "container provisionerd cannot start: "
-                    + w.getReason()
-                    + (w.getMessage() == null ? "" : ": " + w.getMessage())));
+            trouble(
+                attempt,
+                waitingKind(w.getReason()),
+                Note.warn(
+                    "container provisionerd cannot start: "
+                        + w.getReason()
+                        + (w.getMessage() == null ? "" : ": " + w.getMessage()))));
       }
       if (cs.getState().getRunning() != null && once(attempt, "started")) {
         out.add(Note.milestone("container provisionerd started in pod " + name));
@@ -128,10 +160,13 @@ final class PodNotes {
       if (t != null && once(attempt, "terminated")) {
         if ("OOMKilled".equals(t.getReason())) {
           out.add(
-              Note.error(
-                  "container provisionerd was OOMKilled (exit code "
-                      + t.getExitCode()
-                      + "): it needs a higher memory limit in the Job template"));
+              trouble(
+                  attempt,
+                  "oom_killed",
+                  Note.error(
+                      "container provisionerd was OOMKilled (exit code "
+                          + t.getExitCode()
+                          + "): it needs a higher memory limit in the Job template")));
         } else if (t.getExitCode() != null && t.getExitCode() != 0) {
           out.add(
               Note.warn(
@@ -157,12 +192,15 @@ final class PodNotes {
         String why = c.getReason() == null ? "Failed" : c.getReason();
         if ("DeadlineExceeded".equals(why)) {
           out.add(
-              Note.error(
-                  "Job "
-                      + name
-                      + " passed its activeDeadlineSeconds and Kubernetes stopped it ("
-                      + c.getMessage()
-                      + ")"));
+              trouble(
+                  name,
+                  "deadline_exceeded",
+                  Note.error(
+                      "Job "
+                          + name
+                          + " passed its activeDeadlineSeconds and Kubernetes stopped it ("
+                          + c.getMessage()
+                          + ")")));
         } else {
           out.add(
               Note.error(

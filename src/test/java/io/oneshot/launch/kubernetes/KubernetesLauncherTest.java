@@ -487,6 +487,16 @@ class KubernetesLauncherTest {
                             + " AND attempt = 1 AND text LIKE 'pod oneshot-1-1-% was evicted: %'",
                         id)
                     == 1);
+    // Counted once per attempt and kind, for the operator's dashboard.
+    await().atMost(10, TimeUnit.SECONDS).until(() -> troubles("team-a", "evicted") == 1);
+    assertThat(troubles("team-a", "unschedulable")).isEqualTo(1);
+  }
+
+  private double troubles(String route, String reason) {
+    Double v =
+        PromText.parse(t.server.metrics().scrape())
+            .value("oneshot_attempt_troubles_total", "route", route, "reason", reason);
+    return v == null ? 0 : v;
   }
 
   @Test
@@ -508,6 +518,7 @@ class KubernetesLauncherTest {
                 "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text LIKE 'container provisionerd was OOMKilled%'",
                 id))
         .isEqualTo(1);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> troubles("team-a", "oom_killed") == 1);
   }
 
   @Test
@@ -565,6 +576,7 @@ class KubernetesLauncherTest {
                     + id
                     + "-1 passed its activeDeadlineSeconds and Kubernetes stopped it%"))
         .isEqualTo(1);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> troubles("short", "deadline_exceeded") == 1);
   }
 
   /**
@@ -600,6 +612,7 @@ class KubernetesLauncherTest {
                 .map(r -> (String) r.get("text"))
                 .toList());
     assertThat(log).contains("ErrImagePull").contains("registry.example/oneshot:missing");
+    await().atMost(10, TimeUnit.SECONDS).until(() -> troubles("bad-image", "image_pull") == 1);
     assertThat(error(id))
         .as("the launch timeout says what the pod was waiting on")
         .startsWith("provisionerd did not acquire the build within 4s")
