@@ -79,8 +79,23 @@ final class DevCommand implements Callable<Integer> {
       description = "Routes and limits from FILE instead of the bundled dispatcher/oneshot.yaml.")
   Path config;
 
-  @Option(names = "--demo", description = "Once up, submit a demo build and print its log.")
-  boolean demo;
+  /** When {@code oneshot dev} submits its demo build. */
+  enum Demo {
+    never,
+    first,
+    always
+  }
+
+  @Option(
+      names = "--demo",
+      paramLabel = "WHEN",
+      arity = "0..1",
+      fallbackValue = "always",
+      defaultValue = "never",
+      description =
+          "Once up, submit a demo build and print its log: always (--demo alone), first (only"
+              + " when the data directory is new: scripts/dev's choice) or never (the default).")
+  Demo demo;
 
   @Override
   public Integer call() throws Exception {
@@ -89,18 +104,21 @@ final class DevCommand implements Callable<Integer> {
     }
     PrintWriter out = spec.commandLine().getOut();
     Path dir = dataDir.toAbsolutePath();
+    // The admin token is the first thing a dev start writes: without it, this is the first start.
+    boolean fresh = !Files.exists(dir.resolve("admin-token"));
     Files.createDirectories(dir);
     OneshotConfig base = loadConfig();
     // Held while this dev runs; the system releases it however the process ends.
     DevLock lock = DevLock.acquire(dir);
     try {
-      return serve(dir, base, out);
+      return serve(dir, base, out, demo == Demo.always || demo == Demo.first && fresh);
     } finally {
       lock.close();
     }
   }
 
-  private int serve(Path dir, OneshotConfig base, PrintWriter out) throws Exception {
+  private int serve(Path dir, OneshotConfig base, PrintWriter out, boolean runDemo)
+      throws Exception {
     EmbeddedDatabase embedded = null;
     String url = databaseUrl;
     if (url == null) {
@@ -162,7 +180,7 @@ final class DevCommand implements Callable<Integer> {
     out.println();
     out.println("Ctrl-C stops oneshot dev; queued builds are kept and run at the next start.");
     out.flush();
-    if (demo) {
+    if (runDemo) {
       runDemo(apiUrl, token, out);
     }
     Lifecycle.runUntilSignal(

@@ -55,7 +55,8 @@ class DevCommandTest {
                 "--data-dir",
                 data.toString(),
                 "--port",
-                Integer.toString(port))
+                Integer.toString(port),
+                "--demo=first")
             .redirectOutput(out.toFile())
             .redirectError(err.toFile());
     pb.environment().remove("ONESHOT_DATABASE_URL");
@@ -92,6 +93,10 @@ class DevCommandTest {
     int port = Ports.stable();
     Dev dev = startDev(data, port);
     assertThat(dev.url()).isEqualTo("http://127.0.0.1:" + port);
+    // The first start on a new data directory shows a demo build; later starts do not.
+    await()
+        .atMost(60, TimeUnit.SECONDS)
+        .until(() -> Files.readString(dev.out()).contains("Demo: build 1 queued"));
 
     Path env = data.resolve("dev.env");
     assertThat(Files.readString(env))
@@ -142,6 +147,7 @@ class DevCommandTest {
 
     Dev again = startDev(data, port);
     assertThat(again.token()).isEqualTo(dev.token());
+    assertThat(Files.readString(again.out())).doesNotContain("Demo:");
     Files.writeString(gate, "open");
     await()
         .atMost(90, TimeUnit.SECONDS)
