@@ -19,6 +19,7 @@ import io.fabric8.kubernetes.api.model.Service;
 import io.fabric8.kubernetes.api.model.ServiceAccount;
 import io.fabric8.kubernetes.api.model.apps.Deployment;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
+import io.fabric8.kubernetes.api.model.networking.v1.Ingress;
 import io.fabric8.kubernetes.api.model.networking.v1.NetworkPolicy;
 import io.fabric8.kubernetes.api.model.policy.v1.PodDisruptionBudget;
 import io.fabric8.kubernetes.api.model.rbac.PolicyRule;
@@ -443,6 +444,44 @@ class ChartTest {
       assertThat(c.getVolumeMounts()).anyMatch(m -> m.getMountPath().equals("/work"));
       assertThat(dockerfile).contains("ONESHOT_WORK_DIR=/work");
     }
+  }
+
+  @Test
+  void anIngressWithTlsReachesTheApiServiceWhenAsked() {
+    assertThat(kinds(render(t -> t))).doesNotContain("Ingress");
+    List<HasMetadata> objs =
+        render(
+            t ->
+                t.set("ingress.enabled", "true")
+                    .set("ingress.host", "oneshot.example.com")
+                    .set("ingress.className", "nginx")
+                    .set("ingress.tls.secretName", "oneshot-tls"));
+    Ingress ing = one(objs, Ingress.class, "oneshot");
+    Service svc = one(objs, Service.class, "oneshot");
+    assertThat(ing.getSpec().getIngressClassName()).isEqualTo("nginx");
+    assertThat(ing.getSpec().getTls())
+        .singleElement()
+        .satisfies(
+            tls -> {
+              assertThat(tls.getSecretName()).isEqualTo("oneshot-tls");
+              assertThat(tls.getHosts()).containsExactly("oneshot.example.com");
+            });
+    var rule = ing.getSpec().getRules().get(0);
+    assertThat(rule.getHost()).isEqualTo("oneshot.example.com");
+    var backend = rule.getHttp().getPaths().get(0).getBackend().getService();
+    assertThat(backend.getName()).isEqualTo(svc.getMetadata().getName());
+    assertThat(svc.getSpec().getPorts())
+        .anyMatch(p -> p.getName().equals(backend.getPort().getName()));
+    // Without a TLS Secret: plain HTTP, no tls section.
+    Ingress plain =
+        one(
+            render(
+                t -> t.set("ingress.enabled", "true").set("ingress.host", "oneshot.example.com")),
+            Ingress.class,
+            "oneshot");
+    assertThat(plain.getSpec().getTls()).isEmpty();
+    assertThatThrownBy(() -> render(t -> t.set("ingress.enabled", "true")))
+        .hasMessageContaining("ingress.host: the host name the API is reached at");
   }
 
   @Test
