@@ -51,6 +51,7 @@ class ChartTest {
   private static final Path CHART = Path.of("charts", "oneshot");
   private static final Path ORGS = CHART.resolve("examples/organisations.yaml");
   private static final Path GPU = CHART.resolve("examples/gpu.yaml");
+  private static final Path OWN_IMAGE = CHART.resolve("examples/own-image.yaml");
   private static final KubernetesSerialization K8S = new KubernetesSerialization();
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
 
@@ -96,7 +97,7 @@ class ChartTest {
     LintResult r = new Helm(CHART).lint().strict().call();
     assertThat(r.isFailed()).as(String.join("\n", r.getMessages())).isFalse();
     // helm lint takes no values file here; rendering each example parses every object it makes.
-    for (Path values : List.of(ORGS, GPU)) {
+    for (Path values : List.of(ORGS, GPU, OWN_IMAGE)) {
       assertThat(render(t -> t.withValuesFile(values))).as(values.toString()).isNotEmpty();
     }
   }
@@ -444,6 +445,35 @@ class ChartTest {
       assertThat(c.getVolumeMounts()).anyMatch(m -> m.getMountPath().equals("/work"));
       assertThat(dockerfile).contains("ONESHOT_WORK_DIR=/work");
     }
+  }
+
+  @Test
+  void aBuildInAnImageOfItsOwnRunsTheProvisionerdTheInitContainerCopied() throws IOException {
+    List<HasMetadata> objs = render(t -> t.withValuesFile(OWN_IMAGE));
+    OneshotConfig config = loadLikeTheDispatcher(objs, tmp);
+    assertThat(config.routes())
+        .extracting(OneshotConfig.Route::name)
+        .containsExactly("default", "aws");
+    ConfigMap templates = one(objs, ConfigMap.class, "oneshot-job-templates");
+    Job job = K8S.unmarshal(templates.getData().get("aws.yaml"), Job.class);
+    var pod = job.getSpec().getTemplate().getSpec();
+    Container init = pod.getInitContainers().get(0);
+    Container build = pod.getContainers().get(0);
+    // The image of its own is kept; what it runs is the copy the init container made.
+    assertThat(build.getImage()).isEqualTo("public.ecr.aws/aws-cli/aws-cli:2.17.0");
+    String copied = init.getCommand().get(2);
+    assertThat(copied).contains("/oneshot/jre").contains("/oneshot/oneshot.jar");
+    assertThat(build.getCommand()).startsWith("/oneshot/jre/bin/java").endsWith("provisionerd");
+    assertThat(build.getCommand()).contains("/oneshot/oneshot.jar");
+    // The paths the init container copies from are the oneshot image's own.
+    String dockerfile = Files.readString(Path.of("Dockerfile"));
+    assertThat(dockerfile).contains("COPY --from=build /oneshot.jar /opt/oneshot/oneshot.jar");
+    assertThat(dockerfile).contains("ARG JRE_IMAGE=eclipse-temurin:");
+    assertThat(init.getVolumeMounts()).anyMatch(m -> m.getMountPath().equals("/oneshot"));
+    assertThat(build.getVolumeMounts())
+        .anyMatch(m -> m.getMountPath().equals("/oneshot") && Boolean.TRUE.equals(m.getReadOnly()));
+    // The chart gives the pod its no-permission ServiceAccount, as for every template.
+    assertThat(pod.getAutomountServiceAccountToken()).isFalse();
   }
 
   @Test
