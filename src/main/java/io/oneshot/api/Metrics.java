@@ -73,6 +73,8 @@ public final class Metrics {
   private final Counter runnerConflicts;
   private final Counter deleted;
   private final Counter troubles;
+  private final Gauge dbConnections;
+  private final Gauge dbPoolMax;
   private final Counter logLines;
   private final Counter apiRequests;
   private final Histogram apiDuration;
@@ -172,6 +174,19 @@ public final class Metrics {
             .labelNames("endpoint", "method")
             .classicOnly()
             .classicUpperBounds(DISPATCH_BUCKETS)
+            .register(registry);
+    dbConnections =
+        Gauge.builder()
+            .name("oneshot_database_connections")
+            .help(
+                "This replica's main pool: connections running a statement (busy) and open but"
+                    + " idle (idle), read from pg_stat_activity at each scrape")
+            .labelNames("state")
+            .register(registry);
+    dbPoolMax =
+        Gauge.builder()
+            .name("oneshot_database_pool_max")
+            .help("The main pool's size (database.poolSize): busy at this many, statements wait")
             .register(registry);
     troubles =
         Counter.builder()
@@ -345,6 +360,13 @@ public final class Metrics {
   public void apiRequest(String endpoint, String method, int code, double seconds) {
     apiRequests.labelValues(endpoint, method, Integer.toString(code)).inc();
     apiDuration.labelValues(endpoint, method).observe(seconds);
+  }
+
+  /** The main pool's use, as read at a scrape. */
+  public void pool(int busy, int open, int max) {
+    dbConnections.labelValues("busy").set(busy);
+    dbConnections.labelValues("idle").set(Math.max(0, open - busy));
+    dbPoolMax.set(max);
   }
 
   /** An attempt of this route met infrastructure trouble of this kind (a pod OOMKilled, …). */

@@ -7,12 +7,15 @@ import io.vertx.pgclient.PgBuilder;
 import io.vertx.pgclient.PgConnectOptions;
 import io.vertx.sqlclient.Pool;
 import io.vertx.sqlclient.PoolOptions;
+import io.vertx.sqlclient.Row;
+import io.vertx.sqlclient.Tuple;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -24,10 +27,20 @@ public final class Database implements AutoCloseable {
   private final PgConnectOptions options;
   private final Pool pool;
   private final Pool readPool;
+  private final String poolName;
+  private final int poolSize;
 
-  private Database(Vertx vertx, PgConnectOptions options, Pool pool, Pool readPool) {
+  private Database(
+      Vertx vertx,
+      PgConnectOptions options,
+      Pool pool,
+      Pool readPool,
+      String poolName,
+      int poolSize) {
     this.vertx = vertx;
     this.options = options;
+    this.poolName = poolName;
+    this.poolSize = poolSize;
     this.pool = pool;
     this.readPool = readPool;
   }
@@ -41,11 +54,39 @@ public final class Database implements AutoCloseable {
     options.setReconnectAttempts(0);
     // Every statement is a constant of BuildStore: prepare each once per connection.
     options.setCachePreparedStatements(true).setPreparedStatementCacheMaxSize(128);
+    // The main pool's connections carry a name of this process's own, so that pg_stat_activity
+    // tells them apart from other replicas' (poolUse).
+    String instance = Long.toHexString(ThreadLocalRandom.current().nextLong() >>> 32);
+    String mainName = applicationName + " " + instance;
+    PgConnectOptions main = withApplicationName(options, mainName);
     return new Database(
         vertx,
         options,
-        pool(vertx, options, poolSize, "oneshot-" + applicationName),
-        pool(vertx, options, READ_POOL_SIZE, "oneshot-" + applicationName + "-reads"));
+        pool(vertx, main, poolSize, "oneshot-" + applicationName),
+        pool(vertx, options, READ_POOL_SIZE, "oneshot-" + applicationName + "-reads"),
+        "oneshot-" + mainName,
+        poolSize);
+  }
+
+  /** How the main pool is used now: connections running a statement, open, and its size. */
+  public record PoolUse(int busy, int open, int max) {}
+
+  /**
+   * Reads the main pool's use from {@code pg_stat_activity} (its connections are named for this
+   * process), on the read pool so that a busy main pool still answers.
+   */
+  public Future<PoolUse> poolUse() {
+    return readPool
+        .preparedQuery(
+            "SELECT count(*) FILTER (WHERE state IS DISTINCT FROM 'idle') AS busy, count(*) AS open"
+                + " FROM pg_stat_activity WHERE application_name = $1")
+        .execute(Tuple.of(poolName))
+        .map(
+            rows -> {
+              Row r = rows.iterator().next();
+              return new PoolUse(
+                  r.getLong("busy").intValue(), r.getLong("open").intValue(), poolSize);
+            });
   }
 
   /**

@@ -200,7 +200,19 @@ public final class OneshotServer implements AutoCloseable {
         metrics.watchLauncher(
             la.kind(), () -> la.reachability().map(Reachability::reachable).orElse(true));
       }
-      metrics.beforeScrape(new QueueGauges(store, metrics, leadership::isLeader)::refresh);
+      QueueGauges queue = new QueueGauges(store, metrics, leadership::isLeader);
+      Database pools = db;
+      metrics.beforeScrape(
+          () ->
+              queue
+                  .refresh()
+                  .compose(
+                      v ->
+                          pools
+                              .poolUse()
+                              .onSuccess(u -> metrics.pool(u.busy(), u.open(), u.max()))
+                              .<Void>mapEmpty()
+                              .otherwiseEmpty()));
       Map<String, Integer> limits = new LinkedHashMap<>();
       config.routes().forEach(r -> limits.put(r.name(), r.maxConcurrent()));
       metrics.limits(limits, config.dispatch().maxConcurrent());

@@ -166,7 +166,31 @@ class MetricsTest {
                                     "le",
                                     "endpoint",
                                     "method",
-                                    "how")));
+                                    "how",
+                                    "state")));
+  }
+
+  @Test
+  void theMainPoolsUseIsReadAtEachScrapeForThisReplicaAlone() throws Exception {
+    t = TestServer.with().start();
+    // Another replica's pool on the same database: its connections are not this one's.
+    TestServer other = TestServer.with().keepQueue().start();
+    try {
+      var sleeping = t.server.store().pool().query("SELECT pg_sleep(3)").execute();
+      var elsewhere = other.server.store().pool().query("SELECT pg_sleep(3)").execute();
+      await()
+          .atMost(10, TimeUnit.SECONDS)
+          .until(() -> scrape().value("oneshot_database_connections", "state", "busy") == 1.0);
+      assertThat(scrape().value("oneshot_database_pool_max"))
+          .isEqualTo((double) t.config.database().poolSize());
+      io.oneshot.build.Database.await(sleeping);
+      io.oneshot.build.Database.await(elsewhere);
+      PromText after = scrape();
+      assertThat(after.value("oneshot_database_connections", "state", "busy")).isZero();
+      assertThat(after.value("oneshot_database_connections", "state", "idle")).isPositive();
+    } finally {
+      other.close();
+    }
   }
 
   @Test
