@@ -80,6 +80,7 @@ final class AdminApi {
     router.get("/api/v1/builds").handler(this::listBuilds);
     router.get("/api/v1/builds/:id").handler(this::showBuild);
     router.get("/api/v1/builds/:id/logs").handler(this::buildLogs);
+    router.get("/api/v1/builds/:id/input").handler(this::buildInput);
     router.post("/api/v1/builds/:id/cancel").handler(this::cancelBuild);
     router.post("/api/v1/builds/:id/rerun").handler(this::rerunBuild);
     router.get("/api/v1/routes").handler(this::routes);
@@ -164,6 +165,25 @@ final class AdminApi {
                 fail(ctx, ApiError.notFound("build " + id));
               } else {
                 json(ctx, 200, b.get());
+              }
+            })
+        .onFailure(ctx::fail);
+  }
+
+  private void buildInput(RoutingContext ctx) {
+    long id = buildId(ctx);
+    store
+        .reads()
+        .input(id)
+        .onSuccess(
+            in -> {
+              if (in.isEmpty()) {
+                fail(ctx, ApiError.notFound("build " + id));
+              } else {
+                ctx.response()
+                    .setStatusCode(200)
+                    .putHeader("Content-Type", "application/json")
+                    .end(in.get());
               }
             })
         .onFailure(ctx::fail);

@@ -1,6 +1,5 @@
 package io.oneshot.build;
 
-import com.fasterxml.jackson.annotation.JsonInclude;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.time.Instant;
 import java.util.List;
@@ -14,7 +13,6 @@ import java.util.Map;
  * @param stateWritten the workspace state version it wrote, if any
  * @param runner the provisionerd the current attempt is bound to (its first acquire), if any
  * @param rerunOf the build this one reruns, if it is a rerun (and the original is still kept)
- * @param input what the build runs, as submitted; shown for one build, left out of listings
  */
 public record Build(
     long id,
@@ -41,7 +39,6 @@ public record Build(
     Integer stateRead,
     Integer stateWritten,
     BoundRunner runner,
-    @JsonInclude(JsonInclude.Include.NON_NULL) JsonNode input,
     List<BuildEvent> events) {
 
   /**
@@ -96,7 +93,6 @@ public record Build(
         stateRead,
         stateWritten,
         runner,
-        input,
         timeline);
   }
 }

@@ -14,6 +14,7 @@ public final class BuildReads {
   private static final Sql BUILD = Sql.load("reads/build");
   private static final Sql EVENTS = Sql.load("reads/events");
   private static final Sql LIST = Sql.load("reads/list");
+  private static final Sql INPUT = Sql.load("reads/input");
   private static final Sql LOGS = Sql.load("reads/logs");
   private static final Sql ROUTES = Sql.load("reads/routes");
   private static final Sql WAITING = Sql.load("reads/waiting");
@@ -27,6 +28,17 @@ public final class BuildReads {
   public BuildReads(Pool pool, Pool readPool) {
     this.pool = pool;
     this.readPool = readPool;
+  }
+
+  /** A build's input as it was submitted (JSON text); empty when there is no such build. */
+  public Future<Optional<String>> input(long id) {
+    return pool.preparedQuery(INPUT.text())
+        .execute(Tuple.of(id))
+        .map(
+            rows ->
+                rows.rowCount() == 0
+                    ? Optional.empty()
+                    : Optional.of(rows.iterator().next().getString("input")));
   }
 
   public Future<Optional<Build>> get(long id) {

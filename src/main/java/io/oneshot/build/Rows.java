@@ -84,7 +84,6 @@ final class Rows {
         r.getInteger("state_read_version"),
         r.getInteger("state_written_version"),
         runner == null ? null : Build.BoundRunner.of(runner, instant(r, "runner_since")),
-        r.getString("input") == null ? null : Json.tree(r.getString("input")),
         List.of());
   }
 }

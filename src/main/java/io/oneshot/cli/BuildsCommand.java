@@ -25,7 +25,8 @@ import picocli.CommandLine.Spec;
       BuildsCommand.Show.class,
       BuildsCommand.Logs.class,
       BuildsCommand.Cancel.class,
-      BuildsCommand.Rerun.class
+      BuildsCommand.Rerun.class,
+      BuildsCommand.Input.class
     },
     footer = {
       "",
@@ -34,7 +35,8 @@ import picocli.CommandLine.Spec;
       "  oneshot builds show 42",
       "  oneshot builds logs 42 -f",
       "  oneshot builds cancel 42 --wait",
-      "  oneshot builds rerun 42 --follow"
+      "  oneshot builds rerun 42 --follow",
+      "  oneshot builds input 42 > build.json"
     })
 final class BuildsCommand implements Callable<Integer> {
   @Spec picocli.CommandLine.Model.CommandSpec spec;
@@ -422,6 +424,34 @@ final class BuildsCommand implements Callable<Integer> {
       }
       Waiting.summary(last, err);
       return Waiting.exitCode(last);
+    }
+  }
+
+  @Command(
+      name = "input",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Prints a build's input as it was submitted (JSON), to read what ran or to submit it again"
+            + " changed (submit --input)."
+      },
+      footer = {
+        "",
+        "Examples:",
+        "  oneshot builds input 42",
+        "  oneshot builds input 42 > build.json && oneshot submit --input build.json --tag org=dev"
+      })
+  static final class Input implements Callable<Integer> {
+    @Spec picocli.CommandLine.Model.CommandSpec spec;
+    @Mixin ClientOptions client;
+
+    @Parameters(paramLabel = "ID", description = "The build's id.")
+    long id;
+
+    @Override
+    public Integer call() {
+      JsonNode in = client.client().get("/api/v1/builds/" + id + "/input");
+      spec.commandLine().getOut().println(in.toPrettyString());
+      return Main.OK;
     }
   }
 

@@ -378,7 +378,7 @@ public final class Rescuer implements AutoCloseable {
               ? "build " + ref.buildId() + " no longer exists"
               : "build "
                   + ref.buildId()
-                  + " is "
+                  + (cur.status().terminal() ? " already " : " is ")
                   + cur.status().wire()
                   + " (attempt "
                   + cur.attempt()

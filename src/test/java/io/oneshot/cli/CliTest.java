@@ -291,6 +291,12 @@ class CliTest {
         .containsPattern("rerun of +build " + id + "\n")
         .contains("exit code    4");
 
+    Run input = oneshot("builds", "input", String.valueOf(rerun));
+    assertThat(input.code()).isZero();
+    assertThat(Json.tree(input.out()))
+        .isEqualTo(
+            Json.tree("{\"provisioner\": \"script\", \"command\": [\"sh\", \"-c\", \"exit 4\"]}"));
+
     Run unknown = oneshot("builds", "rerun", "999999");
     assertThat(unknown.code()).isEqualTo(Main.USAGE);
     assertThat(unknown.err()).contains("build 999999 not found");

@@ -5,7 +5,7 @@ SELECT id, status, route, tags::text AS tags, workspace, priority, attempt,
        started_at, heartbeat_at, cancel_requested_at, finished_at, exit_code, error,
        outputs::text AS outputs, launch_kind, launch_name, launch_namespace, launch_pod,
        state_read_version, state_written_version, runner_id, runner::text AS runner, runner_since,
-       rerun_of, NULL::text AS input
+       rerun_of
 FROM oneshot.builds
 WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR route = $2)
   AND ($3::bigint IS NULL OR id < $3)
