@@ -42,13 +42,14 @@ public final class QueueStore {
       String tagsJson, String inputJson, int priority, String workspace) {
     return pool.preparedQuery(ENQUEUE.text())
         .execute(Tuple.of(tagsJson, inputJson, priority, workspace))
-        .map(
-            rows -> {
-              Row r = rows.iterator().next();
-              return new Enqueued(
-                  r.getLong("id"), BuildState.ofWire(r.getString("status")), r.getString("route"));
-            })
+        .map(rows -> enqueued(rows.iterator().next()))
         .recover(e -> Future.failedFuture(translate(e)));
+  }
+
+  /** The new build, as queue/enqueue answers it. */
+  private static Enqueued enqueued(Row r) {
+    return new Enqueued(
+        r.getLong("id"), BuildState.ofWire(r.getString("status")), r.getString("route"));
   }
 
   /**

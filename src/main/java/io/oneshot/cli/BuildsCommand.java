@@ -144,7 +144,7 @@ final class BuildsCommand implements Callable<Integer> {
         "",
         "Examples:",
         "  oneshot builds show 42",
-        "  oneshot builds show 42 -o json      # with its input, outputs and every event"
+        "  oneshot builds show 42 -o json      # every field, outputs and every event"
       })
   static final class Show implements Callable<Integer> {
     @Spec picocli.CommandLine.Model.CommandSpec spec;
@@ -402,28 +402,22 @@ final class BuildsCommand implements Callable<Integer> {
     public Integer call() {
       ApiClient api = client.client();
       JsonNode created = api.post("/api/v1/builds/" + id + "/rerun", "{}");
-      long made = created.path("id").asLong();
-      PrintWriter out = spec.commandLine().getOut();
-      PrintWriter err = spec.commandLine().getErr();
       String line =
           "build "
-              + made
+              + created.path("id").asLong()
               + " queued on route "
               + created.path("route").asText()
               + ", a rerun of build "
               + id;
-      if (!wait && !follow) {
-        out.println(client.json() ? Json.write(created) : line);
-        return Main.OK;
-      }
-      err.println(line);
-      JsonNode last =
-          follow ? Waiting.follow(api, made, out, client.json()) : Waiting.await(api, made, err);
-      if (client.json() && !follow) {
-        out.println(Json.write(last));
-      }
-      Waiting.summary(last, err);
-      return Waiting.exitCode(last);
+      return Waiting.queued(
+          api,
+          created,
+          line,
+          wait,
+          follow,
+          client.json(),
+          spec.commandLine().getOut(),
+          spec.commandLine().getErr());
     }
   }
 

@@ -5,7 +5,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.oneshot.api.Json;
 import java.io.IOException;
-import java.io.PrintWriter;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -154,25 +153,18 @@ final class SubmitCommand implements Callable<Integer> {
     }
     ApiClient api = client.client();
     JsonNode created = api.post("/api/v1/builds", Json.write(body));
-    long id = created.path("id").asLong();
-    PrintWriter out = spec.commandLine().getOut();
-    PrintWriter err = spec.commandLine().getErr();
-    if (!wait && !follow) {
-      if (client.json()) {
-        out.println(Json.write(created));
-      } else {
-        out.println("build " + id + " queued on route " + created.path("route").asText());
-      }
-      return Main.OK;
-    }
-    err.println("build " + id + " queued on route " + created.path("route").asText());
-    JsonNode last =
-        follow ? Waiting.follow(api, id, out, client.json()) : Waiting.await(api, id, err);
-    if (client.json() && !follow) {
-      out.println(Json.write(last));
-    }
-    Waiting.summary(last, err);
-    return Waiting.exitCode(last);
+    return Waiting.queued(
+        api,
+        created,
+        "build "
+            + created.path("id").asLong()
+            + " queued on route "
+            + created.path("route").asText(),
+        wait,
+        follow,
+        client.json(),
+        spec.commandLine().getOut(),
+        spec.commandLine().getErr());
   }
 
   /** The script to run: --script as given, or the text of --script-file. */

@@ -79,6 +79,34 @@ final class Waiting {
     return status.equals("succeeded") || status.equals("failed") || status.equals("canceled");
   }
 
+  /**
+   * What a command that queued a build prints: {@code line} (or the API's answer with {@code -o
+   * json}) and exit 0; with {@code wait} or {@code follow}, the line on stderr, then progress or
+   * the log until the build ends, and the build's own exit code.
+   */
+  static int queued(
+      ApiClient api,
+      JsonNode created,
+      String line,
+      boolean wait,
+      boolean follow,
+      boolean json,
+      PrintWriter out,
+      PrintWriter err) {
+    if (!wait && !follow) {
+      out.println(json ? Json.write(created) : line);
+      return Main.OK;
+    }
+    err.println(line);
+    long id = created.path("id").asLong();
+    JsonNode last = follow ? follow(api, id, out, json) : await(api, id, err);
+    if (json && !follow) {
+      out.println(Json.write(last));
+    }
+    summary(last, err);
+    return exitCode(last);
+  }
+
   static void summary(JsonNode b, PrintWriter err) {
     String status = b.path("status").asText();
     String took = Text.between(b.path("createdAt"), b.path("finishedAt"));
