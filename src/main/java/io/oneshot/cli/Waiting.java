@@ -4,6 +4,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.api.Json;
 import java.io.PrintWriter;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 
 /** Waiting for a build to end: a live progress line, or the log as it comes. */
 final class Waiting {
@@ -113,15 +115,16 @@ final class Waiting {
     StringBuilder line = new StringBuilder("build " + b.path("id").asText() + " " + status);
     line.append(status.equals("succeeded") ? " in " : " after ").append(took);
     // The whole life, then its parts, named as `builds list` and `builds show` name them.
+    List<String> parts = new ArrayList<>();
     if (b.hasNonNull("startedAt")) {
-      line.append(" (waited ")
-          .append(Text.between(b.path("createdAt"), b.path("startedAt")))
-          .append(", ran ")
-          .append(Text.between(b.path("startedAt"), b.path("finishedAt")))
-          .append(')');
+      parts.add("waited " + Text.between(b.path("createdAt"), b.path("startedAt")));
+      parts.add("ran " + Text.between(b.path("startedAt"), b.path("finishedAt")));
     }
-    if (!b.path("exitCode").isNull() && !b.path("exitCode").isMissingNode()) {
-      line.append(" (exit code ").append(b.path("exitCode").asInt()).append(')');
+    if (b.hasNonNull("exitCode")) {
+      parts.add("exit code " + b.path("exitCode").asInt());
+    }
+    if (!parts.isEmpty()) {
+      line.append(" (").append(String.join(", ", parts)).append(')');
     }
     if (!status.equals("succeeded") && b.hasNonNull("error")) {
       line.append(": ").append(b.path("error").asText());

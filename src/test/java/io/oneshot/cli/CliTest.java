@@ -97,7 +97,8 @@ class CliTest {
     Run failed = oneshot("submit", "--script", "exit 7", "--tag", "team=b", "--wait");
     assertThat(failed.code()).isEqualTo(Main.BUILD_FAILED);
     assertThat(failed.err())
-        .containsPattern("build \\d+ failed after .* \\(exit code 7\\): script exited with code 7");
+        .containsPattern(
+            "build \\d+ failed after \\S+ \\(waited \\S+, ran \\S+, exit code 7\\): script exited with code 7");
   }
 
   @Test
