@@ -92,7 +92,7 @@ class CliTest {
     assertThat(ok.err())
         .containsSubsequence(
             "queued on route a", "  launching  ", "  running  ", "  succeeded  ", " succeeded in ")
-        .containsPattern(" succeeded in \\S+ \\(waited \\S+, ran \\S+\\)");
+        .containsPattern(" succeeded in \\S+ \\(waited \\S+, ran \\S+, exit code 0\\)");
 
     Run failed = oneshot("submit", "--script", "exit 7", "--tag", "team=b", "--wait");
     assertThat(failed.code()).isEqualTo(Main.BUILD_FAILED);
