@@ -8,8 +8,11 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Set;
 import org.slf4j.Logger;
@@ -18,7 +21,8 @@ import org.slf4j.LoggerFactory;
 /**
  * Applies the numbered migrations in {@code src/main/resources/db/} in order, each in its own
  * transaction, under an advisory lock so that concurrent starters wait for each other instead of
- * racing.
+ * racing. Each applied migration's SHA-256 is recorded; a migration whose file changed after it was
+ * applied stops the start, since the database no longer matches what the file says.
  */
 public final class Migrator {
   private static final Logger log = LoggerFactory.getLogger(Migrator.class);
@@ -67,12 +71,19 @@ public final class Migrator {
                   version    int PRIMARY KEY,
                   name       text NOT NULL,
                   applied_at timestamptz NOT NULL DEFAULT now()
-                )""")
+                );
+                ALTER TABLE oneshot.schema_migrations ADD COLUMN IF NOT EXISTS checksum text""")
             .execute());
     Set<Integer> applied = new HashSet<>();
     for (Row row :
-        Database.await(conn.query("SELECT version FROM oneshot.schema_migrations").execute())) {
-      applied.add(row.getInteger(0));
+        Database.await(
+            conn.query("SELECT version, name, checksum FROM oneshot.schema_migrations")
+                .execute())) {
+      int version = row.getInteger("version");
+      applied.add(version);
+      if (version <= MIGRATIONS.size()) {
+        verify(conn, version, row.getString("name"), row.getString("checksum"));
+      }
     }
     int known = MIGRATIONS.size();
     int newest = applied.stream().mapToInt(Integer::intValue).max().orElse(0);
@@ -101,14 +112,66 @@ public final class Migrator {
                           .compose(
                               r ->
                                   conn.preparedQuery(
-                                          "INSERT INTO oneshot.schema_migrations (version, name) VALUES ($1, $2)")
-                                      .execute(Tuple.of(version, name)))
+                                          "INSERT INTO oneshot.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)")
+                                      .execute(Tuple.of(version, name, checksum(sql))))
                           .compose(r -> tx.commit())
                           .recover(e -> tx.rollback().compose(v -> Future.failedFuture(e)))));
       log.info("Applied migration {} ({}).", version, name);
       done.add(name);
     }
     return new Result(newest, known, done);
+  }
+
+  /**
+   * Checks an applied migration against its file: the same name, and the same checksum. One applied
+   * before checksums were kept gets the file's now.
+   */
+  private static void verify(SqlConnection conn, int version, String name, String recorded) {
+    String file = MIGRATIONS.get(version - 1);
+    String now = checksum(read(file));
+    if (!file.equals(name)) {
+      throw new IllegalStateException(
+          "migration "
+              + version
+              + " was applied to this database as "
+              + name
+              + " but this oneshot has "
+              + file
+              + " in its place; migrations are never renamed or reordered once applied");
+    }
+    if (recorded == null) {
+      Database.await(
+          conn.preparedQuery(
+                  "UPDATE oneshot.schema_migrations SET checksum = $2 WHERE version = $1"
+                      + " AND checksum IS NULL")
+              .execute(Tuple.of(version, now)));
+      return;
+    }
+    if (!recorded.equals(now)) {
+      throw new IllegalStateException(
+          "migration "
+              + version
+              + " ("
+              + file
+              + ") changed after it was applied to this database (SHA-256 "
+              + recorded.substring(0, 12)
+              + "… then, "
+              + now.substring(0, 12)
+              + "… now): the schema may not be what the file says. Run the oneshot version that"
+              + " applied it, or restore the file; a change to the schema goes in a new migration");
+    }
+  }
+
+  /** SHA-256 of a migration's text, with its line endings as LF (a checkout's CRLF is the same). */
+  static String checksum(String sql) {
+    try {
+      byte[] digest =
+          MessageDigest.getInstance("SHA-256")
+              .digest(sql.replace("\r\n", "\n").getBytes(StandardCharsets.UTF_8));
+      return HexFormat.of().formatHex(digest);
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
   }
 
   private static String read(String name) {

@@ -97,4 +97,63 @@ class MigratorTest {
                   + "; run a newer oneshot against this database");
     }
   }
+
+  @Test
+  void anAppliedMigrationThatChangedStopsTheStartAndOneWithoutAChecksumGetsIt() {
+    String url = TestDatabase.fresh();
+    try (Database db = Database.open(vertx, url, 1, "migrate")) {
+      Migrator.migrate(db);
+      String second = Migrator.MIGRATIONS.get(1);
+      Object recorded =
+          Database.await(
+                  db.pool()
+                      .query("SELECT checksum FROM oneshot.schema_migrations WHERE version = 2")
+                      .execute())
+              .iterator()
+              .next()
+              .getValue(0);
+      assertThat(recorded).asString().hasSize(64);
+
+      // As if the file had been edited after this database applied it.
+      Database.await(
+          db.pool()
+              .query(
+                  "UPDATE oneshot.schema_migrations SET checksum = repeat('ab', 32) WHERE version = 2")
+              .execute());
+      assertThatThrownBy(() -> Migrator.migrate(db))
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageStartingWith(
+              "migration 2 ("
+                  + second
+                  + ") changed after it was applied to this database (SHA-256"
+                  + " abababababab… then, ")
+          .hasMessageContaining("a change to the schema goes in a new migration");
+
+      // Applied by a version that kept no checksums: it gets the file's, and the start goes on.
+      Database.await(
+          db.pool()
+              .query("UPDATE oneshot.schema_migrations SET checksum = NULL WHERE version = 2")
+              .execute());
+      Migrator.migrate(db);
+      assertThat(
+              Database.await(
+                      db.pool()
+                          .query("SELECT checksum FROM oneshot.schema_migrations WHERE version = 2")
+                          .execute())
+                  .iterator()
+                  .next()
+                  .getValue(0))
+          .isEqualTo(recorded);
+
+      Database.await(
+          db.pool()
+              .query("UPDATE oneshot.schema_migrations SET name = 'renamed.sql' WHERE version = 3")
+              .execute());
+      assertThatThrownBy(() -> Migrator.migrate(db))
+          .hasMessage(
+              "migration 3 was applied to this database as renamed.sql but this oneshot has "
+                  + Migrator.MIGRATIONS.get(2)
+                  + " in its place; migrations are never renamed or reordered once applied");
+    }
+  }
 }
