@@ -39,6 +39,24 @@ public final class ConfigLoader {
   static final Pattern TAG_VALUE =
       Pattern.compile("^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$");
 
+  /** The fields a route may have (the chart's values schema lists the same). */
+  public static final List<String> ROUTE_FIELDS =
+      List.of(
+          "name",
+          "tags",
+          "template",
+          "maxConcurrent",
+          "timeout",
+          "launchTimeout",
+          "hangTimeout",
+          "lease",
+          "cancelGrace",
+          "maxAttempts",
+          "retryAfterAcquire",
+          "namespace",
+          "untagged",
+          "retention");
+
   static final Pattern NAMESPACE = Pattern.compile("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$");
   private static final String NAMESPACE_RULE =
       "must be a Kubernetes namespace: 1 to 63 lowercase letters, digits or '-', starting and"
@@ -305,21 +323,7 @@ public final class ConfigLoader {
     List<Route> routes = new ArrayList<>();
     for (int i = 0; i < list.node().size(); i++) {
       ConfigNode r = list.index(i).requireObject();
-      r.allowOnly(
-          "name",
-          "tags",
-          "template",
-          "maxConcurrent",
-          "timeout",
-          "launchTimeout",
-          "hangTimeout",
-          "lease",
-          "cancelGrace",
-          "maxAttempts",
-          "retryAfterAcquire",
-          "namespace",
-          "untagged",
-          "retention");
+      r.allowOnly(ROUTE_FIELDS.toArray(String[]::new));
       String name = r.string("name", null);
       if (name == null) {
         r.child("name").report("is required");

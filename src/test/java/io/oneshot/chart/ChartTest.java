@@ -40,6 +40,8 @@ import java.util.TreeSet;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * The Helm chart rendered by Helm itself (helm-java ships it as a native library), offline: every
@@ -474,6 +476,47 @@ class ChartTest {
         .anyMatch(m -> m.getMountPath().equals("/oneshot") && Boolean.TRUE.equals(m.getReadOnly()));
     // The chart gives the pod its no-permission ServiceAccount, as for every template.
     assertThat(pod.getAutomountServiceAccountToken()).isFalse();
+  }
+
+  /** Values the chart's schema (or its templates) refuse at helm time, naming the key. */
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(
+      delimiter = '|',
+      textBlock =
+          """
+          replicaCount: two               | replicaCount: two                                          | at '/replicaCount': got string, want integer
+          route name with capitals        | routes: [{name: Default, template: script.yaml}]           | at '/routes/0/name': 'Default' does not match pattern
+          route naming a missing template | routes: [{name: a, template: nosuch.yaml}]                 | routes[0].template: "nosuch.yaml" is not a key of jobTemplates (script.yaml, terraform.yaml)
+          route without a template        | routes: [{name: a}]                                        | at '/routes/0': missing property 'template'
+          route with an unknown field     | routes: [{name: a, template: script.yaml, maxConcurent: 3}] | at '/routes/0': additional properties 'maxConcurent' not allowed
+          no routes at all                | routes: []                                                 | at '/routes': minItems: got 0, want 1
+          a duration that is not one      | routes: [{name: a, template: script.yaml, timeout: soon}]  | at '/routes/0/timeout': 'soon' does not match pattern
+          a misspelt top-level key        | replicas: 3                                                | additional properties 'replicas' not allowed
+          a log format                    | logging: {format: xml}                                     | at '/logging/format': value must be one of 'text', 'json'
+          a pull policy                   | image: {pullPolicy: Sometimes}                             | at '/image/pullPolicy': value must be one of
+          a template that is not a Job    | jobTemplates: {script.yaml: {kind: Pod}}                   | at '/jobTemplates/script.yaml/kind': value must be 'Job'
+          """)
+  void malformedValuesAreRefusedAtHelmTimeNamingTheKey(String what, String values, String message)
+      throws IOException {
+    Path file = tmp.resolve("bad-values.yaml");
+    Files.writeString(file, values + "\n");
+    assertThatThrownBy(() -> render(t -> t.withValuesFile(file)))
+        .as(what)
+        .hasMessageContaining(message);
+  }
+
+  @Test
+  void theSchemasRouteFieldsAreTheDispatchers() throws IOException {
+    JsonNode schema = YAML.readTree(CHART.resolve("values.schema.json").toFile());
+    Set<String> fields = new TreeSet<>();
+    schema
+        .path("properties")
+        .path("routes")
+        .path("items")
+        .path("properties")
+        .fieldNames()
+        .forEachRemaining(fields::add);
+    assertThat(fields).isEqualTo(new TreeSet<>(ConfigLoader.ROUTE_FIELDS));
   }
 
   @Test
