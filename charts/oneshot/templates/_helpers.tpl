@@ -13,7 +13,7 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end -}}
 
 {{/* Labels that select the dispatcher's pods. */}}
@@ -64,4 +64,14 @@ app.kubernetes.io/component: dispatcher
 {{/* The Secret holding the admin token. */}}
 {{- define "oneshot.adminTokenSecret" -}}
 {{- .Values.adminToken.existingSecret | default (printf "%s-admin-token" (include "oneshot.fullname" .)) -}}
+{{- end -}}
+
+
+{{/* The dispatcher's ServiceAccount: the chart's, or one the operator made. */}}
+{{- define "oneshot.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "oneshot.fullname" .) -}}
+{{- else -}}
+{{- required "serviceAccount.name: the ServiceAccount to run as when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
 {{- end -}}

@@ -520,6 +520,79 @@ class ChartTest {
   }
 
   @Test
+  void theExtensionPointsReachTheDispatchersPod() throws IOException {
+    Path values = tmp.resolve("extended.yaml");
+    Files.writeString(
+        values,
+        """
+        serviceAccount: {create: false, name: platform-oneshot}
+        rbac: {create: false}
+        podSecurityContext: {runAsUser: null, runAsGroup: null}
+        containerSecurityContext: {readOnlyRootFilesystem: null}
+        priorityClassName: platform-critical
+        topologySpreadConstraints:
+          - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}
+        extraEnv:
+          - {name: RELEASE, value: "{{ .Release.Name }}"}
+        extraVolumes:
+          - {name: ca, configMap: {name: corporate-ca}}
+        extraVolumeMounts:
+          - {name: ca, mountPath: /etc/ssl/corporate, readOnly: true}
+        initContainers:
+          - {name: wait, image: busybox:1.36, command: [sh, -c, "true"]}
+        sidecars:
+          - name: cloud-sql-proxy
+            image: gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.11.0
+            args: ["project:region:db"]
+        extraObjects:
+          - apiVersion: v1
+            kind: ConfigMap
+            metadata: {name: "{{ .Release.Name }}-extra"}
+            data: {hello: world}
+        """);
+    List<HasMetadata> objs = render(t -> t.withValuesFile(values));
+    Deployment d = one(objs, Deployment.class, "oneshot");
+    var pod = d.getSpec().getTemplate().getSpec();
+    Container c = pod.getContainers().get(0);
+    assertThat(c.getEnv())
+        .anyMatch(e -> e.getName().equals("RELEASE") && e.getValue().equals("oneshot"));
+    assertThat(c.getVolumeMounts()).anyMatch(m -> m.getMountPath().equals("/etc/ssl/corporate"));
+    assertThat(pod.getVolumes()).anyMatch(v -> v.getName().equals("ca"));
+    assertThat(pod.getInitContainers()).extracting(Container::getName).containsExactly("wait");
+    assertThat(pod.getContainers())
+        .extracting(Container::getName)
+        .containsExactly("dispatcher", "cloud-sql-proxy");
+    // OpenShift's restricted policy picks the user: no fixed runAsUser when the values say so.
+    assertThat(pod.getSecurityContext().getRunAsUser()).isNull();
+    assertThat(c.getSecurityContext().getReadOnlyRootFilesystem()).isNull();
+    assertThat(pod.getPriorityClassName()).isEqualTo("platform-critical");
+    assertThat(pod.getTopologySpreadConstraints()).hasSize(1);
+    assertThat(pod.getServiceAccountName()).isEqualTo("platform-oneshot");
+    assertThat(kinds(objs)).doesNotContain("Role", "RoleBinding");
+    assertThat(all(objs, ServiceAccount.class))
+        .extracting(sa -> sa.getMetadata().getName())
+        .doesNotContain("platform-oneshot", "oneshot");
+    assertThat(one(objs, ConfigMap.class, "oneshot-extra").getData())
+        .containsEntry("hello", "world");
+    // The pod carries the chart's labels, not only the selector's.
+    assertThat(d.getSpec().getTemplate().getMetadata().getLabels())
+        .containsKeys("app.kubernetes.io/version", "helm.sh/chart")
+        .allSatisfy(
+            (k, v) -> assertThat(v).matches("[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?"));
+
+    // With the chart's ServiceAccount, the Role binds it.
+    List<HasMetadata> defaults = render(t -> t);
+    RoleBinding rb = all(defaults, RoleBinding.class).get(0);
+    assertThat(rb.getSubjects().get(0).getName())
+        .isEqualTo(
+            one(defaults, Deployment.class, "oneshot")
+                .getSpec()
+                .getTemplate()
+                .getSpec()
+                .getServiceAccountName());
+  }
+
+  @Test
   void anIngressWithTlsReachesTheApiServiceWhenAsked() {
     assertThat(kinds(render(t -> t))).doesNotContain("Ingress");
     List<HasMetadata> objs =
