@@ -7,6 +7,7 @@ import io.prometheus.metrics.core.metrics.Gauge;
 import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import io.prometheus.metrics.core.metrics.Histogram;
 import io.prometheus.metrics.expositionformats.PrometheusTextFormatWriter;
+import io.prometheus.metrics.instrumentation.jvm.JvmMetrics;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import io.vertx.core.Future;
 import java.io.ByteArrayOutputStream;
@@ -82,6 +83,8 @@ public final class Metrics {
   private volatile Supplier<Future<Void>> beforeScrape = Future::succeededFuture;
 
   public Metrics() {
+    // The JVM's memory, GC, threads and the process's CPU and open files: jvm_*, process_*.
+    JvmMetrics.builder().register(registry);
     queued =
         Gauge.builder()
             .name("oneshot_builds_queued")
@@ -217,6 +220,8 @@ public final class Metrics {
             .labelNames("route")
             .register(registry);
     routes.forEach((name, limit) -> route.labelValues(name).set(limit));
+    // A conflict is rare: its counter starts at 0, so that increase() sees the first one.
+    routes.keySet().forEach(name -> runnerConflicts.labelValues(name));
     Gauge.builder()
         .name("oneshot_max_concurrent")
         .help("Builds all routes may run at once (dispatch.maxConcurrent)")

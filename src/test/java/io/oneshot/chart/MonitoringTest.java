@@ -36,7 +36,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class MonitoringTest {
   private static final Path CHART = Path.of("charts", "oneshot");
-  private static final Pattern METRIC = Pattern.compile("\\boneshot_[a-z0-9_]+\\b");
+  private static final Pattern METRIC = Pattern.compile("\\b(oneshot|jvm|process)_[a-z0-9_]+\\b");
 
   private static List<JsonNode> rendered;
   private static Set<String> exported;
@@ -156,9 +156,72 @@ class MonitoringTest {
             "OneshotBuildFailureRate",
             "OneshotQueueWaitHigh",
             "OneshotBuildsSlow",
+            "OneshotRequeues",
+            "OneshotRunnerConflicts",
+            "OneshotKubernetesApiErrors",
+            "OneshotDispatcherMemoryHigh",
             "OneshotNoLeader",
             "OneshotListenerReconnecting",
             "OneshotKubernetesUnreachable");
+  }
+
+  /** A Prometheus rules file of the chart's PrometheusRule, as one install renders it. */
+  private static Path rulesOf(String namespace, Path dir) throws IOException {
+    String yaml =
+        new Helm(CHART)
+            .template()
+            .withName("ops")
+            .withNamespace(namespace)
+            .set("prometheusRule.enabled", "true")
+            .call();
+    ObjectMapper mapper = new ObjectMapper(new YAMLFactory());
+    JsonNode rule = null;
+    try (var parser = new YAMLFactory().createParser(yaml)) {
+      for (var it = mapper.readValues(parser, JsonNode.class); it.hasNext(); ) {
+        JsonNode d = it.next();
+        if (d != null && "PrometheusRule".equals(d.path("kind").asText())) {
+          rule = d;
+        }
+      }
+    }
+    assertThat(rule).as("a PrometheusRule in the " + namespace + " install").isNotNull();
+    Path file = dir.resolve(namespace + ".rules.yaml");
+    mapper.writeValue(file.toFile(), rule.path("spec"));
+    return file;
+  }
+
+  private static String run(Path dir, String... command) throws Exception {
+    Process p =
+        new ProcessBuilder(command).directory(dir.toFile()).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes());
+    assertThat(p.waitFor()).as(String.join(" ", command) + "\n" + out).isZero();
+    return out;
+  }
+
+  /**
+   * The alerts as Prometheus evaluates them, two installs in one Prometheus: promtool checks each
+   * install's rules and runs the unit tests of {@code charts/oneshot/tests/alerts.test.yaml}.
+   */
+  @Test
+  void twoInstallsInOnePrometheusAlertApartUnderPromtool() throws Exception {
+    boolean found;
+    try {
+      found = new ProcessBuilder("promtool", "--version").start().waitFor() == 0;
+    } catch (IOException e) {
+      found = false;
+    }
+    if (!found && "1".equals(System.getenv("ONESHOT_REQUIRE_PROMTOOL"))) {
+      throw new AssertionError("promtool is not on PATH, and ONESHOT_REQUIRE_PROMTOOL=1");
+    }
+    org.junit.jupiter.api.Assumptions.assumeTrue(
+        found, "promtool is not on PATH (Debian's prometheus package): the rule tests are skipped");
+    Path dir = Files.createDirectories(tmp.resolve("promtool"));
+    for (String ns : List.of("team-a", "team-b")) {
+      assertThat(run(dir, "promtool", "check", "rules", rulesOf(ns, dir).toString()))
+          .contains("SUCCESS");
+    }
+    Files.copy(CHART.resolve("tests/alerts.test.yaml"), dir.resolve("alerts.test.yaml"));
+    assertThat(run(dir, "promtool", "test", "rules", "alerts.test.yaml")).contains("SUCCESS");
   }
 
   @Test
@@ -187,9 +250,17 @@ class MonitoringTest {
       titles.add(panel.path("title").asText());
       for (JsonNode target : panel.path("targets")) {
         if (target.has("expr")) {
-          Set<String> names = metricsIn(target.path("expr").asText());
-          assertThat(names).as(target.path("expr").asText()).isNotEmpty();
+          String expr = target.path("expr").asText();
+          Set<String> names = metricsIn(expr);
+          assertThat(names).as(expr).isNotEmpty();
           used.addAll(names);
+          // One install at a time: every series read is the chosen namespace's and job's.
+          Matcher series = METRIC.matcher(expr);
+          while (series.find()) {
+            assertThat(expr.substring(series.end()))
+                .as(expr)
+                .startsWith("{namespace=\"$namespace\",job=\"$job\"");
+          }
         } else {
           // A table read from the oneshot database: its query runs against the real schema.
           Sql.rows(target.path("rawSql").asText());
@@ -206,6 +277,15 @@ class MonitoringTest {
             "oneshot_builds_total",
             "oneshot_build_requeues_total");
     assertThat(titles).anyMatch(s -> s.toLowerCase().contains("slowest"));
+    assertThat(used)
+        .contains(
+            "oneshot_build_duration_seconds_bucket",
+            "oneshot_runner_conflicts_total",
+            "jvm_memory_used_bytes",
+            "jvm_gc_collection_seconds_sum");
+    List<String> variables = new ArrayList<>();
+    dashboard.path("templating").path("list").forEach(v -> variables.add(v.path("name").asText()));
+    assertThat(variables).contains("namespace", "job");
   }
 
   @Test
