@@ -104,14 +104,7 @@ class MigratorTest {
     try (Database db = Database.open(vertx, url, 1, "migrate")) {
       Migrator.migrate(db);
       String second = Migrator.MIGRATIONS.get(1);
-      Object recorded =
-          Database.await(
-                  db.pool()
-                      .query("SELECT checksum FROM oneshot.schema_migrations WHERE version = 2")
-                      .execute())
-              .iterator()
-              .next()
-              .getValue(0);
+      Object recorded = checksumOf(db, 2);
       assertThat(recorded).asString().hasSize(64);
 
       // As if the file had been edited after this database applied it.
@@ -135,15 +128,7 @@ class MigratorTest {
               .query("UPDATE oneshot.schema_migrations SET checksum = NULL WHERE version = 2")
               .execute());
       Migrator.migrate(db);
-      assertThat(
-              Database.await(
-                      db.pool()
-                          .query("SELECT checksum FROM oneshot.schema_migrations WHERE version = 2")
-                          .execute())
-                  .iterator()
-                  .next()
-                  .getValue(0))
-          .isEqualTo(recorded);
+      assertThat(checksumOf(db, 2)).isEqualTo(recorded);
 
       Database.await(
           db.pool()
@@ -155,5 +140,15 @@ class MigratorTest {
                   + Migrator.MIGRATIONS.get(2)
                   + " in its place; migrations are never renamed or reordered once applied");
     }
+  }
+
+  private static Object checksumOf(Database db, int version) {
+    return Database.await(
+            db.pool()
+                .preparedQuery("SELECT checksum FROM oneshot.schema_migrations WHERE version = $1")
+                .execute(io.vertx.sqlclient.Tuple.of(version)))
+        .iterator()
+        .next()
+        .getValue(0);
   }
 }
