@@ -2,6 +2,11 @@
 # One image for `oneshot dispatcher` and `oneshot provisionerd` (with terraform).
 #
 #   docker build -t ghcr.io/oneshot-dev/oneshot:0.1.0 .
+#   docker buildx build --platform linux/amd64,linux/arm64 --build-arg VERSION=0.1.0 \
+#     --build-arg REVISION=$(git rev-parse HEAD) --build-arg CREATED=$(date -u +%FT%TZ) .
+#
+# The jar in the image is built with -Pslim: without the embedded PostgreSQL binaries, which only
+# `oneshot dev` uses.
 #   docker build --build-arg TERRAFORM_VERSION=1.11.4 --build-arg TERRAFORM_SHA256_AMD64=... .
 #
 # For a reproducible build pin the base images by digest (--build-arg JDK_IMAGE=...@sha256:...,
@@ -10,19 +15,19 @@
 ARG JDK_IMAGE=eclipse-temurin:25-jdk-noble
 ARG JRE_IMAGE=eclipse-temurin:25-jre-noble
 
-# --- build: target/oneshot.jar -------------------------------------------------------------
-FROM ${JDK_IMAGE} AS build
+# --- build: the slim jar (no embedded PostgreSQL), on the builder's own platform (it runs on any)
+FROM --platform=$BUILDPLATFORM ${JDK_IMAGE} AS build
 WORKDIR /src
 COPY .mvn/ .mvn/
 COPY mvnw pom.xml ./
 RUN --mount=type=cache,target=/root/.m2 ./mvnw -B -q --no-transfer-progress dependency:go-offline
 COPY src/ src/
 RUN --mount=type=cache,target=/root/.m2 \
-    ./mvnw -B -q --no-transfer-progress -Dmaven.test.skip=true -Dspotless.check.skip=true package \
- && cp target/oneshot.jar /oneshot.jar
+    ./mvnw -B -q --no-transfer-progress -Pslim -Dmaven.test.skip=true -Dspotless.check.skip=true package \
+ && cp target/oneshot-slim.jar /oneshot.jar
 
 # --- terraform, its checksum verified ------------------------------------------------------
-FROM ${JRE_IMAGE} AS terraform
+FROM --platform=$BUILDPLATFORM ${JRE_IMAGE} AS terraform
 ARG TARGETARCH=amd64
 ARG TERRAFORM_VERSION=1.11.4
 # SHA-256 of terraform_<version>_linux_<arch>.zip, as in HashiCorp's SHA256SUMS for the version.
@@ -46,6 +51,20 @@ RUN set -eu; \
 # --- runtime --------------------------------------------------------------------------------
 FROM ${JRE_IMAGE}
 ARG UID=10001
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=unknown
+LABEL org.opencontainers.image.title="oneshot" \
+      org.opencontainers.image.description="Runs every infrastructure build in its own short-lived Kubernetes Job: the dispatcher and provisionerd, with terraform" \
+      org.opencontainers.image.source="https://github.com/oneshot-dev/oneshot" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}"
+# git and ssh: terraform fetches modules from git sources (git::https://..., git@...).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git openssh-client \
+ && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid "$UID" oneshot \
  && useradd --system --uid "$UID" --gid oneshot --home-dir /work --shell /usr/sbin/nologin oneshot \
  && mkdir -p /opt/oneshot /work /plugin-cache \

@@ -30,6 +30,12 @@ public final class EmbeddedDatabase implements AutoCloseable {
   }
 
   public static EmbeddedDatabase start(Path dataDir) {
+    if (EmbeddedDatabase.class.getResource("/postgres-linux-x86_64.txz") == null
+        && EmbeddedDatabase.class.getResource("/postgres-linux-arm_64.txz") == null) {
+      throw new IllegalArgumentException(
+          "this oneshot was built without the embedded PostgreSQL (the container image's jar,"
+              + " built with -Pslim): give oneshot dev a --database-url, or use the full jar");
+    }
     Path pgData = dataDir.resolve("postgres");
     try {
       Files.createDirectories(pgData);

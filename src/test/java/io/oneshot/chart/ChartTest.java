@@ -470,6 +470,13 @@ class ChartTest {
     // The paths the init container copies from are the oneshot image's own.
     String dockerfile = Files.readString(Path.of("Dockerfile"));
     assertThat(dockerfile).contains("COPY --from=build /oneshot.jar /opt/oneshot/oneshot.jar");
+    // git and ssh for terraform modules from git sources; a slim jar; labels; cross-built stages.
+    assertThat(dockerfile)
+        .contains("apt-get install -y --no-install-recommends git openssh-client")
+        .contains("-Pslim")
+        .contains("org.opencontainers.image.source=")
+        .contains("org.opencontainers.image.revision=")
+        .contains("FROM --platform=$BUILDPLATFORM ${JDK_IMAGE} AS build");
     assertThat(dockerfile).contains("ARG JRE_IMAGE=eclipse-temurin:");
     assertThat(init.getVolumeMounts()).anyMatch(m -> m.getMountPath().equals("/oneshot"));
     assertThat(build.getVolumeMounts())
