@@ -600,6 +600,52 @@ class ChartTest {
   }
 
   @Test
+  void theDispatchersOwnNetworkPolicyLetsBuildPodsOfEveryBuildNamespaceReachItsApi()
+      throws IOException {
+    Path values = tmp.resolve("netpol.yaml");
+    Files.writeString(
+        values,
+        """
+        networkPolicy:
+          enabled: true
+          dispatcherIngress:
+            - from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}]
+        """);
+    List<HasMetadata> objs = render(t -> t.withValuesFile(ORGS).withValuesFile(values));
+    NetworkPolicy np = one(objs, NetworkPolicy.class, "oneshot-dispatcher");
+    Deployment d = one(objs, Deployment.class, "oneshot");
+    assertThat(np.getSpec().getPolicyTypes()).containsExactly("Ingress");
+    assertThat(np.getSpec().getPodSelector().getMatchLabels())
+        .isEqualTo(d.getSpec().getSelector().getMatchLabels());
+    var api = np.getSpec().getIngress().get(0);
+    assertThat(api.getPorts().get(0).getPort().getIntVal())
+        .isEqualTo(
+            d.getSpec()
+                .getTemplate()
+                .getSpec()
+                .getContainers()
+                .get(0)
+                .getPorts()
+                .get(0)
+                .getContainerPort());
+    Set<String> reached = new TreeSet<>();
+    api.getFrom().stream()
+        .filter(p -> p.getNamespaceSelector() != null)
+        .forEach(
+            p -> {
+              reached.add(
+                  p.getNamespaceSelector().getMatchLabels().get("kubernetes.io/metadata.name"));
+              assertThat(p.getPodSelector().getMatchExpressions())
+                  .singleElement()
+                  .satisfies(e -> assertThat(e.getKey()).isEqualTo("oneshot.io/build"));
+            });
+    Set<String> buildNamespaces = new TreeSet<>();
+    all(objs, Role.class).forEach(r -> buildNamespaces.add(r.getMetadata().getNamespace()));
+    assertThat(reached).isEqualTo(buildNamespaces).hasSizeGreaterThan(1);
+    assertThat(np.getSpec().getIngress()).hasSize(2);
+  }
+
+  @Test
   void anIngressWithTlsReachesTheApiServiceWhenAsked() {
     assertThat(kinds(render(t -> t))).doesNotContain("Ingress");
     List<HasMetadata> objs =
