@@ -212,8 +212,9 @@ final class RunnerApi {
       throw ApiError.badRequest("lines", "at most " + MAX_LINES_PER_BATCH + " lines per batch");
     }
     List<RunnerStore.NewLine> parsed = new ArrayList<>(lines.size());
+    int[] cut = {0};
     for (int i = 0; i < lines.size(); i++) {
-      parsed.add(parseLine(lines.get(i), "lines[" + i + "]"));
+      parsed.add(parseLine(lines.get(i), "lines[" + i + "]", cut));
     }
     store
         .runner()
@@ -229,15 +230,9 @@ final class RunnerApi {
               if (dropped > 0) {
                 metrics.logLinesDropped(dropped);
               }
-              if (a.fresh() > 0) {
-                // Lines of a batch sent again were counted the first time.
-                int cut = 0;
-                for (RunnerStore.NewLine l : parsed) {
-                  cut += l.text().endsWith(TRUNCATED) ? 1 : 0;
-                }
-                if (cut > 0) {
-                  metrics.logLinesCut(cut);
-                }
+              // Lines of a batch sent again were counted the first time.
+              if (a.fresh() > 0 && cut[0] > 0) {
+                metrics.logLinesCut(cut[0]);
               }
               Future<Void> note = Future.succeededFuture();
               if (dropped > 0 && a.bytesBefore() <= config.limits().maxLogBytes()) {
@@ -268,7 +263,8 @@ final class RunnerApi {
   private static final java.util.regex.Pattern LOG_TEXT =
       java.util.regex.Pattern.compile("lines\\[[0-9]+]\\.text");
 
-  private RunnerStore.NewLine parseLine(JsonNode n, String path) {
+  /** One line of a batch; {@code cut[0]} counts the lines cut to the line limit. */
+  private RunnerStore.NewLine parseLine(JsonNode n, String path, int[] cut) {
     if (!n.isObject()) {
       throw ApiError.badRequest(path, "must be an object {ts, stream, level, stage, text}");
     }
@@ -296,12 +292,17 @@ final class RunnerApi {
     if (!milestone.isMissingNode() && !milestone.isBoolean()) {
       throw ApiError.badRequest(path + ".milestone", "must be true or false");
     }
+    String clean = text.asText().replace(Http.NUL, '\uFFFD');
+    String kept = truncate(clean, config.limits().maxLogLineBytes());
+    if (kept != clean) {
+      cut[0]++;
+    }
     return new RunnerStore.NewLine(
         ts,
         stream,
         textOrNull(n, "level"),
         textOrNull(n, "stage"),
-        truncate(text.asText().replace(Http.NUL, '\uFFFD'), config.limits().maxLogLineBytes()),
+        kept,
         milestone.asBoolean(false));
   }
 
@@ -435,16 +436,16 @@ final class RunnerApi {
         .onFailure(ctx::fail);
   }
 
-  /** What ends a line cut to the line limit. */
-  static final String TRUNCATED = " …[truncated]";
-
-  /** Cuts a line to at most {@code maxBytes} of UTF-8, on a character boundary. */
+  /**
+   * Cuts a line to at most {@code maxBytes} of UTF-8, on a character boundary; a line that fits is
+   * returned as the same instance (parseLine counts the cut ones by that).
+   */
   static String truncate(String text, int maxBytes) {
     byte[] b = text.getBytes(StandardCharsets.UTF_8);
     if (b.length <= maxBytes) {
       return text;
     }
-    String marker = TRUNCATED;
+    String marker = " …[truncated]";
     int limit = maxBytes - marker.getBytes(StandardCharsets.UTF_8).length;
     int end = Math.max(0, limit);
     while (end > 0 && (b[end] & 0xC0) == 0x80) {

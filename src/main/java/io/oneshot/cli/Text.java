@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -41,14 +42,11 @@ final class Text {
   }
 
   static String tags(JsonNode tags) {
-    if (tags == null || !tags.isObject() || tags.isEmpty()) {
-      return "-";
+    Map<String, String> map = new LinkedHashMap<>();
+    if (tags != null && tags.isObject()) {
+      tags.properties().forEach(e -> map.put(e.getKey(), e.getValue().asText()));
     }
-    List<String> parts = new ArrayList<>();
-    for (Map.Entry<String, JsonNode> e : tags.properties()) {
-      parts.add(e.getKey() + "=" + e.getValue().asText());
-    }
-    return String.join(",", parts);
+    return tags(map);
   }
 
   static String tags(Map<String, String> tags) {
