@@ -209,10 +209,11 @@ public final class Metrics {
   }
 
   /**
-   * Exports each route's {@code maxConcurrent} and the global one, as configured: "running at the
-   * limit" is {@code oneshot_builds_running >= on(route) oneshot_route_max_concurrent}.
+   * Exports the configured routes: each one's {@code maxConcurrent} and the global one ("running at
+   * the limit" is {@code oneshot_builds_running >= on(route) oneshot_route_max_concurrent}), and
+   * each one's runner-conflict counter at 0.
    */
-  public void limits(Map<String, Integer> routes, int global) {
+  public void routes(Map<String, Integer> routes, int global) {
     Gauge route =
         Gauge.builder()
             .name("oneshot_route_max_concurrent")

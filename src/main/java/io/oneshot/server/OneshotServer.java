@@ -215,7 +215,7 @@ public final class OneshotServer implements AutoCloseable {
                               .otherwiseEmpty()));
       Map<String, Integer> limits = new LinkedHashMap<>();
       config.routes().forEach(r -> limits.put(r.name(), r.maxConcurrent()));
-      metrics.limits(limits, config.dispatch().maxConcurrent());
+      metrics.routes(limits, config.dispatch().maxConcurrent());
       listener.start();
       leadership.start();
       dispatcher.start();
