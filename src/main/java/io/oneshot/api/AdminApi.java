@@ -84,6 +84,13 @@ final class AdminApi {
     router.post("/api/v1/builds/:id/cancel").handler(this::cancelBuild);
     router.post("/api/v1/builds/:id/rerun").handler(this::rerunBuild);
     router.get("/api/v1/routes").handler(this::routes);
+    router.get("/api/v1/sources").handler(ctx -> json(ctx, 200, sources.get()));
+  }
+
+  private volatile java.util.function.Supplier<Object> sources = java.util.List::of;
+
+  void sources(java.util.function.Supplier<Object> sources) {
+    this.sources = sources;
   }
 
   private void createBuild(RoutingContext ctx) {

@@ -91,6 +91,11 @@ public final class ApiServer implements AutoCloseable {
     metrics.watchApi(inFlight::get);
   }
 
+  /** What {@code GET /api/v1/sources} answers: the queue sources' last looks, as JSON values. */
+  public void sources(Supplier<Object> sources) {
+    admin.sources(sources);
+  }
+
   /** Starts listening; returns the bound port (useful with port 0). */
   public Future<Integer> start() {
     Router router = Router.router(vertx);
@@ -101,7 +106,9 @@ public final class ApiServer implements AutoCloseable {
         .route("/api/v1/*")
         .handler(BodyHandler.create(false).setBodyLimit(config.limits().maxRequestBytes()));
     for (String admin :
-        new String[] {"/api/v1/builds*", "/api/v1/routes*", "/api/v1/workspaces*"}) {
+        new String[] {
+          "/api/v1/builds*", "/api/v1/routes*", "/api/v1/sources*", "/api/v1/workspaces*"
+        }) {
       router.route(admin).handler(Http.requireBearer(adminToken, "admin token"));
     }
     admin.mount(router);

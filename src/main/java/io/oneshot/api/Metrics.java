@@ -73,6 +73,7 @@ public final class Metrics {
   private final Counter kubernetesRequests;
   private final Counter runnerConflicts;
   private final Counter deleted;
+  private final Counter sourceBuilds;
   private final Counter troubles;
   private final Gauge dbConnections;
   private final Gauge dbPoolMax;
@@ -206,6 +207,63 @@ public final class Metrics {
             .help("Finished builds deleted by retention, with their logs and timelines")
             .labelNames("route")
             .register(registry);
+    sourceBuilds =
+        Counter.builder()
+            .name("oneshot_source_builds_enqueued_total")
+            .help("Builds a queue source enqueued for its waiting jobs, per source and route")
+            .labelNames("source", "route")
+            .register(registry);
+  }
+
+  /**
+   * What a queue source saw at its last look: per route, the jobs waiting that it feeds there
+   * ({@code route} null: jobs whose tags no route of the source matches).
+   */
+  public record SourceJobs(String source, String route, long waiting) {}
+
+  /**
+   * Exports the queue sources (on the leader, which alone watches them): jobs waiting per route,
+   * jobs no route matches, and whether the last look at each source succeeded.
+   */
+  public void watchSources(Supplier<List<SourceJobs>> jobs, Supplier<Map<String, Boolean>> up) {
+    GaugeWithCallback.builder()
+        .name("oneshot_source_jobs_waiting")
+        .help(
+            "Jobs waiting at a queue source for the route its tags match, at the source's last look"
+                + " (the leading replica exports it)")
+        .labelNames("source", "route")
+        .callback(
+            cb ->
+                jobs.get().stream()
+                    .filter(j -> j.route() != null)
+                    .forEach(j -> cb.call(j.waiting(), j.source(), j.route())))
+        .register(registry);
+    GaugeWithCallback.builder()
+        .name("oneshot_source_jobs_unrouted")
+        .help(
+            "Jobs waiting at a queue source whose tags no route of the source matches: they wait"
+                + " until a route takes them")
+        .labelNames("source")
+        .callback(
+            cb -> {
+              Map<String, Long> sum = new java.util.TreeMap<>();
+              up.get().keySet().forEach(s -> sum.put(s, 0L));
+              jobs.get().stream()
+                  .filter(j -> j.route() == null)
+                  .forEach(j -> sum.merge(j.source(), j.waiting(), Long::sum));
+              sum.forEach((source, n) -> cb.call(n, source));
+            })
+        .register(registry);
+    GaugeWithCallback.builder()
+        .name("oneshot_source_up")
+        .help("1 when the last look at a queue source (its database and query) succeeded")
+        .labelNames("source")
+        .callback(cb -> up.get().forEach((source, ok) -> cb.call(ok ? 1 : 0, source)))
+        .register(registry);
+  }
+
+  public void sourceEnqueued(String source, String route, long n) {
+    sourceBuilds.labelValues(source, route).inc(n);
   }
 
   /**

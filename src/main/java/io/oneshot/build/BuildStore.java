@@ -14,7 +14,8 @@ import io.vertx.sqlclient.Pool;
  *   <li>{@link #runner()}: provisionerd's acquire, heartbeat, logs and complete;
  *   <li>{@link #state()}: workspace state versions;
  *   <li>{@link #reads()}: builds, timelines, logs and routes for the API and the CLI;
- *   <li>{@link #retention()}: finished builds deleted when they are old.
+ *   <li>{@link #retention()}: finished builds deleted when they are old;
+ *   <li>{@link #sources()}: builds enqueued for jobs waiting at a queue source.
  * </ul>
  *
  * Each state change is one compare-and-set statement on the build's current status (and attempt,
@@ -30,6 +31,7 @@ public final class BuildStore {
   private final StateStore state;
   private final BuildReads reads;
   private final RetentionStore retention;
+  private final SourceStore sources;
 
   public BuildStore(Pool pool) {
     this(pool, pool);
@@ -47,6 +49,7 @@ public final class BuildStore {
     this.state = new StateStore(pool);
     this.reads = new BuildReads(pool, readPool);
     this.retention = new RetentionStore(pool);
+    this.sources = new SourceStore(pool);
   }
 
   public Pool pool() {
@@ -75,6 +78,10 @@ public final class BuildStore {
 
   public BuildReads reads() {
     return reads;
+  }
+
+  public SourceStore sources() {
+    return sources;
   }
 
   public RetentionStore retention() {

@@ -95,6 +95,22 @@ public final class Database implements AutoCloseable {
    */
   public static final int READ_POOL_SIZE = 2;
 
+  /**
+   * A small pool of its own on another database (a queue source's), with the same statement timeout
+   * and settings as the queue's pools; {@link #optionsFor} gives its listener's options.
+   */
+  public static Pool foreignPool(Vertx vertx, String url, int size, String applicationName) {
+    PgConnectOptions options = optionsFor(url, applicationName);
+    return pool(vertx, options, size, "oneshot-" + applicationName);
+  }
+
+  /** Connect options for {@code url}, named {@code applicationName} in pg_stat_activity. */
+  public static PgConnectOptions optionsFor(String url, String applicationName) {
+    PgConnectOptions options = withApplicationName(parseUrl(url), applicationName);
+    options.setReconnectAttempts(0);
+    return options;
+  }
+
   private static Pool pool(Vertx vertx, PgConnectOptions options, int size, String name) {
     return PgBuilder.pool()
         .with(

@@ -148,7 +148,8 @@ final class DevCommand implements Callable<Integer> {
                 base.launcher().kubernetes()),
             base.logging(),
             base.retention(),
-            base.routes());
+            base.routes(),
+            base.sources());
     OneshotServer server;
     try {
       server = OneshotServer.start(cfg);

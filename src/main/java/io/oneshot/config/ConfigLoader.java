@@ -113,7 +113,15 @@ public final class ConfigLoader {
   private static OneshotConfig read(ConfigNode file, Map<String, String> env) {
     ConfigNode root = file.requireObject();
     root.allowOnly(
-        "database", "api", "dispatch", "limits", "launcher", "logging", "retention", "routes");
+        "database",
+        "api",
+        "dispatch",
+        "limits",
+        "launcher",
+        "logging",
+        "retention",
+        "routes",
+        "sources");
 
     ConfigNode db = root.object("database");
     db.allowOnly("url", "poolSize", "reconnect");
@@ -294,7 +302,192 @@ public final class ConfigLoader {
         }
       }
     }
-    return new OneshotConfig(database, api, dispatch, limits, launcher, logging, retention, routes);
+    List<OneshotConfig.Source> sources = readSources(root, routes, env);
+    return new OneshotConfig(
+        database, api, dispatch, limits, launcher, logging, retention, routes, sources);
+  }
+
+  /** The fields a source may have. */
+  public static final List<String> SOURCE_FIELDS =
+      List.of(
+          "name",
+          "kind",
+          "databaseUrl",
+          "databaseUrlEnv",
+          "channel",
+          "query",
+          "input",
+          "pollInterval",
+          "routes");
+
+  /** Coder's NOTIFY channel for a queued provisioner job (see source/CoderSource). */
+  public static final String CODER_CHANNEL = "provisioner_job_posted";
+
+  static final Pattern CHANNEL = Pattern.compile("^[a-z_][a-z0-9_]{0,62}$");
+  private static final Pattern ENV_NAME = Pattern.compile("^[A-Za-z_][A-Za-z0-9_]*$");
+
+  private static List<OneshotConfig.Source> readSources(
+      ConfigNode root, List<Route> routes, Map<String, String> env) {
+    ConfigNode list = root.child("sources");
+    if (list.absent()) {
+      return List.of();
+    }
+    if (!list.node().isArray()) {
+      list.report("must be a list of sources");
+      return List.of();
+    }
+    List<OneshotConfig.Source> out = new ArrayList<>();
+    for (int i = 0; i < list.node().size(); i++) {
+      ConfigNode s = list.index(i).requireObject();
+      s.allowOnly(SOURCE_FIELDS.toArray(String[]::new));
+      String name = s.string("name", null);
+      if (name == null) {
+        s.child("name").report("is required");
+      } else if (!ROUTE_NAME.matcher(name).matches()) {
+        s.child("name")
+            .report(
+                "must be 1 to 32 lowercase letters, digits or '-', starting and ending with a"
+                    + " letter or digit",
+                name);
+      }
+      for (int j = 0; j < out.size(); j++) {
+        if (name != null && name.equals(out.get(j).name())) {
+          s.child("name").report("duplicate source '" + name + "' (also sources[" + j + "])");
+        }
+      }
+      String kind = s.string("kind", null);
+      if (kind == null) {
+        s.child("kind").report("is required: postgres or coder");
+        kind = OneshotConfig.Source.POSTGRES;
+      } else if (!kind.equals(OneshotConfig.Source.POSTGRES)
+          && !kind.equals(OneshotConfig.Source.CODER)) {
+        s.child("kind").report("must be postgres or coder", kind);
+        kind = OneshotConfig.Source.POSTGRES;
+      }
+      boolean coder = kind.equals(OneshotConfig.Source.CODER);
+      String url = s.string("databaseUrl", null);
+      String urlEnv = s.string("databaseUrlEnv", null);
+      if (url != null && urlEnv != null) {
+        s.child("databaseUrlEnv").report("give databaseUrl or databaseUrlEnv, not both");
+      } else if (urlEnv != null) {
+        if (!ENV_NAME.matcher(urlEnv).matches()) {
+          s.child("databaseUrlEnv").report("must name an environment variable", urlEnv);
+        } else if (env.get(urlEnv) == null || env.get(urlEnv).isBlank()) {
+          s.child("databaseUrlEnv")
+              .report("names " + urlEnv + ", which is not set in the dispatcher's environment");
+        } else {
+          url = env.get(urlEnv);
+        }
+      } else if (url == null) {
+        s.child("databaseUrl")
+            .report(
+                "is required (or databaseUrlEnv): the database whose jobs this source watches,"
+                    + " like postgresql://oneshot_reader@coder-db:5432/coder");
+      }
+      if (url != null && !url.matches("^postgres(ql)?://.+")) {
+        s.child(urlEnv != null ? "databaseUrlEnv" : "databaseUrl")
+            .report("must be a postgresql:// URL (the value is not shown: it may hold a password)");
+      }
+      String channel = s.string("channel", coder ? CODER_CHANNEL : null);
+      String query = s.string("query", null);
+      String input = null;
+      if (coder) {
+        for (String f : List.of("query", "input")) {
+          if (!s.child(f).absent()) {
+            s.child(f).report("is fixed for kind coder (Coder's table and the coder provisioner)");
+          }
+        }
+        if (!channel.equals(CODER_CHANNEL)) {
+          s.child("channel").report("is fixed for kind coder: " + CODER_CHANNEL, channel);
+        }
+      } else {
+        if (channel == null) {
+          s.child("channel")
+              .report("is required for kind postgres: the channel producers NOTIFY when jobs wait");
+        } else if (!CHANNEL.matcher(channel).matches()) {
+          s.child("channel")
+              .report(
+                  "must be a lowercase PostgreSQL identifier: letters, digits and '_', not"
+                      + " starting with a digit",
+                  channel);
+        }
+        if (query == null || query.isBlank()) {
+          s.child("query")
+              .report(
+                  "is required for kind postgres: a read-only query returning tags (a JSON object)"
+                      + " and waiting (a count), one row per tag set");
+        }
+        ConfigNode in = s.child("input");
+        if (in.absent()) {
+          s.child("input")
+              .report(
+                  "is required for kind postgres: the input of each build, like {provisioner:"
+                      + " script, command: [./take-one-job]}");
+        } else if (!in.node().isObject()) {
+          in.report("must be an object, a build's input", in.node());
+        } else {
+          input = in.node().toString();
+        }
+      }
+      Duration poll = s.duration("pollInterval", "5s", Duration.ofMillis(100));
+      List<OneshotConfig.Feed> feeds = feeds(s, coder, routes);
+      out.add(
+          new OneshotConfig.Source(
+              name, kind, url, channel, coder ? null : query, poll, feeds, input));
+    }
+    return List.copyOf(out);
+  }
+
+  /** A source's routes: names, or {route, organization} for a coder source. */
+  private static List<OneshotConfig.Feed> feeds(ConfigNode s, boolean coder, List<Route> routes) {
+    ConfigNode list = s.child("routes");
+    if (list.absent() || !list.node().isArray() || list.node().isEmpty()) {
+      list.report(
+          coder
+              ? "is required: the routes this source feeds, like [{route: coder, organization:"
+                  + " coder}], one per provisioner key"
+              : "is required: the routes this source feeds, like [reports]");
+      return List.of();
+    }
+    List<OneshotConfig.Feed> out = new ArrayList<>();
+    for (int i = 0; i < list.node().size(); i++) {
+      ConfigNode f = list.index(i);
+      String route;
+      String org = null;
+      if (f.node().isTextual()) {
+        route = f.node().asText();
+        if (coder) {
+          f.report(
+              "must be {route, organization} for kind coder: a provisioner key belongs to one"
+                  + " organization",
+              route);
+        }
+      } else if (f.node().isObject()) {
+        f.allowOnly("route", "organization");
+        route = f.string("route", null);
+        org = f.string("organization", null);
+        if (route == null) {
+          f.child("route").report("is required");
+        }
+        if (coder && org == null) {
+          f.child("organization")
+              .report("is required for kind coder: the Coder organization's name or id");
+        } else if (!coder && org != null) {
+          f.child("organization").report("is only for kind coder");
+        }
+      } else {
+        f.report("must be a route name or {route, organization}", f.node());
+        continue;
+      }
+      if (route != null && routes.stream().noneMatch(r -> r.name().equals(route))) {
+        f.report(
+            "names no route; routes: "
+                + String.join(", ", routes.stream().map(Route::name).toList()),
+            route);
+      }
+      out.add(new OneshotConfig.Feed(route, org));
+    }
+    return List.copyOf(out);
   }
 
   /** A retention age: a duration of at least a minute, or {@code forever} (the fallback: null). */

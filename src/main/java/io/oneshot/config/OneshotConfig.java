@@ -18,7 +18,43 @@ public record OneshotConfig(
     Launcher launcher,
     Logging logging,
     Retention retention,
-    List<Route> routes) {
+    List<Route> routes,
+    List<Source> sources) {
+
+  /**
+   * A queue source: a PostgreSQL database oneshot does not own, whose waiting jobs it runs one
+   * build each. It LISTENs on {@code channel} (with a poll every {@code pollInterval} as backstop)
+   * and runs a read-only query that counts the waiting jobs per tag set; for each tag set it keeps
+   * as many builds in flight as jobs wait, on the first of its {@code feeds} whose route the tags
+   * match.
+   *
+   * @param kind {@code postgres} (the operator gives channel, query and the builds' input) or
+   *     {@code coder} (Coder's channel, table and tag rule; builds run the coder provisioner)
+   * @param url the database, from {@code databaseUrl} or the variable {@code databaseUrlEnv} names
+   * @param input the builds' input (json), for {@code postgres}; null for {@code coder}
+   */
+  public record Source(
+      String name,
+      String kind,
+      String url,
+      String channel,
+      String query,
+      Duration pollInterval,
+      List<Feed> feeds,
+      String input) {
+    public static final String POSTGRES = "postgres";
+    public static final String CODER = "coder";
+
+    public boolean coder() {
+      return kind.equals(CODER);
+    }
+  }
+
+  /**
+   * A route a source feeds; for a {@code coder} source, with the Coder organization (name or id)
+   * whose jobs it takes, as the route's provisioner key belongs to one organization.
+   */
+  public record Feed(String route, String organization) {}
 
   /**
    * How long the leader keeps finished builds (with their logs and timelines): per route, those

@@ -5,20 +5,20 @@ package io.oneshot.dispatch;
  * cycles and the rescuer's ticks. Started once; {@link #close} ends the loop after the pass in hand
  * and waits up to ten seconds for it.
  */
-final class LoopThread implements AutoCloseable {
+public final class LoopThread implements AutoCloseable {
   private final String name;
   private final Wakeup wakeup = new Wakeup();
   private volatile boolean running;
   private Thread thread;
 
-  LoopThread(String name) {
+  public LoopThread(String name) {
     this.name = name;
   }
 
   /**
    * Runs {@code loop} on the thread, unless it runs already; {@code loop} checks {@link #running}.
    */
-  synchronized void start(Runnable loop) {
+  public synchronized void start(Runnable loop) {
     if (running) {
       return;
     }
@@ -26,17 +26,17 @@ final class LoopThread implements AutoCloseable {
     thread = Thread.ofPlatform().name(name).daemon().start(loop);
   }
 
-  boolean running() {
+  public boolean running() {
     return running;
   }
 
   /** Asks for one more pass; wakes that arrive during a pass fold into one. */
-  void wake() {
+  public void wake() {
     wakeup.wake();
   }
 
   /** Waits for a wake or {@code timeoutMs}; true when woken. */
-  boolean await(long timeoutMs) throws InterruptedException {
+  public boolean await(long timeoutMs) throws InterruptedException {
     return wakeup.await(timeoutMs);
   }
 

@@ -24,6 +24,7 @@ import io.oneshot.launch.Reachability;
 import io.oneshot.launch.kubernetes.KubernetesLauncher;
 import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
+import io.oneshot.source.Sources;
 import io.vertx.core.Vertx;
 import io.vertx.core.VertxOptions;
 import java.io.IOException;
@@ -61,6 +62,7 @@ public final class OneshotServer implements AutoCloseable {
   private final Pruner pruner;
   private final Listener listener;
   private final Leadership leadership;
+  private final Sources sources;
   private final Metrics metrics;
 
   private OneshotServer(
@@ -75,7 +77,9 @@ public final class OneshotServer implements AutoCloseable {
       Pruner pruner,
       Listener listener,
       Leadership leadership,
+      Sources sources,
       Metrics metrics) {
+    this.sources = sources;
     this.metrics = metrics;
     this.vertx = vertx;
     this.db = db;
@@ -167,6 +171,8 @@ public final class OneshotServer implements AutoCloseable {
       Rescuer rescuer =
           new Rescuer(store, launcher, config, dispatcher, leadership::isLeader, metrics);
       Pruner pruner = new Pruner(store, config, leadership::isLeader, metrics);
+      Sources sources = new Sources(vertx, config, store.sources(), leadership::fence, metrics);
+      api.sources(sources::json);
       launcher.events(new LaunchEvents(store, rescuer, metrics));
       // Everything the launcher already runs is known before the first claim or rescue.
       launcher.start();
@@ -175,7 +181,13 @@ public final class OneshotServer implements AutoCloseable {
       channels.put("oneshot_logs", followers::notified);
       if (config.dispatch().wakeOnNotify()) {
         // Off, the dispatcher does not LISTEN for builds: only its poll finds them.
-        channels.put("oneshot_builds", p -> dispatcher.wake());
+        channels.put(
+            "oneshot_builds",
+            p -> {
+              dispatcher.wake();
+              // A slot may have been freed: sources whose jobs wait on a full route top up.
+              sources.wakeAll();
+            });
       }
       Listener listener =
           new Listener(
@@ -184,11 +196,12 @@ public final class OneshotServer implements AutoCloseable {
               channels,
               () -> {
                 dispatcher.wake();
+                sources.wakeAll();
                 followers.wakeAll();
               },
               config.dispatch().listenerHealthInterval(),
               config.database().reconnect());
-      holder.set(dispatcher, rescuer, listener, leadership, launcher);
+      holder.set(dispatcher, rescuer, listener, leadership, launcher, sources);
       metrics.watch(
           leadership::isLeader,
           listener::reconnects,
@@ -221,6 +234,7 @@ public final class OneshotServer implements AutoCloseable {
       dispatcher.start();
       rescuer.start();
       pruner.start();
+      sources.start();
       log.info(
           "oneshot is up: API on port {}, provisionerd reports to {}, launcher {}, {} {}.",
           port,
@@ -240,6 +254,7 @@ public final class OneshotServer implements AutoCloseable {
           pruner,
           listener,
           leadership,
+          sources,
           metrics);
     } catch (RuntimeException e) {
       if (launcher != null) {
@@ -364,8 +379,10 @@ public final class OneshotServer implements AutoCloseable {
     private volatile Rescuer rescuer;
     private volatile Listener listener;
     private volatile Leadership leadership;
+    private volatile Sources sources;
 
-    void set(Dispatcher d, Rescuer r, Listener l, Leadership le, Launcher la) {
+    void set(Dispatcher d, Rescuer r, Listener l, Leadership le, Launcher la, Sources so) {
+      sources = so;
       launcher = la;
       dispatcher = d;
       rescuer = r;
@@ -377,6 +394,7 @@ public final class OneshotServer implements AutoCloseable {
       if (dispatcher != null) {
         dispatcher.wake();
         rescuer.wake();
+        sources.wakeAll();
       }
     }
 
@@ -395,6 +413,11 @@ public final class OneshotServer implements AutoCloseable {
             }
             s.put(launcher.kind(), k);
           });
+      if (sources != null && !sources.all().isEmpty()) {
+        // Said, not counted against readiness: a source's database being down must not take the
+        // API (which every route's runners need) out of its Service.
+        s.put("sources", sources.readiness());
+      }
       List<String> warnings = launcher == null ? List.of() : launcher.warnings();
       if (!warnings.isEmpty()) {
         s.put("launcherWarnings", warnings);
@@ -417,6 +440,10 @@ public final class OneshotServer implements AutoCloseable {
 
   public Rescuer rescuer() {
     return rescuer;
+  }
+
+  public Sources sources() {
+    return sources;
   }
 
   public Pruner pruner() {
@@ -466,6 +493,7 @@ public final class OneshotServer implements AutoCloseable {
    */
   public void close(Duration drain) {
     leadership.close();
+    sources.close();
     dispatcher.close();
     rescuer.close();
     pruner.close();

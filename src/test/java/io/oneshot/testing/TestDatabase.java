@@ -42,7 +42,12 @@ public final class TestDatabase {
 
   /** The same database as a JDBC URL, for test assertions. */
   public static String jdbcUrl() {
-    URI u = URI.create(url());
+    return jdbcUrl(url());
+  }
+
+  /** A {@code postgresql://} URL of the test server as a JDBC URL. */
+  public static String jdbcUrl(String url) {
+    URI u = URI.create(url);
     String userInfo = u.getUserInfo();
     String user = userInfo == null ? "postgres" : userInfo.split(":", 2)[0];
     String password = userInfo != null && userInfo.contains(":") ? userInfo.split(":", 2)[1] : "";

@@ -1,0 +1,27 @@
+-- A source's top-up for one tag set: enqueues as many builds as there are jobs waiting ($4) beyond
+-- the builds of this source and tag set still in flight (pending, launching, or running without a
+-- job yet), never more than the route's free slots (its limit less its live and queued builds),
+-- never fewer than none. Runs in the claim transaction, after queue/claim-lock: top-ups and claims
+-- are serialized and fenced to the leader, so two replicas or a restart never count the same
+-- waiting jobs twice.
+-- $1 source, $2 tag set key (json), $3 route, $4 jobs waiting, $5 build tags (json), $6 build input
+-- (json), $7 reason. Transition: (new) -> pending, for each build added.
+WITH flight AS (
+  SELECT count(*) AS n FROM oneshot.builds
+  WHERE source = $1 AND source_key = $2::text::jsonb
+    AND status IN ('pending', 'launching', 'running') AND source_taken_at IS NULL
+), route AS (
+  SELECT r.max_concurrent - (SELECT count(*) FROM oneshot.builds b
+                             WHERE b.route = r.name AND b.status IN ('pending', 'launching', 'running')) AS free
+  FROM oneshot.routes r WHERE r.name = $3
+), want AS (
+  SELECT flight.n AS in_flight,
+         GREATEST(0, LEAST($4::bigint - flight.n, coalesce(route.free, 0))) AS add
+  FROM flight LEFT JOIN route ON true
+), added AS (
+  INSERT INTO oneshot.builds (route, tags, input, priority, reason, source, source_key)
+  SELECT $3, $5::text::jsonb, $6::text::jsonb, 0, $7, $1, $2::text::jsonb
+  FROM want, generate_series(1, want.add)
+  RETURNING id
+)
+SELECT want.in_flight, (SELECT count(*) FROM added) AS added FROM want

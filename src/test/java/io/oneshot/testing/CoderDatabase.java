@@ -1,0 +1,212 @@
+package io.oneshot.testing;
+
+import io.oneshot.api.Json;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.UUID;
+
+/**
+ * A database shaped like Coder's, as far as oneshot and a provisioner daemon rely on it, on a fresh
+ * database of the test server. Coder cannot run here; each part follows coder/coder:
+ *
+ * <ul>
+ *   <li>the tables and columns: {@code organizations}, {@code provisioner_jobs} and the {@code
+ *       provisioner_type} enum in coderd/database/dump.sql (only the columns the acquire and status
+ *       logic read, plus those NOT NULL without a default, given values);
+ *   <li>{@code job_status}, generated as in the migration that added it;
+ *   <li>{@code provisioner_tagset_contains} as in coderd/database/migrations/000275_check_tags;
+ *   <li>{@link #post}: coderd inserts the job, then publishes {@code provisioner_job_posted} with
+ *       {organization_id, type, tags} (coderd/database/provisionerjobs/provisionerjobs.go, {@code
+ *       PostJob}; coderd/database/pubsub/pubsub.go, {@code Publish}: {@code select
+ *       pg_notify(<event>, $1)});
+ *   <li>{@link #acquire}: {@code AcquireProvisionerJob} of
+ *       coderd/database/queries/provisionerjobs.sql, word for word in its conditions and order;
+ *   <li>{@link #cancel}: coderd/workspacebuilds.go {@code patchCancelWorkspaceBuild}: canceled_at
+ *       set, and completed_at too when no worker holds the job.
+ * </ul>
+ */
+public final class CoderDatabase {
+  /** The prebuilds system user: its jobs come after humans' (provisionerjobs.sql). */
+  public static final UUID PREBUILDS_USER = UUID.fromString("c42fdf75-3097-471c-8c33-fb52454d81c0");
+
+  public final String url;
+  private final String jdbc;
+
+  public CoderDatabase() {
+    url = TestDatabase.fresh();
+    jdbc = TestDatabase.jdbcUrl(url);
+    exec(
+        """
+        CREATE TYPE provisioner_type AS ENUM ('echo', 'terraform');
+        CREATE TYPE provisioner_job_type AS ENUM (
+          'template_version_import', 'workspace_build', 'template_version_dry_run');
+        CREATE TYPE provisioner_job_status AS ENUM (
+          'pending', 'running', 'succeeded', 'canceling', 'canceled', 'failed', 'unknown');
+        CREATE DOMAIN tagset AS jsonb;
+        CREATE FUNCTION provisioner_tagset_contains(provisioner_tags tagset, job_tags tagset)
+        RETURNS boolean AS $$
+        BEGIN
+          RETURN CASE
+            WHEN job_tags::jsonb = '{"scope": "organization", "owner": ""}'::jsonb
+              THEN job_tags::jsonb = provisioner_tags::jsonb
+            ELSE job_tags::jsonb <@ provisioner_tags::jsonb
+          END;
+        END;
+        $$ LANGUAGE plpgsql;
+        CREATE TABLE organizations (
+          id uuid PRIMARY KEY,
+          name text NOT NULL UNIQUE
+        );
+        CREATE TABLE provisioner_jobs (
+          id uuid PRIMARY KEY,
+          created_at timestamptz NOT NULL,
+          updated_at timestamptz NOT NULL,
+          started_at timestamptz,
+          canceled_at timestamptz,
+          completed_at timestamptz,
+          error text,
+          organization_id uuid NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
+          initiator_id uuid NOT NULL,
+          provisioner provisioner_type NOT NULL,
+          type provisioner_job_type NOT NULL,
+          input jsonb NOT NULL,
+          worker_id uuid,
+          tags jsonb NOT NULL DEFAULT '{"scope": "organization"}'::jsonb,
+          job_status provisioner_job_status NOT NULL GENERATED ALWAYS AS (
+            CASE
+              WHEN completed_at IS NOT NULL THEN
+                CASE
+                  WHEN error != '' THEN 'failed'::provisioner_job_status
+                  WHEN canceled_at IS NOT NULL THEN 'canceled'::provisioner_job_status
+                  ELSE 'succeeded'::provisioner_job_status
+                END
+              ELSE
+                CASE
+                  WHEN error != '' THEN 'failed'::provisioner_job_status
+                  WHEN canceled_at IS NOT NULL THEN 'canceling'::provisioner_job_status
+                  WHEN started_at IS NULL THEN 'pending'::provisioner_job_status
+                  ELSE 'running'::provisioner_job_status
+                END
+            END) STORED
+        );
+        """);
+  }
+
+  /** Adds an organization; returns its id. */
+  public UUID organization(String name) {
+    UUID id = UUID.randomUUID();
+    exec("INSERT INTO organizations (id, name) VALUES ('" + id + "', '" + name + "')");
+    return id;
+  }
+
+  /** The tags of a job from a template with {@code extra} tags, organization-scoped. */
+  public static Map<String, String> jobTags(Map<String, String> extra) {
+    Map<String, String> t = new TreeMap<>(extra);
+    t.put("scope", "organization");
+    t.put("owner", "");
+    return t;
+  }
+
+  /** Queues {@code n} workspace builds in {@code org} with {@code tags}, as coderd does. */
+  public List<UUID> post(UUID org, Map<String, String> tags, int n) {
+    return post(org, tags, n, UUID.randomUUID());
+  }
+
+  public List<UUID> post(UUID org, Map<String, String> tags, int n, UUID initiator) {
+    List<UUID> ids = new java.util.ArrayList<>();
+    String json = Json.write(tags);
+    try (Connection c = DriverManager.getConnection(jdbc)) {
+      for (int i = 0; i < n; i++) {
+        UUID id = UUID.randomUUID();
+        try (var st =
+            c.prepareStatement(
+                "INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id,"
+                    + " initiator_id, provisioner, type, input, tags) VALUES (?, clock_timestamp(),"
+                    + " clock_timestamp(), ?, ?, 'terraform', 'workspace_build', '{}', ?::jsonb)")) {
+          st.setObject(1, id);
+          st.setObject(2, org);
+          st.setObject(3, initiator);
+          st.setString(4, json);
+          st.executeUpdate();
+        }
+        // Published after the insert committed, as coderd does (autocommit here).
+        try (var st = c.prepareStatement("SELECT pg_notify('provisioner_job_posted', ?)")) {
+          st.setString(
+              1,
+              Json.write(
+                  Map.of("organization_id", org.toString(), "type", "terraform", "tags", tags)));
+          st.execute();
+        }
+        ids.add(id);
+      }
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+    return ids;
+  }
+
+  /**
+   * A daemon of {@code org} with {@code daemonTags} acquires the oldest job it may take, as
+   * coderd's {@code AcquireProvisionerJob}; null when there is none.
+   */
+  public UUID acquire(UUID org, Map<String, String> daemonTags, UUID worker) {
+    List<Map<String, Object>> r =
+        rows(
+            "UPDATE provisioner_jobs SET started_at = clock_timestamp(), updated_at ="
+                + " clock_timestamp(), worker_id = ? WHERE id = (SELECT id FROM provisioner_jobs AS"
+                + " potential_job WHERE potential_job.started_at IS NULL AND"
+                + " potential_job.organization_id = ? AND potential_job.provisioner ="
+                + " ANY('{terraform}'::provisioner_type[]) AND"
+                + " provisioner_tagset_contains(?::jsonb, potential_job.tags::jsonb) ORDER BY"
+                + " potential_job.initiator_id = 'c42fdf75-3097-471c-8c33-fb52454d81c0'::uuid ASC,"
+                + " potential_job.created_at ASC FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id",
+            worker,
+            org,
+            Json.write(daemonTags));
+    return r.isEmpty() ? null : (UUID) r.get(0).get("id");
+  }
+
+  /** Cancels a job as a user canceling its workspace build does. */
+  public void cancel(UUID job) {
+    exec(
+        "UPDATE provisioner_jobs SET canceled_at = now(), completed_at = CASE WHEN worker_id IS"
+            + " NULL THEN now() END WHERE id = '"
+            + job
+            + "'");
+  }
+
+  /** Completes a job as the daemon holding it reports success. */
+  public void complete(UUID job) {
+    exec(
+        "UPDATE provisioner_jobs SET completed_at = now(), updated_at = now() WHERE id = '"
+            + job
+            + "'");
+  }
+
+  public long count(String where) {
+    return ((Number)
+            rows("SELECT count(*) AS n FROM provisioner_jobs WHERE " + where).get(0).get("n"))
+        .longValue();
+  }
+
+  public void exec(String sql) {
+    try (Connection c = DriverManager.getConnection(jdbc);
+        var st = c.createStatement()) {
+      st.execute(sql);
+    } catch (SQLException e) {
+      throw new IllegalStateException(sql + ": " + e.getMessage(), e);
+    }
+  }
+
+  public List<Map<String, Object>> rows(String sql, Object... params) {
+    try (Connection c = DriverManager.getConnection(jdbc)) {
+      return Sql.rows(c, sql, params);
+    } catch (SQLException e) {
+      throw new IllegalStateException(sql + ": " + e.getMessage(), e);
+    }
+  }
+}
