@@ -75,3 +75,8 @@ app.kubernetes.io/component: dispatcher
 {{- required "serviceAccount.name: the ServiceAccount to run as when serviceAccount.create is false" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The environment variable that carries a queue source's database URL into the dispatcher. */}}
+{{- define "oneshot.sourceUrlEnv" -}}
+ONESHOT_SOURCE_{{ . | upper | replace "-" "_" }}_URL
+{{- end }}

@@ -254,13 +254,17 @@ class ChartTest {
       }
     }
     Path file = root.resolve(c.getArgs().get(2).substring(1));
-    // The mounted Secrets stand in the environment, as the Deployment's env and files would.
-    OneshotConfig config =
-        ConfigLoader.load(
-            file,
-            Map.of(
-                "ONESHOT_DATABASE_URL", "postgresql://oneshot@db:5432/oneshot",
-                "ONESHOT_ADMIN_TOKEN", "a-token-of-the-chart-0123456789"));
+    // The mounted Secrets stand in the environment, as the Deployment's env and files would: each
+    // variable taken from a Secret holds a URL naming that Secret and key.
+    Map<String, String> env = new java.util.HashMap<>();
+    for (var e : c.getEnv()) {
+      if (e.getValueFrom() != null && e.getValueFrom().getSecretKeyRef() != null) {
+        var ref = e.getValueFrom().getSecretKeyRef();
+        env.put(e.getName(), "postgresql://secret@" + ref.getName() + "/" + ref.getKey());
+      }
+    }
+    env.put("ONESHOT_ADMIN_TOKEN", "a-token-of-the-chart-0123456789");
+    OneshotConfig config = ConfigLoader.load(file, env);
     String templateDir = config.launcher().kubernetes().templateDir().toString();
     assertThat(mountOfVolume).containsValue(templateDir);
     JobTemplates.load(root.resolve(templateDir.substring(1)), config.routes(), K8S);
@@ -303,6 +307,33 @@ class ChartTest {
     assertThat(
             tokenMount.getMountPath() + "/" + tokenVolume.getSecret().getItems().get(0).getPath())
         .isEqualTo(tokenFile);
+  }
+
+  @Test
+  void aCoderSourceGetsItsDatabaseUrlFromItsSecretAndLoadsThroughTheDispatchersLoader()
+      throws IOException {
+    Path values = tmp.resolve("coder.yaml");
+    Files.writeString(
+        values,
+        """
+        routes:
+          - {name: coder, tags: {env: prod}, template: script.yaml}
+        sources:
+          - name: coder-main
+            kind: coder
+            databaseSecret: {name: coder-db-reader, key: url}
+            routes: [{route: coder, organization: coder}]
+        """);
+    List<HasMetadata> objs = render(t -> t.withValuesFile(values));
+    OneshotConfig config = loadLikeTheDispatcher(objs, tmp.resolve("root"));
+    OneshotConfig.Source s = config.sources().get(0);
+    assertThat(s.name()).isEqualTo("coder-main");
+    assertThat(s.coder()).isTrue();
+    assertThat(s.url()).isEqualTo("postgresql://secret@coder-db-reader/url");
+    assertThat(s.feeds()).containsExactly(new OneshotConfig.Feed("coder", "coder"));
+    // The URL is never written into the ConfigMap.
+    String cfg = one(objs, ConfigMap.class, "oneshot-config").getData().get("oneshot.yaml");
+    assertThat(cfg).doesNotContain("databaseSecret").doesNotContain("coder-db-reader");
   }
 
   @Test
@@ -502,6 +533,8 @@ class ChartTest {
           a log format                    | logging: {format: xml}                                     | at '/logging/format': value must be one of 'text', 'json'
           a pull policy                   | image: {pullPolicy: Sometimes}                             | at '/image/pullPolicy': value must be one of
           a template that is not a Job    | jobTemplates: {script.yaml: {kind: Pod}}                   | at '/jobTemplates/script.yaml/kind': value must be 'Job'
+          a source without its Secret     | sources: [{name: c, kind: coder, routes: [{route: default, organization: o}]}] | at '/sources/0': missing property 'databaseSecret'
+          a source of an unknown kind     | sources: [{name: c, kind: kafka, databaseSecret: {name: s, key: url}, routes: [default]}] | at '/sources/0/kind': value must be one of 'coder', 'postgres'
           """)
   void malformedValuesAreRefusedAtHelmTimeNamingTheKey(String what, String values, String message)
       throws IOException {
@@ -524,6 +557,19 @@ class ChartTest {
         .fieldNames()
         .forEachRemaining(fields::add);
     assertThat(fields).isEqualTo(new TreeSet<>(ConfigLoader.ROUTE_FIELDS));
+    // A source's fields: the dispatcher's, with its URL from a Secret instead of the environment.
+    Set<String> sourceFields = new TreeSet<>();
+    YAML.readTree(CHART.resolve("values.schema.json").toFile())
+        .path("properties")
+        .path("sources")
+        .path("items")
+        .path("properties")
+        .fieldNames()
+        .forEachRemaining(sourceFields::add);
+    Set<String> expected = new TreeSet<>(ConfigLoader.SOURCE_FIELDS);
+    expected.removeAll(Set.of("databaseUrl", "databaseUrlEnv"));
+    expected.add("databaseSecret");
+    assertThat(sourceFields).isEqualTo(expected);
   }
 
   @Test

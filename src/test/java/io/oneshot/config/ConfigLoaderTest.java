@@ -109,7 +109,7 @@ class ConfigLoaderTest {
     refused(
         "dispatc: {}\n" + ROUTES,
         "dispatc: unknown field (did you mean dispatch?); known fields: database, api, dispatch,"
-            + " limits, launcher, logging, retention, routes");
+            + " limits, launcher, logging, retention, routes, sources");
   }
 
   @Test
@@ -136,6 +136,62 @@ class ConfigLoaderTest {
           routes[1].tags.org: is not a valid tag value: up to 63 letters, digits, '.', '_' or\
          '-', starting and ending with a letter or digit, got "a b"
           routes[1].timeout: 'soon' is not a duration; write it like 250ms, 2s, 5m, 1h or 1h30m\
+        """);
+  }
+
+  @Test
+  void aCoderSourceNeedsOnlyItsDatabaseAndTheRoutesItFeeds() {
+    OneshotConfig c =
+        ConfigLoader.parse(
+            ROUTES
+                + """
+                sources:
+                  - name: coder
+                    kind: coder
+                    databaseUrlEnv: CODER_DATABASE_URL
+                    routes: [{route: default, organization: coder}]
+                """,
+            "oneshot.yaml",
+            Map.of("CODER_DATABASE_URL", "postgresql://reader@coder-db/coder"));
+    OneshotConfig.Source s = c.sources().get(0);
+    assertThat(s.url()).isEqualTo("postgresql://reader@coder-db/coder");
+    assertThat(s.channel()).isEqualTo("provisioner_job_posted");
+    assertThat(s.pollInterval()).isEqualTo(Duration.ofSeconds(5));
+    assertThat(s.feeds()).containsExactly(new OneshotConfig.Feed("default", "coder"));
+    assertThat(parse(ROUTES).sources()).isEmpty();
+  }
+
+  @Test
+  void sourcesAreCheckedAndEveryProblemIsSaid() {
+    refused(
+        ROUTES
+            + """
+            sources:
+              - {name: coder, kind: coder, databaseUrlEnv: NOT_SET, query: SELECT 1,
+                 routes: [default]}
+              - {name: own, kind: postgres, databaseUrl: 'mysql://x', channel: "Jobs!",
+                 routes: [{route: nowhere, organization: acme}]}
+              - {name: coder, kind: kafka, databaseUrl: 'postgresql://x/y', channel: jobs,
+                 query: SELECT 1, input: {provisioner: script, command: ["true"]}, routes: [default]}
+            """,
+        """
+        11 problems:
+          sources[0].databaseUrlEnv: names NOT_SET, which is not set in the dispatcher's environment
+          sources[0].query: is fixed for kind coder (Coder's table and the coder provisioner)
+          sources[0].routes[0]: must be {route, organization} for kind coder: a provisioner key\
+         belongs to one organization, got "default"
+          sources[1].databaseUrl: must be a postgresql:// URL (the value is not shown: it may hold a\
+         password)
+          sources[1].channel: must be a lowercase PostgreSQL identifier: letters, digits and '_', not\
+         starting with a digit, got "Jobs!"
+          sources[1].query: is required for kind postgres: a read-only query returning tags (a JSON\
+         object) and waiting (a count), one row per tag set
+          sources[1].input: is required for kind postgres: the input of each build, like\
+         {provisioner: script, command: [./take-one-job]}
+          sources[1].routes[0].organization: is only for kind coder
+          sources[1].routes[0]: names no route; routes: default, got "nowhere"
+          sources[2].name: duplicate source 'coder' (also sources[0])
+          sources[2].kind: must be postgres or coder, got "kafka"\
         """);
   }
 
