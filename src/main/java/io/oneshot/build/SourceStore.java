@@ -31,15 +31,19 @@ public final class SourceStore {
   public record Waiting(
       String key, String route, long waiting, String tags, String input, String reason) {}
 
-  /** What a top-up found and did for one tag set: builds in flight before it, builds it added. */
-  public record ToppedUp(Waiting waiting, long inFlight, long added) {}
+  /**
+   * What a top-up found and did for one tag set: builds in flight before it, builds that ended
+   * without a job within the failure hold (counted as in flight), builds it added.
+   */
+  public record ToppedUp(Waiting waiting, long inFlight, long held, long added) {}
 
   /**
    * Tops up every tag set of {@code source} in one transaction, under the claim lock and fenced to
    * {@code fence} (null: unfenced, for tests): fails with {@link FencedOutException} and adds
    * nothing when this replica no longer leads.
    */
-  public Future<List<ToppedUp>> topUp(String source, List<Waiting> sets, LeaderFence fence) {
+  public Future<List<ToppedUp>> topUp(
+      String source, List<Waiting> sets, java.time.Duration failureHold, LeaderFence fence) {
     Tuple lock =
         Tuple.of(
             AdvisoryLocks.CLASS,
@@ -55,23 +59,31 @@ public final class SourceStore {
                 .compose(
                     x ->
                         x.iterator().next().getBoolean("fenced")
-                            ? next(conn, source, sets, 0, new ArrayList<>())
+                            ? next(conn, source, sets, failureHold.toMillis(), 0, new ArrayList<>())
                             : Future.failedFuture(new FencedOutException(fence))));
   }
 
   private static Future<List<ToppedUp>> next(
-      SqlConnection conn, String source, List<Waiting> sets, int i, List<ToppedUp> out) {
+      SqlConnection conn,
+      String source,
+      List<Waiting> sets,
+      long holdMs,
+      int i,
+      List<ToppedUp> out) {
     if (i == sets.size()) {
       return Future.succeededFuture(out);
     }
     Waiting w = sets.get(i);
     return conn.preparedQuery(TOP_UP.text())
-        .execute(Tuple.of(source, w.key(), w.route(), w.waiting(), w.tags(), w.input(), w.reason()))
+        .execute(
+            Tuple.of(
+                source, w.key(), w.route(), w.waiting(), w.tags(), w.input(), w.reason(), holdMs))
         .compose(
             rows -> {
               Row r = rows.iterator().next();
-              out.add(new ToppedUp(w, r.getLong("in_flight"), r.getLong("added")));
-              return next(conn, source, sets, i + 1, out);
+              out.add(
+                  new ToppedUp(w, r.getLong("in_flight"), r.getLong("held"), r.getLong("added")));
+              return next(conn, source, sets, holdMs, i + 1, out);
             });
   }
 

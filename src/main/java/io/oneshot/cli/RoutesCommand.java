@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -21,8 +22,10 @@ import picocli.CommandLine.Spec;
     description = {
       "Shows the routes in the order they match: their limit, builds running and queued, how long"
           + " the oldest queued build has waited, and the median and 95th percentile wait of the"
-          + " builds claimed in the last hour (the last 1,000 at most). `oneshot top` is `oneshot"
-          + " routes --watch`."
+          + " builds claimed in the last hour (the last 1,000 at most). With queue sources"
+          + " configured, also each source's tag sets: the jobs waiting, the route that takes them"
+          + " (or that none does) and its builds in flight. `oneshot top` is `oneshot routes"
+          + " --watch`."
     },
     footer = {"", "Examples:", "  oneshot routes", "  oneshot routes --watch", "  oneshot top"})
 final class RoutesCommand implements Callable<Integer> {
@@ -50,8 +53,10 @@ final class RoutesCommand implements Callable<Integer> {
     boolean tty = System.console() != null;
     while (true) {
       JsonNode routes = api.get("/api/v1/routes");
+      JsonNode sources = api.get("/api/v1/sources");
       if (client.json()) {
-        out.println(Json.write(routes));
+        out.println(
+            Json.write(sources.isEmpty() ? routes : Map.of("routes", routes, "sources", sources)));
       } else {
         if (live && tty) {
           out.print("\033[H\033[2J");
@@ -61,6 +66,10 @@ final class RoutesCommand implements Callable<Integer> {
               "oneshot routes at " + Instant.now() + " (every " + interval + ", Ctrl-C stops)");
         }
         out.print(table(routes));
+        if (!sources.isEmpty()) {
+          out.println();
+          out.print(sources(sources));
+        }
       }
       out.flush();
       if (!live) {
@@ -87,6 +96,38 @@ final class RoutesCommand implements Callable<Integer> {
     return Text.table(
         List.of("ROUTE", "TAGS", "LIMIT", "RUNNING", "QUEUED", "OLDEST", "WAIT P50", "WAIT P95"),
         rows);
+  }
+
+  /**
+   * The queue sources: per source and tag set, the jobs waiting and the route that takes them; a
+   * tag set no route takes says so, since its jobs wait until one does.
+   */
+  static String sources(JsonNode sources) {
+    List<List<String>> rows = new ArrayList<>();
+    for (JsonNode s : sources) {
+      String state =
+          !s.path("leading").asBoolean()
+              ? "standby"
+              : s.path("up").asBoolean() ? "ok" : "DOWN: " + s.path("error").asText();
+      if (s.path("tagSets").isEmpty()) {
+        rows.add(List.of(s.path("name").asText(), state, "-", "-", "0", "-"));
+      }
+      for (JsonNode t : s.path("tagSets")) {
+        String tags = Text.tags(t.path("tags"));
+        if (t.has("organization")) {
+          tags = tags + " (organization " + t.path("organizationName").asText() + ")";
+        }
+        rows.add(
+            List.of(
+                s.path("name").asText(),
+                state,
+                tags,
+                t.path("route").isNull() ? "NO ROUTE TAKES THEM" : t.path("route").asText(),
+                t.path("waiting").asText(),
+                t.path("route").isNull() ? "-" : t.path("inFlight").asText()));
+      }
+    }
+    return Text.table(List.of("SOURCE", "STATE", "TAGS", "ROUTE", "WAITING", "IN FLIGHT"), rows);
   }
 
   private static String millis(JsonNode n) {

@@ -318,6 +318,7 @@ public final class ConfigLoader {
           "query",
           "input",
           "pollInterval",
+          "failureHold",
           "routes");
 
   /** Coder's NOTIFY channel for a queued provisioner job (see source/CoderSource). */
@@ -430,10 +431,11 @@ public final class ConfigLoader {
         }
       }
       Duration poll = s.duration("pollInterval", "5s", Duration.ofMillis(100));
+      Duration hold = s.duration("failureHold", "1m", Duration.ZERO);
       List<OneshotConfig.Feed> feeds = feeds(s, coder, routes);
       out.add(
           new OneshotConfig.Source(
-              name, kind, url, channel, coder ? null : query, poll, feeds, input));
+              name, kind, url, channel, coder ? null : query, poll, feeds, input, hold));
     }
     return List.copyOf(out);
   }

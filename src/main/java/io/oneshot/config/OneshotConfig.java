@@ -32,6 +32,9 @@ public record OneshotConfig(
    *     {@code coder} (Coder's channel, table and tag rule; builds run the coder provisioner)
    * @param url the database, from {@code databaseUrl} or the variable {@code databaseUrlEnv} names
    * @param input the builds' input (json), for {@code postgres}; null for {@code coder}
+   * @param failureHold how long a build that ended without taking a job still counts as in flight:
+   *     a broken route (a wrong key, an image that cannot start) gets one build per waiting job per
+   *     hold, never a storm
    */
   public record Source(
       String name,
@@ -41,7 +44,8 @@ public record OneshotConfig(
       String query,
       Duration pollInterval,
       List<Feed> feeds,
-      String input) {
+      String input,
+      Duration failureHold) {
     public static final String POSTGRES = "postgres";
     public static final String CODER = "coder";
 

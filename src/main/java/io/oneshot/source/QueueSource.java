@@ -76,6 +76,7 @@ public final class QueueSource implements AutoCloseable {
   private final Listener listener;
   private final LoopThread loop;
   private final Set<String> unroutedWarned = ConcurrentHashMap.newKeySet();
+  private final Set<String> heldWarned = ConcurrentHashMap.newKeySet();
   private volatile Status status;
   private volatile String lastError;
 
@@ -85,6 +86,7 @@ public final class QueueSource implements AutoCloseable {
   public record TagSet(
       Map<String, String> tags,
       String organization,
+      String organizationName,
       String route,
       long waiting,
       long inFlight,
@@ -212,12 +214,19 @@ public final class QueueSource implements AutoCloseable {
     }
     List<TagSet> sets = new ArrayList<>(unrouted);
     try {
-      for (SourceStore.ToppedUp t : Database.await(store.topUp(source.name(), routed, leading))) {
+      for (SourceStore.ToppedUp t :
+          Database.await(store.topUp(source.name(), routed, source.failureHold(), leading))) {
         SourceStore.Waiting w = t.waiting();
         Key k = keys.get(w.key());
         sets.add(
             new TagSet(
-                k.tags(), k.organization(), w.route(), w.waiting(), t.inFlight(), t.added()));
+                k.tags(),
+                k.organization(),
+                k.organizationName(),
+                w.route(),
+                w.waiting(),
+                t.inFlight() + t.held(),
+                t.added()));
         if (t.added() > 0) {
           metrics.sourceEnqueued(source.name(), w.route(), t.added());
           log.info(
@@ -226,10 +235,27 @@ public final class QueueSource implements AutoCloseable {
               w.waiting(),
               w.waiting() == 1 ? "job" : "jobs",
               Json.write(k.tags()),
-              k.organization() == null ? "" : " in organization " + k.organization(),
+              k.organization() == null ? "" : " in organization " + k.organizationName(),
               t.inFlight(),
               t.added(),
               w.route());
+        }
+        if (t.held() > 0
+            && t.added() == 0
+            && t.inFlight() < w.waiting()
+            && heldWarned.add(w.key())) {
+          log.warn(
+              "Source {}: {} {} with tags {} ended without taking a job in the last {}; their"
+                  + " jobs get new builds when that has passed. Read those builds' logs"
+                  + " (oneshot builds list --route {}).",
+              source.name(),
+              t.held(),
+              t.held() == 1 ? "build" : "builds",
+              Json.write(k.tags()),
+              io.oneshot.config.Units.format(source.failureHold()),
+              w.route());
+        } else if (t.held() == 0) {
+          heldWarned.remove(w.key());
         }
       }
     } catch (FencedOutException e) {
@@ -417,7 +443,7 @@ public final class QueueSource implements AutoCloseable {
         return;
       }
     }
-    unrouted.add(new TagSet(k.tags(), k.organization(), null, n, 0, 0));
+    unrouted.add(new TagSet(k.tags(), k.organization(), k.organizationName(), null, n, 0, 0));
     if (n > 0 && unroutedWarned.add(k.json())) {
       log.warn(
           "Source {}: {} {} waiting with tags {}{}, and no route of this source takes them; they"

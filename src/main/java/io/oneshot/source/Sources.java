@@ -66,6 +66,7 @@ public final class Sources implements AutoCloseable {
         x.put("tags", t.tags());
         if (t.organization() != null) {
           x.put("organization", t.organization());
+          x.put("organizationName", t.organizationName());
         }
         x.put("route", t.route());
         x.put("waiting", t.waiting());

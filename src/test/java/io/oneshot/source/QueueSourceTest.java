@@ -257,6 +257,37 @@ class QueueSourceTest {
   }
 
   @Test
+  void buildsThatFailWithoutTakingAJobHoldTheirJobsForTheFailureHoldNotAStorm() {
+    UUID org = coder.organization("acme");
+    QueueSource s = coderSource(CODER_ROUTES, "[{route: coder-a, organization: acme}]");
+    coder.post(org, CoderDatabase.jobTags(Map.of("env", "a")), 3);
+    s.look();
+    // Every build fails before its daemon takes a job (a wrong key, an image that cannot start).
+    failAll();
+    s.look();
+    s.look();
+    assertThat(builds("coder-a")).isEqualTo(3);
+
+    // With no hold, each look replaces them: the hold is what stops the storm.
+    StoreFixture g = new StoreFixture(yaml.replace("pollInterval: 1h,", "failureHold: 0s,"), false);
+    closing.add(g);
+    Sources all = new Sources(g.vertx, g.config, g.store.sources(), null, new Metrics());
+    closing.add(all);
+    QueueSource noHold = all.all().get(0);
+    noHold.look();
+    assertThat(builds("coder-a")).isEqualTo(6);
+    failAll();
+    noHold.look();
+    assertThat(builds("coder-a")).isEqualTo(9);
+  }
+
+  private static void failAll() {
+    Sql.exec(
+        "UPDATE oneshot.builds SET status = 'failed', finished_at = now(), reason = 'x' WHERE"
+            + " status = 'pending'");
+  }
+
+  @Test
   void twoReplicasLookingAtOnceNeverLaunchMoreBuildsThanJobsWait() throws Exception {
     UUID org = coder.organization("acme");
     QueueSource one =
