@@ -68,7 +68,7 @@ BEGIN
       PERFORM oneshot.invalid('input.transition', format('must be "apply" or "destroy", got %s', input -> 'transition'));
     END IF;
   ELSIF provisioner = 'coder' THEN
-    PERFORM oneshot.check_known_keys('input', input, ARRAY['provisioner', 'source', 'organization', 'tags']);
+    PERFORM oneshot.check_known_keys('input', input, ARRAY['provisioner', 'source', 'organization', 'tags', 'idleTimeoutMs']);
     IF input ? 'tags' THEN
       PERFORM oneshot.check_string_map('input.tags', input -> 'tags', '^.+$', 'tag names are not empty');
     END IF;

@@ -66,6 +66,34 @@ final class RunnerApi {
     router.post("/api/v1/runner/heartbeat").handler(this::heartbeat);
     router.post("/api/v1/runner/logs").handler(this::logs);
     router.post("/api/v1/runner/complete").handler(this::complete);
+    router.post("/api/v1/runner/took-job").handler(this::tookJob);
+  }
+
+  /**
+   * A runner of a queue source's build took its job (the coder provisioner's daemon holds one): the
+   * build stops counting as in flight for its source, and its timeline says what it took.
+   */
+  private void tookJob(RoutingContext ctx) {
+    byte[] hash = runnerToken(ctx);
+    Runner runner = runner(ctx);
+    JsonNode body = bodyObject(ctx);
+    rejectUnknownFields(body, Set.of("what"));
+    String what = textOrNull(body, "what");
+    if (what == null || what.isBlank() || what.length() > 500) {
+      throw ApiError.badRequest("what", "is required: 1 to 500 characters saying what was taken");
+    }
+    store
+        .sources()
+        .tookJob(hash, runner.id(), what)
+        .onSuccess(
+            m -> {
+              if (m.isEmpty()) {
+                refuse(ctx, hash, runner, "report a job taken");
+              } else {
+                json(ctx, 200, Map.of("marked", m.get()));
+              }
+            })
+        .onFailure(ctx::fail);
   }
 
   static byte[] runnerToken(RoutingContext ctx) {

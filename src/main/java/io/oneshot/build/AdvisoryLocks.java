@@ -17,5 +17,11 @@ public final class AdvisoryLocks {
   /** Held by the leading dispatcher's dedicated connection for as long as it leads. */
   public static final int LEADER = 3;
 
+  /**
+   * Held for one queue source's top-up: its count of builds in flight, its look at the source and
+   * its inserts are one step, never interleaved with another replica's (claims are not held up).
+   */
+  public static final int SOURCES = 4;
+
   private AdvisoryLocks() {}
 }

@@ -1,12 +1,16 @@
 package io.oneshot.build;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Json;
 import io.vertx.core.Future;
 import io.vertx.sqlclient.Pool;
 import io.vertx.sqlclient.Row;
 import io.vertx.sqlclient.SqlConnection;
 import io.vertx.sqlclient.Tuple;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * Builds that queue sources enqueue for jobs waiting elsewhere: the top-up, which keeps as many of
@@ -15,6 +19,7 @@ import java.util.List;
  */
 public final class SourceStore {
   private static final Sql CLAIM_LOCK = Sql.load("queue/claim-lock");
+  private static final Sql IN_FLIGHT = Sql.load("sources/in-flight");
   private static final Sql TOP_UP = Sql.load("sources/top-up");
   private static final Sql TOOK_JOB = Sql.load("sources/took-job");
 
@@ -26,28 +31,49 @@ public final class SourceStore {
 
   /**
    * One tag set's jobs waiting at a source: {@code key} (json) names the tag set for good, {@code
-   * route} is where its builds go, {@code tags} and {@code input} (json) are theirs.
+   * route} is where its builds go, {@code tags} and {@code input} (json) are theirs; {@code
+   * counted} are the builds that already count for them ({@link Flight#counted}).
    */
   public record Waiting(
-      String key, String route, long waiting, String tags, String input, String reason) {}
+      String key,
+      String route,
+      long waiting,
+      long counted,
+      String tags,
+      String input,
+      String reason) {}
 
   /**
-   * What a top-up found and did for one tag set: builds in flight before it, builds that ended
-   * without a job within the failure hold (counted as in flight), builds it added.
+   * A tag set's builds that still count for its jobs: in flight (pending, launching, or running
+   * without a job yet), and ended without a job within the failure hold.
    */
-  public record ToppedUp(Waiting waiting, long inFlight, long held, long added) {}
+  public record Flight(long inFlight, long held) {
+    public static final Flight NONE = new Flight(0, 0);
+
+    public long counted() {
+      return inFlight + held;
+    }
+  }
+
+  /** What a top-up did for one tag set: the builds it added. */
+  public record ToppedUp(Waiting waiting, long added) {}
 
   /**
-   * Tops up every tag set of {@code source} in one transaction, under the claim lock and fenced to
-   * {@code fence} (null: unfenced, for tests): fails with {@link FencedOutException} and adds
-   * nothing when this replica no longer leads.
+   * One top-up of {@code source}, in one transaction under the sources lock, fenced to {@code
+   * fence} (null: unfenced, for tests): reads what counts per tag set (keyed by the tag set's key
+   * as json), has {@code look} read the source's waiting jobs, and adds the difference. It fails
+   * with {@link FencedOutException} and adds nothing when this replica no longer leads. The counts
+   * are read before the source is, so that a build taking its job in between errs the count low.
    */
   public Future<List<ToppedUp>> topUp(
-      String source, List<Waiting> sets, java.time.Duration failureHold, LeaderFence fence) {
+      String source,
+      java.time.Duration failureHold,
+      LeaderFence fence,
+      java.util.function.Function<Map<JsonNode, Flight>, Future<List<Waiting>>> look) {
     Tuple lock =
         Tuple.of(
             AdvisoryLocks.CLASS,
-            AdvisoryLocks.CLAIM,
+            AdvisoryLocks.SOURCES,
             fence == null ? null : fence.pid(),
             fence == null ? null : fence.sessionStart(),
             (long) AdvisoryLocks.CLASS,
@@ -59,41 +85,59 @@ public final class SourceStore {
                 .compose(
                     x ->
                         x.iterator().next().getBoolean("fenced")
-                            ? next(conn, source, sets, failureHold.toMillis(), 0, new ArrayList<>())
-                            : Future.failedFuture(new FencedOutException(fence))));
+                            ? conn.preparedQuery(IN_FLIGHT.text())
+                                .execute(Tuple.of(source, failureHold.toMillis()))
+                            : Future.failedFuture(new FencedOutException(fence)))
+                .compose(
+                    rows -> {
+                      Map<JsonNode, Flight> flights = new HashMap<>();
+                      for (Row r : rows) {
+                        flights.put(
+                            Json.tree(r.getString("key")),
+                            new Flight(r.getLong("in_flight"), r.getLong("held")));
+                      }
+                      return look.apply(flights);
+                    })
+                .compose(sets -> next(conn, source, sets, 0, new ArrayList<>())));
   }
 
   private static Future<List<ToppedUp>> next(
-      SqlConnection conn,
-      String source,
-      List<Waiting> sets,
-      long holdMs,
-      int i,
-      List<ToppedUp> out) {
+      SqlConnection conn, String source, List<Waiting> sets, int i, List<ToppedUp> out) {
     if (i == sets.size()) {
       return Future.succeededFuture(out);
     }
     Waiting w = sets.get(i);
     return conn.preparedQuery(TOP_UP.text())
         .execute(
-            Tuple.of(
-                source, w.key(), w.route(), w.waiting(), w.tags(), w.input(), w.reason(), holdMs))
+            Tuple.from(
+                List.of(
+                    source,
+                    w.key(),
+                    w.route(),
+                    w.waiting(),
+                    w.tags(),
+                    w.input(),
+                    w.reason(),
+                    w.counted())))
         .compose(
             rows -> {
-              Row r = rows.iterator().next();
-              out.add(
-                  new ToppedUp(w, r.getLong("in_flight"), r.getLong("held"), r.getLong("added")));
-              return next(conn, source, sets, holdMs, i + 1, out);
+              out.add(new ToppedUp(w, rows.iterator().next().getLong("added")));
+              return next(conn, source, sets, i + 1, out);
             });
   }
 
   /**
-   * Marks that the runner {@code runner} of the current attempt took a job: true when it did now,
-   * false when the build is not this runner's running attempt of a source, or was marked before.
+   * Marks that the runner {@code runner} holding the attempt of {@code tokenHash} took a job: empty
+   * when that is not this runner's running attempt; else whether it was marked now (false: marked
+   * before, or the build is not a source's).
    */
-  public Future<Boolean> tookJob(long buildId, int attempt, String runner, String what) {
+  public Future<java.util.Optional<Boolean>> tookJob(byte[] tokenHash, String runner, String what) {
     return pool.preparedQuery(TOOK_JOB.text())
-        .execute(Tuple.of(buildId, attempt, runner, what))
-        .map(rows -> rows.rowCount() == 1);
+        .execute(Tuple.of(io.vertx.core.buffer.Buffer.buffer(tokenHash), runner, what))
+        .map(
+            rows ->
+                rows.rowCount() == 0
+                    ? java.util.Optional.<Boolean>empty()
+                    : java.util.Optional.of(rows.iterator().next().getLong("marked") == 1));
   }
 }

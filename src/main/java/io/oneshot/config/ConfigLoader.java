@@ -319,6 +319,7 @@ public final class ConfigLoader {
           "input",
           "pollInterval",
           "failureHold",
+          "idleTimeout",
           "routes");
 
   /** Coder's NOTIFY channel for a queued provisioner job (see source/CoderSource). */
@@ -432,10 +433,14 @@ public final class ConfigLoader {
       }
       Duration poll = s.duration("pollInterval", "5s", Duration.ofMillis(100));
       Duration hold = s.duration("failureHold", "1m", Duration.ZERO);
+      Duration idle = s.duration("idleTimeout", "2m", Duration.ofSeconds(1));
+      if (!coder && !s.child("idleTimeout").absent()) {
+        s.child("idleTimeout").report("is only for kind coder (its daemons wait for a job)");
+      }
       List<OneshotConfig.Feed> feeds = feeds(s, coder, routes);
       out.add(
           new OneshotConfig.Source(
-              name, kind, url, channel, coder ? null : query, poll, feeds, input, hold));
+              name, kind, url, channel, coder ? null : query, poll, feeds, input, hold, idle));
     }
     return List.copyOf(out);
   }

@@ -45,7 +45,8 @@ public record OneshotConfig(
       Duration pollInterval,
       List<Feed> feeds,
       String input,
-      Duration failureHold) {
+      Duration failureHold,
+      Duration idleTimeout) {
     public static final String POSTGRES = "postgres";
     public static final String CODER = "coder";
 

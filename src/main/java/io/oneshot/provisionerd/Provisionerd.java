@@ -184,7 +184,13 @@ public final class Provisionerd {
     env.remove("ONESHOT_TOKEN_FILE");
     RunContext ctx =
         new RunContext(
-            build, o.workDir(), env, shipper, stop, state -> saveState(client, state, stop));
+            build,
+            o.workDir(),
+            env,
+            shipper,
+            stop,
+            state -> saveState(client, state, stop),
+            what -> tookJob(client, what, stop));
     ctx.system(
         "info",
         "provisionerd acquired build "
@@ -240,6 +246,7 @@ public final class Provisionerd {
         switch (kind) {
           case "script" -> new ScriptProvisioner();
           case "terraform" -> new TerraformProvisioner();
+          case "coder" -> new CoderProvisioner();
           default -> null;
         };
     if (p == null) {
@@ -248,6 +255,23 @@ public final class Provisionerd {
       return new Provisioner.Result(BuildState.FAILED, null, error);
     }
     return p.run(ctx);
+  }
+
+  /**
+   * Tells the dispatcher that this build's runner took its source's job, so that the job's build no
+   * longer counts as in flight; a refusal means the build ended elsewhere.
+   */
+  private static void tookJob(RunnerClient client, String what, CompletableFuture<StopReason> stop)
+      throws InterruptedException {
+    com.fasterxml.jackson.databind.node.ObjectNode body = Json.MAPPER.createObjectNode();
+    body.put("what", what);
+    try {
+      client.tookJob(Json.write(body));
+    } catch (RunnerClient.Refused e) {
+      onRefused(stop, e);
+    } catch (RunnerClient.Unreachable e) {
+      log.warn("Could not report the job taken: {}.", e.getMessage());
+    }
   }
 
   /** Uploads the workspace's state as it is now; a refusal means the build ended elsewhere. */

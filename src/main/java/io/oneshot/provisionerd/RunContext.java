@@ -40,6 +40,11 @@ final class RunContext {
     void save(String state) throws InterruptedException;
   }
 
+  /** Where a provisioner says that it took its queue source's job (a call to the API). */
+  interface JobReporter {
+    void tookJob(String what) throws InterruptedException;
+  }
+
   /** Sees each line a process writes; the default sends it to the log as it is. */
   interface LineHandler {
     void line(String stream, String text);
@@ -51,6 +56,7 @@ final class RunContext {
   private final LogShipper log;
   private final CompletableFuture<StopReason> stop;
   private final StateSink stateSink;
+  private final JobReporter jobs;
 
   RunContext(
       AcquiredBuild build,
@@ -58,7 +64,9 @@ final class RunContext {
       Map<String, String> env,
       LogShipper log,
       CompletableFuture<StopReason> stop,
-      StateSink stateSink) {
+      StateSink stateSink,
+      JobReporter jobs) {
+    this.jobs = jobs;
     this.build = build;
     this.workDir = workDir;
     this.env = Map.copyOf(env);
@@ -97,6 +105,11 @@ final class RunContext {
   /** Stores the workspace's state as it is now, as this build's version of it. */
   void saveState(String state) throws InterruptedException {
     stateSink.save(state);
+  }
+
+  /** Marks the build as holding its source's job: it no longer counts as waiting for one. */
+  void tookJob(String what) throws InterruptedException {
+    jobs.tookJob(what);
   }
 
   /** The result of a build stopped before it ended by itself; the error says why. */
@@ -140,10 +153,24 @@ final class RunContext {
    */
   Exit run(ProcessBuilder pb, Interrupt interrupt, String stage, LineHandler handler)
       throws IOException, InterruptedException {
+    return run(pb, interrupt, stage, handler, p -> {});
+  }
+
+  /**
+   * {@link #run(ProcessBuilder, Interrupt, String, LineHandler)}, telling {@code started} of it.
+   */
+  Exit run(
+      ProcessBuilder pb,
+      Interrupt interrupt,
+      String stage,
+      LineHandler handler,
+      java.util.function.Consumer<Process> started)
+      throws IOException, InterruptedException {
     LineHandler h =
         handler != null ? handler : (stream, text) -> log.add(stream, null, stage, text);
     pb.redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
     Process p = pb.start();
+    started.accept(p);
     Thread out = pump(p.getInputStream(), LogLine.STDOUT, h);
     Thread err = pump(p.getErrorStream(), LogLine.STDERR, h);
     StopReason stoppedBy = null;

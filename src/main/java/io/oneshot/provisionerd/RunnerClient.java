@@ -93,6 +93,11 @@ final class RunnerClient {
     return post("state", body, retryBudget, READ_TIMEOUT, false);
   }
 
+  /** Idempotent: a build is marked as holding its job once. */
+  JsonNode tookJob(String body) throws Refused, Unreachable, InterruptedException {
+    return post("took-job", body, retryBudget, READ_TIMEOUT, true);
+  }
+
   JsonNode complete(String body) throws Refused, Unreachable, InterruptedException {
     return post("complete", body, retryBudget, READ_TIMEOUT, false);
   }

@@ -194,77 +194,85 @@ public final class QueueSource implements AutoCloseable {
               source.name(), source.kind(), true, false, null, Instant.now(), false, List.of());
       return status;
     }
-    List<SourceStore.Waiting> routed = new ArrayList<>();
     List<TagSet> unrouted = new ArrayList<>();
+    Map<String, SourceStore.Flight> counted = new ConcurrentHashMap<>();
+    List<SourceStore.ToppedUp> done;
     try {
-      RowSet<Row> rows =
+      done =
           Database.await(
-              pool.withTransaction(
-                  c ->
-                      c.query("SET TRANSACTION READ ONLY")
-                          .execute()
-                          .compose(x -> c.query(query()).execute())));
-      for (Map.Entry<Key, Long> e : waiting(rows).entrySet()) {
-        route(e.getKey(), e.getValue(), routed, unrouted);
-      }
-    } catch (RuntimeException e) {
-      return down(describe(e));
+              store.topUp(
+                  source.name(),
+                  source.failureHold(),
+                  leading,
+                  flights ->
+                      pool.withTransaction(
+                              c ->
+                                  c.query("SET TRANSACTION READ ONLY")
+                                      .execute()
+                                      .compose(x -> c.query(query()).execute()))
+                          .map(
+                              rows -> {
+                                List<SourceStore.Waiting> routed = new ArrayList<>();
+                                for (Map.Entry<Key, Long> e : waiting(rows).entrySet()) {
+                                  SourceStore.Flight f =
+                                      flights.getOrDefault(
+                                          Json.tree(e.getKey().json()), SourceStore.Flight.NONE);
+                                  counted.put(e.getKey().json(), f);
+                                  route(e.getKey(), e.getValue(), f, routed, unrouted);
+                                }
+                                return routed;
+                              })));
     } catch (BadRowException e) {
       return down(e.getMessage());
-    }
-    List<TagSet> sets = new ArrayList<>(unrouted);
-    try {
-      for (SourceStore.ToppedUp t :
-          Database.await(store.topUp(source.name(), routed, source.failureHold(), leading))) {
-        SourceStore.Waiting w = t.waiting();
-        Key k = keys.get(w.key());
-        sets.add(
-            new TagSet(
-                k.tags(),
-                k.organization(),
-                k.organizationName(),
-                w.route(),
-                w.waiting(),
-                t.inFlight() + t.held(),
-                t.added()));
-        if (t.added() > 0) {
-          metrics.sourceEnqueued(source.name(), w.route(), t.added());
-          log.info(
-              "Source {}: {} {} waiting with tags {}{}, {} in flight: enqueued {} on route {}.",
-              source.name(),
-              w.waiting(),
-              w.waiting() == 1 ? "job" : "jobs",
-              Json.write(k.tags()),
-              k.organization() == null ? "" : " in organization " + k.organizationName(),
-              t.inFlight(),
-              t.added(),
-              w.route());
-        }
-        if (t.held() > 0
-            && t.added() == 0
-            && t.inFlight() < w.waiting()
-            && heldWarned.add(w.key())) {
-          log.warn(
-              "Source {}: {} {} with tags {} ended without taking a job in the last {}; their"
-                  + " jobs get new builds when that has passed. Read those builds' logs"
-                  + " (oneshot builds list --route {}).",
-              source.name(),
-              t.held(),
-              t.held() == 1 ? "build" : "builds",
-              Json.write(k.tags()),
-              io.oneshot.config.Units.format(source.failureHold()),
-              w.route());
-        } else if (t.held() == 0) {
-          heldWarned.remove(w.key());
-        }
-      }
     } catch (FencedOutException e) {
       status =
           new Status(
               source.name(), source.kind(), true, false, null, Instant.now(), false, List.of());
       return status;
     } catch (RuntimeException e) {
-      return down("cannot enqueue its builds: " + describe(e));
+      return down(describe(e));
+    }
+    List<TagSet> sets = new ArrayList<>(unrouted);
+    for (SourceStore.ToppedUp t : done) {
+      SourceStore.Waiting w = t.waiting();
+      Key k = keys.get(w.key());
+      SourceStore.Flight f = counted.getOrDefault(w.key(), SourceStore.Flight.NONE);
+      sets.add(
+          new TagSet(
+              k.tags(),
+              k.organization(),
+              k.organizationName(),
+              w.route(),
+              w.waiting(),
+              f.counted(),
+              t.added()));
+      if (t.added() > 0) {
+        metrics.sourceEnqueued(source.name(), w.route(), t.added());
+        log.info(
+            "Source {}: {} {} waiting with tags {}{}, {} in flight: enqueued {} on route {}.",
+            source.name(),
+            w.waiting(),
+            w.waiting() == 1 ? "job" : "jobs",
+            Json.write(k.tags()),
+            k.organization() == null ? "" : " in organization " + k.organizationName(),
+            f.inFlight(),
+            t.added(),
+            w.route());
+      }
+      if (f.held() > 0 && t.added() == 0 && f.inFlight() < w.waiting() && heldWarned.add(w.key())) {
+        log.warn(
+            "Source {}: {} {} with tags {} ended without taking a job in the last {}; their"
+                + " jobs get new builds when that has passed. Read those builds' logs"
+                + " (oneshot builds list --route {}).",
+            source.name(),
+            f.held(),
+            f.held() == 1 ? "build" : "builds",
+            Json.write(k.tags()),
+            io.oneshot.config.Units.format(source.failureHold()),
+            w.route());
+      } else if (f.held() == 0) {
+        heldWarned.remove(w.key());
+      }
     }
     if (lastError != null) {
       log.info("Source {}: its look succeeds again.", source.name());
@@ -331,14 +339,14 @@ public final class QueueSource implements AutoCloseable {
   private final Map<String, Key> keys = new ConcurrentHashMap<>();
 
   /** A row the source's query returned that cannot be believed. */
-  static final class BadRowException extends Exception {
+  static final class BadRowException extends RuntimeException {
     BadRowException(String message) {
       super(message);
     }
   }
 
   /** The waiting jobs per tag set; rows of the same tag set add up. */
-  private Map<Key, Long> waiting(RowSet<Row> rows) throws BadRowException {
+  private Map<Key, Long> waiting(RowSet<Row> rows) {
     List<String> columns = rows.columnsNames();
     if (!columns.contains("tags") || !columns.contains("waiting")) {
       throw new BadRowException(
@@ -357,7 +365,7 @@ public final class QueueSource implements AutoCloseable {
     return out;
   }
 
-  private static Map<String, String> tags(Object v) throws BadRowException {
+  private static Map<String, String> tags(Object v) {
     JsonObject o;
     if (v == null) {
       return Map.of();
@@ -386,7 +394,7 @@ public final class QueueSource implements AutoCloseable {
     return out;
   }
 
-  private static long count(Object v, Map<String, String> tags) throws BadRowException {
+  private static long count(Object v, Map<String, String> tags) {
     long n;
     if (v instanceof Long || v instanceof Integer || v instanceof Short) {
       n = ((Number) v).longValue();
@@ -422,7 +430,12 @@ public final class QueueSource implements AutoCloseable {
   }
 
   /** Routes one tag set to the first of the source's routes that takes it. */
-  private void route(Key k, long n, List<SourceStore.Waiting> routed, List<TagSet> unrouted) {
+  private void route(
+      Key k,
+      long n,
+      SourceStore.Flight counted,
+      List<SourceStore.Waiting> routed,
+      List<TagSet> unrouted) {
     keys.put(k.json(), k);
     for (OneshotConfig.Feed f : source.feeds()) {
       OneshotConfig.Route r = config.route(f.route()).orElse(null);
@@ -439,7 +452,13 @@ public final class QueueSource implements AutoCloseable {
         unroutedWarned.remove(k.json());
         routed.add(
             new SourceStore.Waiting(
-                k.json(), r.name(), n, Json.write(k.tags()), input(k), reason(k, n)));
+                k.json(),
+                r.name(),
+                n,
+                counted.counted(),
+                Json.write(k.tags()),
+                input(k),
+                reason(k, n)));
         return;
       }
     }
@@ -482,6 +501,7 @@ public final class QueueSource implements AutoCloseable {
     in.put("source", source.name());
     in.put("organization", k.organization());
     in.put("tags", new TreeMap<>(k.tags()));
+    in.put("idleTimeoutMs", source.idleTimeout().toMillis());
     return Json.write(in);
   }
 

@@ -131,15 +131,18 @@ class QueueSourceTest {
     assertThat(builds("coder-a")).isEqualTo(2);
 
     // One build's runner starts and its daemon takes a job: the job no longer waits.
-    long id = running(f.claim(100, 1, "local").get(0));
+    QueueStore.Claimed c = f.claim(100, 1, "local").get(0);
+    long id = running(c);
+    byte[] token = c.token().hash();
     assertThat(coder.acquire(org, TagRules.daemonTags(Map.of("env", "a")), UUID.randomUUID()))
         .isNotNull();
     // Not yet reported: the build still counts, and the job no longer waits: nothing is added.
     s.look();
     assertThat(builds("coder-a")).isEqualTo(2);
-    assertThat(Database.await(f.store.sources().tookJob(id, 1, "runner-1", "took a Coder job")))
-        .isTrue();
-    assertThat(Database.await(f.store.sources().tookJob(id, 1, "runner-1", "again"))).isFalse();
+    assertThat(Database.await(f.store.sources().tookJob(token, "runner-1", "took a Coder job")))
+        .contains(true);
+    assertThat(Database.await(f.store.sources().tookJob(token, "runner-1", "again")))
+        .contains(false);
     s.look();
     assertThat(builds("coder-a")).isEqualTo(2);
 
@@ -162,13 +165,19 @@ class QueueSourceTest {
     coder.post(org, CoderDatabase.jobTags(Map.of("env", "a")), 1);
     s.look();
     QueueStore.Claimed c = f.claim(100, 1, "local").get(0);
+    byte[] token = c.token().hash();
     // Launching, not yet running: no runner holds it.
-    assertThat(Database.await(f.store.sources().tookJob(c.id(), 1, "runner-1", "x"))).isFalse();
+    assertThat(Database.await(f.store.sources().tookJob(token, "runner-1", "x"))).isEmpty();
     long id = running(c);
-    assertThat(Database.await(f.store.sources().tookJob(id, 1, "someone-else", "x"))).isFalse();
-    assertThat(Database.await(f.store.sources().tookJob(id, 2, "runner-1", "x"))).isFalse();
+    assertThat(Database.await(f.store.sources().tookJob(token, "someone-else", "x"))).isEmpty();
+    assertThat(
+            Database.await(
+                f.store
+                    .sources()
+                    .tookJob(io.oneshot.build.BuildToken.generate().hash(), "runner-1", "x")))
+        .isEmpty();
     assertThat(Sql.value("SELECT source_taken_at FROM oneshot.builds WHERE id = ?", id)).isNull();
-    assertThat(Database.await(f.store.sources().tookJob(id, 1, "runner-1", "x"))).isTrue();
+    assertThat(Database.await(f.store.sources().tookJob(token, "runner-1", "x"))).contains(true);
   }
 
   /** Moves a claimed build to running, acquired by runner-1, as provisionerd's acquire does. */
@@ -341,14 +350,14 @@ class QueueSourceTest {
     ExecutorService pool = Executors.newSingleThreadExecutor();
     closing.add(pool::shutdownNow);
     try (java.sql.Connection other = Sql.connect()) {
-      // Another replica's top-up, under the claim lock, has added builds for these 4 jobs and
+      // Another replica's top-up, under the sources lock, has added builds for these 4 jobs and
       // not yet committed.
       other.setAutoCommit(false);
       Sql.rows(
           other,
           "SELECT pg_advisory_xact_lock(?, ?)",
           io.oneshot.build.AdvisoryLocks.CLASS,
-          io.oneshot.build.AdvisoryLocks.CLAIM);
+          io.oneshot.build.AdvisoryLocks.SOURCES);
       Sql.rows(
           other,
           "INSERT INTO oneshot.builds (route, tags, input, reason, source, source_key) SELECT"
@@ -367,7 +376,7 @@ class QueueSourceTest {
                               "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT"
                                   + " granted AND classid = ? AND objid = ?",
                               (long) io.oneshot.build.AdvisoryLocks.CLASS,
-                              (long) io.oneshot.build.AdvisoryLocks.CLAIM)
+                              (long) io.oneshot.build.AdvisoryLocks.SOURCES)
                           > 0);
       other.commit();
       look.get();

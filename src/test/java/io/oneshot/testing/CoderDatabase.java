@@ -61,6 +61,14 @@ public final class CoderDatabase {
           id uuid PRIMARY KEY,
           name text NOT NULL UNIQUE
         );
+        CREATE TABLE provisioner_keys (
+          id uuid PRIMARY KEY,
+          created_at timestamptz NOT NULL,
+          organization_id uuid NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
+          name varchar(64) NOT NULL,
+          hashed_secret bytea NOT NULL,
+          tags jsonb NOT NULL
+        );
         CREATE TABLE provisioner_jobs (
           id uuid PRIMARY KEY,
           created_at timestamptz NOT NULL,
@@ -103,6 +111,36 @@ public final class CoderDatabase {
     return id;
   }
 
+  /**
+   * Adds a provisioner key of {@code org} with {@code tags}; returns the key as {@code coder
+   * provisioner start --key} takes it. The stand-in daemon ({@link FakeCoder}) finds the key by
+   * this secret's hash, as coderd does; the key's format is the stand-in's own.
+   */
+  public String provisionerKey(UUID org, String name, Map<String, String> tags) {
+    String secret = name + "-" + UUID.randomUUID();
+    try (Connection c = DriverManager.getConnection(jdbc);
+        var st =
+            c.prepareStatement(
+                "INSERT INTO provisioner_keys (id, created_at, organization_id, name,"
+                    + " hashed_secret, tags) VALUES (?, now(), ?, ?, sha256(convert_to(?, 'UTF8')),"
+                    + " ?::jsonb)")) {
+      st.setObject(1, UUID.randomUUID());
+      st.setObject(2, org);
+      st.setString(3, name);
+      st.setString(4, secret);
+      st.setString(5, Json.write(tags));
+      st.executeUpdate();
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+    return secret;
+  }
+
+  /** The JDBC URL of this database (for the stand-in daemon). */
+  public String jdbcUrl() {
+    return jdbc;
+  }
+
   /** The tags of a job from a template with {@code extra} tags, organization-scoped. */
   public static Map<String, String> jobTags(Map<String, String> extra) {
     Map<String, String> t = new TreeMap<>(extra);
@@ -116,6 +154,9 @@ public final class CoderDatabase {
     return post(org, tags, n, UUID.randomUUID());
   }
 
+  /** How long the stand-in daemon takes to "apply" each job posted from now on. */
+  public volatile long applyMs = 200;
+
   public List<UUID> post(UUID org, Map<String, String> tags, int n, UUID initiator) {
     List<UUID> ids = new java.util.ArrayList<>();
     String json = Json.write(tags);
@@ -126,11 +167,13 @@ public final class CoderDatabase {
             c.prepareStatement(
                 "INSERT INTO provisioner_jobs (id, created_at, updated_at, organization_id,"
                     + " initiator_id, provisioner, type, input, tags) VALUES (?, clock_timestamp(),"
-                    + " clock_timestamp(), ?, ?, 'terraform', 'workspace_build', '{}', ?::jsonb)")) {
+                    + " clock_timestamp(), ?, ?, 'terraform', 'workspace_build', ?::jsonb,"
+                    + " ?::jsonb)")) {
           st.setObject(1, id);
           st.setObject(2, org);
           st.setObject(3, initiator);
-          st.setString(4, json);
+          st.setString(4, Json.write(Map.of("apply_ms", applyMs)));
+          st.setString(5, json);
           st.executeUpdate();
         }
         // Published after the insert committed, as coderd does (autocommit here).

@@ -1,0 +1,290 @@
+package io.oneshot.testing;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.sun.net.httpserver.HttpServer;
+import io.oneshot.api.Json;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.lang.reflect.Proxy;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A test-only {@code coder} executable: {@code coder provisioner start} as oneshot's coder
+ * provisioner uses it, against a {@link CoderDatabase}. Coder cannot run here; what the stand-in
+ * does follows coder/coder:
+ *
+ * <ul>
+ *   <li>flags {@code --name}, {@code --verbose} (debug lines, among them provisionerd's "acquired
+ *       job"), {@code --prometheus-enable}, {@code --prometheus-address}, and the key in {@code
+ *       CODER_PROVISIONER_DAEMON_KEY} (enterprise/cli/provisionerdaemonstart.go);
+ *   <li>the daemon's tags are its key's, completed with scope organization and owner empty
+ *       (provisionersdk/tags.go, MutateTags), in the key's organization;
+ *   <li>it takes jobs with {@code AcquireProvisionerJob} ({@link CoderDatabase#acquire}), one at a
+ *       time, as provisionerd does;
+ *   <li>it exports {@code coderd_provisionerd_jobs_current{provisioner="terraform"}} and {@code
+ *       coderd_provisionerd_job_timings_seconds} (provisionerd/provisionerd.go, NewMetrics);
+ *   <li>SIGTERM: it finishes the job it holds, takes no other, and exits 0; SIGINT: it cancels the
+ *       job it holds and exits (provisionerdaemonstart.go: StopSignalsNoInterrupt wait for jobs,
+ *       InterruptSignals do not).
+ * </ul>
+ *
+ * <p>Where Coder talks to coderd over HTTP at {@code CODER_URL}, the stand-in talks to the database
+ * directly: its {@code CODER_URL} is that database's JDBC URL. A job "applies" for the {@code
+ * apply_ms} of its input; a job canceled in Coder before it ran ends at once. Each job it takes is
+ * written to {@code fake_coder_runs} (daemon name, job), for the tests' audit.
+ */
+public final class FakeCoder {
+  private static final AtomicLong current = new AtomicLong();
+  private static final AtomicLong finished = new AtomicLong();
+  private static volatile boolean stopping;
+  private static volatile boolean interrupted;
+  private static final CountDownLatch done = new CountDownLatch(1);
+
+  private FakeCoder() {}
+
+  public static void main(String[] args) throws Exception {
+    if (args.length < 2 || !args[0].equals("provisioner") || !args[1].equals("start")) {
+      System.err.println(
+          "fake coder: only `coder provisioner start` is here, got " + List.of(args));
+      System.exit(2);
+    }
+    String name = null;
+    String address = "127.0.0.1:2112";
+    boolean prometheus = false;
+    boolean verbose = false;
+    for (int i = 2; i < args.length; i++) {
+      switch (args[i]) {
+        case "--name" -> name = args[++i];
+        case "--prometheus-enable" -> prometheus = true;
+        case "--verbose" -> verbose = true;
+        case "--prometheus-address" -> address = args[++i];
+        default -> {
+          System.err.println("fake coder: unknown flag " + args[i]);
+          System.exit(2);
+        }
+      }
+    }
+    String url = System.getenv("CODER_URL");
+    String key = System.getenv("CODER_PROVISIONER_DAEMON_KEY");
+    if (url == null || key == null) {
+      System.err.println("fake coder: CODER_URL and CODER_PROVISIONER_DAEMON_KEY are required");
+      System.exit(1);
+    }
+    UUID worker = UUID.nameUUIDFromBytes(name.getBytes(StandardCharsets.UTF_8));
+    try (Connection c = DriverManager.getConnection(url)) {
+      c.createStatement()
+          .execute(
+              "CREATE TABLE IF NOT EXISTS fake_coder_runs (daemon text NOT NULL, job uuid NOT NULL,"
+                  + " at timestamptz NOT NULL DEFAULT clock_timestamp())");
+      UUID org;
+      Map<String, String> tags = new TreeMap<>();
+      try (PreparedStatement st =
+          c.prepareStatement(
+              "SELECT organization_id, tags::text FROM provisioner_keys WHERE hashed_secret ="
+                  + " sha256(convert_to(?, 'UTF8'))")) {
+        st.setString(1, key);
+        try (ResultSet rs = st.executeQuery()) {
+          if (!rs.next()) {
+            System.err.println("unable to get provisioner key details");
+            System.exit(1);
+          }
+          org = (UUID) rs.getObject(1);
+          Json.tree(rs.getString(2))
+              .properties()
+              .forEach(e -> tags.put(e.getKey(), e.getValue().asText()));
+        }
+      }
+      tags.put("scope", "organization");
+      tags.put("owner", "");
+      if (prometheus) {
+        serveMetrics(address);
+      }
+      onSignal("TERM", () -> stopping = true);
+      onSignal(
+          "INT",
+          () -> {
+            interrupted = true;
+            stopping = true;
+          });
+      System.out.println("starting provisioner daemon name=" + name + " tags=" + Json.write(tags));
+      // A test knob: no job is taken before this file exists (a daemon that is slow to start).
+      String gate = System.getenv("FAKE_CODER_GATE");
+      while (gate != null && !Files.exists(Path.of(gate)) && !stopping) {
+        Thread.sleep(20);
+      }
+      while (!stopping) {
+        UUID job = acquire(c, org, tags, worker);
+        if (job == null) {
+          Thread.sleep(50);
+          continue;
+        }
+        run(c, name, job, verbose);
+      }
+      System.out.println(
+          interrupted
+              ? "Interrupt caught, gracefully exiting."
+              : "Stop caught, waiting for provisioner jobs to complete and gracefully exiting.");
+    }
+    done.countDown();
+    System.exit(0);
+  }
+
+  private static UUID acquire(Connection c, UUID org, Map<String, String> tags, UUID worker)
+      throws SQLException {
+    try (PreparedStatement st =
+        c.prepareStatement(
+            "UPDATE provisioner_jobs SET started_at = clock_timestamp(), updated_at ="
+                + " clock_timestamp(), worker_id = ? WHERE id = (SELECT id FROM provisioner_jobs AS"
+                + " potential_job WHERE potential_job.started_at IS NULL AND"
+                + " potential_job.organization_id = ? AND potential_job.provisioner ="
+                + " ANY('{terraform}'::provisioner_type[]) AND"
+                + " provisioner_tagset_contains(?::jsonb, potential_job.tags::jsonb) ORDER BY"
+                + " potential_job.initiator_id = 'c42fdf75-3097-471c-8c33-fb52454d81c0'::uuid ASC,"
+                + " potential_job.created_at ASC FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id")) {
+      st.setObject(1, worker);
+      st.setObject(2, org);
+      st.setString(3, Json.write(tags));
+      try (ResultSet rs = st.executeQuery()) {
+        return rs.next() ? (UUID) rs.getObject(1) : null;
+      }
+    }
+  }
+
+  private static void run(Connection c, String name, UUID job, boolean verbose) throws Exception {
+    current.set(1);
+    if (verbose) {
+      // provisionerd logs this at debug level (provisionerd.go, acquireAndRunOne).
+      System.out.println("[debu] provisionerd: acquired job  job_id=" + job);
+    }
+    try (PreparedStatement st =
+        c.prepareStatement("INSERT INTO fake_coder_runs (daemon, job) VALUES (?, ?)")) {
+      st.setString(1, name);
+      st.setObject(2, job);
+      st.executeUpdate();
+    }
+    JsonNode input;
+    boolean canceled;
+    try (PreparedStatement st =
+        c.prepareStatement(
+            "SELECT input::text, canceled_at IS NOT NULL FROM provisioner_jobs WHERE id = ?")) {
+      st.setObject(1, job);
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        input = Json.tree(rs.getString(1));
+        canceled = rs.getBoolean(2);
+      }
+    }
+    String error = null;
+    if (canceled) {
+      System.out.println("job " + job + " was canceled");
+      error = "canceled";
+    } else {
+      long until = System.currentTimeMillis() + input.path("apply_ms").asLong(200);
+      System.out.println("terraform apply");
+      while (System.currentTimeMillis() < until && !interrupted) {
+        Thread.sleep(20);
+      }
+      if (interrupted) {
+        error = "canceled";
+      } else {
+        System.out.println("Apply complete! Resources: 1 added, 0 changed, 0 destroyed.");
+      }
+    }
+    try (PreparedStatement st =
+        c.prepareStatement(
+            "UPDATE provisioner_jobs SET completed_at = clock_timestamp(), updated_at ="
+                + " clock_timestamp(), error = ? WHERE id = ?")) {
+      st.setString(1, error);
+      st.setObject(2, job);
+      st.executeUpdate();
+    }
+    finished.incrementAndGet();
+    current.set(0);
+  }
+
+  private static void serveMetrics(String address) throws IOException {
+    int colon = address.lastIndexOf(':');
+    HttpServer server =
+        HttpServer.create(
+            new InetSocketAddress(
+                address.substring(0, colon), Integer.parseInt(address.substring(colon + 1))),
+            0);
+    server.createContext(
+        "/metrics",
+        x -> {
+          byte[] body =
+              ("# TYPE coderd_provisionerd_jobs_current gauge\n"
+                      + "coderd_provisionerd_jobs_current{provisioner=\"terraform\"} "
+                      + current.get()
+                      + "\n# TYPE coderd_provisionerd_num_daemons gauge\n"
+                      + "coderd_provisionerd_num_daemons 1\n"
+                      + "# TYPE coderd_provisionerd_job_timings_seconds histogram\n"
+                      + "coderd_provisionerd_job_timings_seconds_count{provisioner=\"terraform\",status=\"success\"} "
+                      + finished.get()
+                      + "\n")
+                  .getBytes(StandardCharsets.UTF_8);
+          x.sendResponseHeaders(200, body.length);
+          try (OutputStream o = x.getResponseBody()) {
+            o.write(body);
+          }
+        });
+    server.setExecutor(null);
+    server.start();
+  }
+
+  /** {@code sun.misc.Signal.handle}, by reflection: the stand-in tells SIGTERM from SIGINT. */
+  private static void onSignal(String name, Runnable r) throws Exception {
+    Class<?> signal = Class.forName("sun.misc.Signal");
+    Class<?> handler = Class.forName("sun.misc.SignalHandler");
+    Object h =
+        Proxy.newProxyInstance(
+            handler.getClassLoader(),
+            new Class<?>[] {handler},
+            (proxy, method, a) -> {
+              if (method.getName().equals("handle")) {
+                r.run();
+              }
+              return null;
+            });
+    signal
+        .getMethod("handle", signal, handler)
+        .invoke(null, signal.getConstructor(String.class).newInstance(name), h);
+  }
+
+  /** Writes a {@code coder} executable into {@code dir} that runs this class; returns its path. */
+  public static Path install(Path dir) throws IOException {
+    Files.createDirectories(dir);
+    Path bin = dir.resolve("coder");
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    cmd.addAll(List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx64m", "-Xshare:auto"));
+    cmd.add("-cp");
+    cmd.add(
+        String.join(
+            java.io.File.pathSeparator, io.oneshot.launch.local.LocalCommand.absoluteClassPath()));
+    cmd.add(FakeCoder.class.getName());
+    StringBuilder sh = new StringBuilder("#!/bin/sh\nexec");
+    for (String a : cmd) {
+      sh.append(" '").append(a.replace("'", "'\\''")).append('\'');
+    }
+    sh.append(" \"$@\"\n");
+    Files.writeString(bin, sh.toString());
+    bin.toFile().setExecutable(true);
+    return bin;
+  }
+}
