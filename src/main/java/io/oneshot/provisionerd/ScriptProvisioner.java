@@ -15,6 +15,10 @@ import java.util.Map;
  * Runs {@code input.command} in the work directory with {@code input.env} added to the environment;
  * exit code 0 is success. On cancel or timeout the command and everything it started get SIGTERM,
  * then SIGKILL after the route's cancel grace.
+ *
+ * <p>A script that serves a queue source says that it took its job by creating the file {@code
+ * ONESHOT_JOB_TAKEN_FILE} names (its first line, if any, says what it took): its build then no
+ * longer counts as in flight for the source.
  */
 final class ScriptProvisioner implements Provisioner {
 
@@ -37,18 +41,26 @@ final class ScriptProvisioner implements Provisioner {
     for (Map.Entry<String, JsonNode> e : in.path("env").properties()) {
       env.put(e.getKey(), e.getValue().asText());
     }
+    Path taken =
+        Path.of(System.getProperty("java.io.tmpdir"))
+            .resolve("oneshot-job-taken-" + ctx.build().buildId() + "-" + ctx.build().attempt());
+    deleteQuietly(taken);
+    env.put(JOB_TAKEN_ENV, taken.toString());
     ProcessBuilder pb = new ProcessBuilder(command).directory(ctx.workDir().toFile());
     pb.environment().clear();
     pb.environment().putAll(env);
     ctx.milestone("script", "script started: " + display(command));
     RunContext.Exit exit;
+    JobTaken watch = new JobTaken(ctx, taken);
     try {
-      exit = ctx.run(pb, RunContext.Interrupt.TERM, "script", null);
+      exit = ctx.run(pb, RunContext.Interrupt.TERM, "script", null, p -> watch.start());
     } catch (IOException e) {
       String error = "cannot start " + command.get(0) + ": " + e.getMessage();
       ctx.system("error", error);
       return new Result(BuildState.FAILED, 127, error);
     } finally {
+      watch.stop();
+      deleteQuietly(taken);
       if (command != given) {
         deleteQuietly(Path.of(command.get(1)));
       }
@@ -63,6 +75,68 @@ final class ScriptProvisioner implements Provisioner {
     String error = "script exited with code " + exit.code();
     ctx.system("error", error);
     return new Result(BuildState.FAILED, exit.code(), error);
+  }
+
+  static final String JOB_TAKEN_ENV = "ONESHOT_JOB_TAKEN_FILE";
+
+  /** Watches for the script's "job taken" file while it runs, and once more when it ends. */
+  private static final class JobTaken {
+    private final RunContext ctx;
+    private final Path file;
+    private volatile boolean running = true;
+    private boolean reported;
+    private Thread thread;
+
+    JobTaken(RunContext ctx, Path file) {
+      this.ctx = ctx;
+      this.file = file;
+    }
+
+    void start() {
+      thread =
+          Thread.ofPlatform()
+              .name("provisionerd-job-taken")
+              .daemon()
+              .start(
+                  () -> {
+                    try {
+                      while (running && !check()) {
+                        Thread.sleep(100);
+                      }
+                    } catch (InterruptedException e) {
+                      Thread.currentThread().interrupt();
+                    }
+                  });
+    }
+
+    void stop() throws InterruptedException {
+      running = false;
+      if (thread != null) {
+        thread.join(5_000);
+      }
+      check();
+    }
+
+    /** Reports the job taken once the file exists; true once reported. */
+    private synchronized boolean check() throws InterruptedException {
+      if (reported || !Files.exists(file)) {
+        return reported;
+      }
+      reported = true;
+      String what = "took a job";
+      try {
+        String first =
+            Files.readString(file, StandardCharsets.UTF_8).lines().findFirst().orElse("");
+        if (!first.isBlank()) {
+          what = "took a job: " + (first.length() > 200 ? first.substring(0, 200) : first.strip());
+        }
+      } catch (IOException e) {
+        // the file is there: that says it all
+      }
+      ctx.system("info", what);
+      ctx.tookJob(what);
+      return true;
+    }
   }
 
   /** Linux refuses to start a program with one argument longer than this (MAX_ARG_STRLEN). */

@@ -134,4 +134,78 @@ class SourceServerTest {
                 + " \"command\": [\"true\"]}}");
     assertThat(b.status()).isEqualTo(201);
   }
+
+  @Test
+  void aPostgresSourcesScriptSaysItTookItsJobAndTheNextJobGetsABuildOfItsOwn() throws Exception {
+    String url = io.oneshot.testing.TestDatabase.fresh();
+    String jdbc = io.oneshot.testing.TestDatabase.jdbcUrl(url);
+    try (var c = java.sql.DriverManager.getConnection(jdbc)) {
+      c.createStatement()
+          .execute(
+              "CREATE TABLE jobs (id serial PRIMARY KEY, taken boolean NOT NULL DEFAULT false);"
+                  + " INSERT INTO jobs DEFAULT VALUES");
+    }
+    java.nio.file.Path go = java.nio.file.Files.createTempDirectory("go").resolve("go");
+    // The script takes its job (says so), then waits for the test before it ends.
+    t =
+        TestServer.with()
+            .routes(
+                """
+                routes:
+                  - {name: jobs, maxConcurrent: 10}
+                sources:
+                  - name: own
+                    kind: postgres
+                    databaseUrl: '%s'
+                    channel: jobs_posted
+                    pollInterval: 1h
+                    query: SELECT NULL::jsonb AS tags, count(*) AS waiting FROM jobs WHERE NOT taken
+                    input:
+                      provisioner: script
+                      env: {JOBS: '%s'}
+                      command:
+                        - sh
+                        - -c
+                        - >-
+                          job=$(psql -qtA "$JOBS" -c "UPDATE jobs SET taken = true WHERE id = (SELECT id
+                          FROM jobs WHERE NOT taken ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id") &&
+                          echo "job $job" > "$ONESHOT_JOB_TAKEN_FILE" &&
+                          while [ ! -e %s ]; do sleep 0.05; done
+                    routes: [jobs]
+                """
+                    .formatted(url, url, go))
+            .start();
+    await()
+        .atMost(Duration.ofSeconds(60))
+        .until(
+            () ->
+                Sql.count("SELECT count(*) FROM oneshot.builds WHERE source_taken_at IS NOT NULL")
+                    == 1);
+    long first = (Long) Sql.value("SELECT min(id) FROM oneshot.builds");
+    assertThat(Sql.transitions(first)).isNotEmpty();
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_events WHERE build_id = ? AND reason = ?",
+                first,
+                "took a job: job 1"))
+        .isEqualTo(1);
+    // The job is taken at the source, and a new one waits: it gets a build of its own while the
+    // first still runs.
+    try (var c = java.sql.DriverManager.getConnection(jdbc)) {
+      c.createStatement()
+          .execute(
+              "UPDATE jobs SET taken = true; INSERT INTO jobs DEFAULT VALUES; NOTIFY jobs_posted");
+    }
+    await()
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> Sql.count("SELECT count(*) FROM oneshot.builds") == 2);
+    assertThat(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", first))
+        .isEqualTo("running");
+    java.nio.file.Files.writeString(go, "");
+    await()
+        .atMost(Duration.ofSeconds(60))
+        .until(
+            () -> Sql.count("SELECT count(*) FROM oneshot.builds WHERE status = 'succeeded'") == 2);
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isEqualTo(2);
+  }
 }
