@@ -61,6 +61,9 @@ public final class CoderDatabase {
           id uuid PRIMARY KEY,
           name text NOT NULL UNIQUE
         );
+        -- The stand-in daemon's record of the jobs it took (FakeCoder), for the tests' audit.
+        CREATE TABLE fake_coder_runs (daemon text NOT NULL, job uuid NOT NULL,
+          at timestamptz NOT NULL DEFAULT clock_timestamp());
         CREATE TABLE provisioner_keys (
           id uuid PRIMARY KEY,
           created_at timestamptz NOT NULL,
