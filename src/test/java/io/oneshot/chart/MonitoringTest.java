@@ -80,7 +80,10 @@ class MonitoringTest {
                 .launcherYaml(
                     "{kind: kubernetes, kubernetes: {namespace: team-a, templateDir: job-templates}}")
                 .routes(
-                    "routes: [{name: a, template: script.yaml, namespace: team-a, maxAttempts: 2}]")
+                    "routes: [{name: a, template: script.yaml, namespace: team-a, maxAttempts: 2}]\n"
+                        + "sources: [{name: coder, kind: coder, databaseUrl: '"
+                        + new io.oneshot.testing.CoderDatabase().url
+                        + "', routes: [{route: a, organization: acme}]}]")
                 .launchers((vertx, cfg) -> KubernetesLauncher.create(cfg, cluster.clientFor(vertx)))
                 .start()) {
       cluster.kubelet.hold("oneshot-1-1");
@@ -162,7 +165,9 @@ class MonitoringTest {
             "OneshotDispatcherMemoryHigh",
             "OneshotNoLeader",
             "OneshotListenerReconnecting",
-            "OneshotKubernetesUnreachable");
+            "OneshotKubernetesUnreachable",
+            "OneshotSourceDown",
+            "OneshotSourceJobsUnrouted");
   }
 
   /** A Prometheus rules file of the chart's PrometheusRule, as one install renders it. */
