@@ -98,6 +98,26 @@ final class DispatcherCommand implements Callable<Integer> {
     }
     out.print(
         Text.table(List.of("ROUTE", "TAGS", "LIMIT", "TEMPLATE", "TIMEOUT", "ATTEMPTS"), rows));
+    if (!c.sources().isEmpty()) {
+      // The databases are not contacted: --check reads files only.
+      List<List<String>> sources = new ArrayList<>();
+      for (OneshotConfig.Source s : c.sources()) {
+        List<String> feeds = new ArrayList<>();
+        for (OneshotConfig.Feed f : s.feeds()) {
+          feeds.add(
+              f.organization() == null ? f.route() : f.route() + " (" + f.organization() + ")");
+        }
+        sources.add(
+            List.of(
+                s.name(),
+                s.kind(),
+                s.channel(),
+                String.join(", ", feeds),
+                Units.format(s.pollInterval())));
+      }
+      out.println();
+      out.print(Text.table(List.of("SOURCE", "KIND", "CHANNEL", "ROUTES", "POLL"), sources));
+    }
     return Main.OK;
   }
 }

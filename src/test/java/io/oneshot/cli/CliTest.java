@@ -351,6 +351,22 @@ class CliTest {
             "ROUTE  TAGS   LIMIT  TEMPLATE  TIMEOUT  ATTEMPTS",
             "a      org=a  3      job.yaml  1h       3",
             "b      org=b  10     job.yaml  10m      3");
+
+    // Sources are listed with the routes they feed; their databases are not contacted.
+    Files.writeString(
+        config,
+        Files.readString(config)
+            + """
+            sources:
+              - {name: coder, kind: coder, databaseUrl: "postgresql://nowhere.invalid/coder",
+                 routes: [{route: a, organization: acme}, {route: b, organization: acme}]}
+            """);
+    Run withSources = oneshot("dispatcher", "--config", config.toString(), "--check");
+    assertThat(withSources.code()).as(withSources.err()).isEqualTo(Main.OK);
+    assertThat(withSources.out().lines())
+        .endsWith(
+            "SOURCE  KIND   CHANNEL                 ROUTES              POLL",
+            "coder   coder  provisioner_job_posted  a (acme), b (acme)  5s");
   }
 
   @Test
