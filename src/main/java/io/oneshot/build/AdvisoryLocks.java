@@ -24,4 +24,18 @@ public final class AdvisoryLocks {
   public static final int SOURCES = 4;
 
   private AdvisoryLocks() {}
+
+  /**
+   * The parameters of {@code queue/claim-lock}: take lock {@code key} for the transaction and check
+   * that {@code fence} (null: no check) still holds the leader lock.
+   */
+  static io.vertx.sqlclient.Tuple fenced(int key, LeaderFence fence) {
+    return io.vertx.sqlclient.Tuple.of(
+        CLASS,
+        key,
+        fence == null ? null : fence.pid(),
+        fence == null ? null : fence.sessionStart(),
+        (long) CLASS,
+        (long) LEADER);
+  }
 }

@@ -153,14 +153,7 @@ public final class QueueStore {
       LeaderFence fence,
       Consumer<List<Claimed>> beforeCommit) {
     Buffer[] hashes = tokens.stream().map(t -> Buffer.buffer(t.hash())).toArray(Buffer[]::new);
-    Tuple lock =
-        Tuple.of(
-            AdvisoryLocks.CLASS,
-            AdvisoryLocks.CLAIM,
-            fence == null ? null : fence.pid(),
-            fence == null ? null : fence.sessionStart(),
-            (long) AdvisoryLocks.CLASS,
-            (long) AdvisoryLocks.LEADER);
+    Tuple lock = AdvisoryLocks.fenced(AdvisoryLocks.CLAIM, fence);
     return pool.withTransaction(
         conn ->
             conn.preparedQuery(CLAIM_LOCK.text())

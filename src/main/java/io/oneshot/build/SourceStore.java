@@ -70,14 +70,7 @@ public final class SourceStore {
       java.time.Duration failureHold,
       LeaderFence fence,
       java.util.function.Function<Map<JsonNode, Flight>, Future<List<Waiting>>> look) {
-    Tuple lock =
-        Tuple.of(
-            AdvisoryLocks.CLASS,
-            AdvisoryLocks.SOURCES,
-            fence == null ? null : fence.pid(),
-            fence == null ? null : fence.sessionStart(),
-            (long) AdvisoryLocks.CLASS,
-            (long) AdvisoryLocks.LEADER);
+    Tuple lock = AdvisoryLocks.fenced(AdvisoryLocks.SOURCES, fence);
     return pool.withTransaction(
         conn ->
             conn.preparedQuery(CLAIM_LOCK.text())

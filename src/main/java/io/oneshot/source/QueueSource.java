@@ -194,6 +194,8 @@ public final class QueueSource implements AutoCloseable {
               source.name(), source.kind(), true, false, null, Instant.now(), false, List.of());
       return status;
     }
+    // The tag sets of this look only: one that is gone from the source is forgotten.
+    keys.clear();
     List<TagSet> unrouted = new ArrayList<>();
     Map<String, SourceStore.Flight> counted = new ConcurrentHashMap<>();
     List<SourceStore.ToppedUp> done;

@@ -80,8 +80,8 @@ class EnqueueTest {
           bad tag value           | {"team": "a b"} | SCRIPT | 0 | | tags.team | tags.team: "a b" is not a valid tag value
           tag value not a string  | {"team": 1} | SCRIPT | 0 | | tags.team | tags.team: must be a string, got number
           input not an object     | {} | "x" | 0 | | input | input: must be an object, like {"provisioner": "script", "command": ["sh", "-c", "echo hi"]}
-          no provisioner          | {} | {"command": ["x"]} | 0 | | input.provisioner | input.provisioner: is required: "script" or "terraform"
-          unknown provisioner     | {} | {"provisioner": "ansible"} | 0 | | input.provisioner | input.provisioner: "ansible" is not a provisioner: "script" or "terraform"
+          no provisioner          | {} | {"command": ["x"]} | 0 | | input.provisioner | input.provisioner: is required: "script", "terraform" or "coder"
+          unknown provisioner     | {} | {"provisioner": "ansible"} | 0 | | input.provisioner | input.provisioner: "ansible" is not a provisioner: "script", "terraform" or "coder"
           unknown input field     | {} | {"provisioner": "script", "command": ["x"], "cmd": 1} | 0 | | input.cmd | input.cmd: unknown field
           empty command           | {} | {"provisioner": "script", "command": []} | 0 | | input.command | input.command: is required: a non-empty array of strings, like ["sh", "-c", "echo hi"]
           command element type    | {} | {"provisioner": "script", "command": ["sh", 2]} | 0 | | input.command[1] | input.command[1]: must be a string, got number

@@ -12,7 +12,6 @@ import io.oneshot.testing.Sql;
 import io.oneshot.testing.TcpProxy;
 import io.oneshot.testing.TestServer;
 import java.io.IOException;
-import java.net.InetSocketAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -89,14 +88,7 @@ class FaultSuiteTest {
     Limits.track();
     db = TcpProxy.forTestDatabase();
     // Each replica picks its port at every start, and the "Service" follows what they report.
-    service =
-        new TcpProxy(
-            () ->
-                dispatchers.stream()
-                    .mapToInt(DispatcherProcess::port)
-                    .filter(p -> p > 0)
-                    .mapToObj(p -> new InetSocketAddress("127.0.0.1", p))
-                    .toList());
+    service = DispatcherProcess.service(dispatchers);
     String serviceUrl = "http://127.0.0.1:" + service.port();
     Files.createDirectories(runDir());
     for (int i = 0; i < replicas; i++) {

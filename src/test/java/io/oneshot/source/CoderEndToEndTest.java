@@ -107,10 +107,7 @@ class CoderEndToEndTest {
         .until(
             () ->
                 // ... or a daemon took a second job: no point waiting for the rest.
-                !coder
-                        .rows(
-                            "SELECT daemon FROM fake_coder_runs GROUP BY daemon HAVING count(*) > 1")
-                        .isEmpty()
+                coder.aDaemonTookTwoJobs()
                     || coder.count("completed_at IS NOT NULL") == 30
                         && count(
                                 "SELECT count(*) FROM oneshot.builds WHERE status IN ('pending',"

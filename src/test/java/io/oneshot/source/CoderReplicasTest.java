@@ -10,7 +10,6 @@ import io.oneshot.testing.Sql;
 import io.oneshot.testing.TcpProxy;
 import io.oneshot.testing.TestDatabase;
 import io.oneshot.testing.TestServer;
-import java.net.InetSocketAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -61,14 +60,7 @@ class CoderReplicasTest {
             "CODER_PROVISIONER_DAEMON_KEY_CODER_A",
                 coder.provisionerKey(org, "key-a", Map.of("env", "a")));
     // Each replica picks its port at every start; the "Service" follows what they report.
-    service =
-        new TcpProxy(
-            () ->
-                dispatchers.stream()
-                    .mapToInt(DispatcherProcess::port)
-                    .filter(p -> p > 0)
-                    .mapToObj(p -> new InetSocketAddress("127.0.0.1", p))
-                    .toList());
+    service = DispatcherProcess.service(dispatchers);
     Path runs = Files.createDirectories(tmp.resolve("runs"));
     for (int i = 0; i < 2; i++) {
       Path config = tmp.resolve("oneshot-" + i + ".yaml");
@@ -116,10 +108,7 @@ class CoderReplicasTest {
         .atMost(Duration.ofMinutes(4))
         .until(
             () ->
-                !coder
-                        .rows(
-                            "SELECT daemon FROM fake_coder_runs GROUP BY daemon HAVING count(*) > 1")
-                        .isEmpty()
+                coder.aDaemonTookTwoJobs()
                     || coder.count("completed_at IS NOT NULL") == 20
                         && Sql.count(
                                 "SELECT count(*) FROM oneshot.builds WHERE status IN ('pending',"

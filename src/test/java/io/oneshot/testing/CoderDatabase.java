@@ -200,20 +200,28 @@ public final class CoderDatabase {
    * coderd's {@code AcquireProvisionerJob}; null when there is none.
    */
   public UUID acquire(UUID org, Map<String, String> daemonTags, UUID worker) {
-    List<Map<String, Object>> r =
-        rows(
-            "UPDATE provisioner_jobs SET started_at = clock_timestamp(), updated_at ="
-                + " clock_timestamp(), worker_id = ? WHERE id = (SELECT id FROM provisioner_jobs AS"
-                + " potential_job WHERE potential_job.started_at IS NULL AND"
-                + " potential_job.organization_id = ? AND potential_job.provisioner ="
-                + " ANY('{terraform}'::provisioner_type[]) AND"
-                + " provisioner_tagset_contains(?::jsonb, potential_job.tags::jsonb) ORDER BY"
-                + " potential_job.initiator_id = 'c42fdf75-3097-471c-8c33-fb52454d81c0'::uuid ASC,"
-                + " potential_job.created_at ASC FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id",
-            worker,
-            org,
-            Json.write(daemonTags));
+    List<Map<String, Object>> r = rows(ACQUIRE, worker, org, Json.write(daemonTags));
     return r.isEmpty() ? null : (UUID) r.get(0).get("id");
+  }
+
+  /**
+   * {@code AcquireProvisionerJob} (coderd/database/queries/provisionerjobs.sql): the oldest job,
+   * human-initiated before prebuilds, of the daemon's organization and provisioner type whose tags
+   * its tags satisfy, skipping locked rows. Parameters: worker, organization, daemon tags (json).
+   */
+  public static final String ACQUIRE =
+      "UPDATE provisioner_jobs SET started_at = clock_timestamp(), updated_at = clock_timestamp(),"
+          + " worker_id = ? WHERE id = (SELECT id FROM provisioner_jobs AS potential_job WHERE"
+          + " potential_job.started_at IS NULL AND potential_job.organization_id = ? AND"
+          + " potential_job.provisioner = ANY('{terraform}'::provisioner_type[]) AND"
+          + " provisioner_tagset_contains(?::jsonb, potential_job.tags::jsonb) ORDER BY"
+          + " potential_job.initiator_id = 'c42fdf75-3097-471c-8c33-fb52454d81c0'::uuid ASC,"
+          + " potential_job.created_at ASC FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id";
+
+  /** Whether a stand-in daemon took more than one job (never: each runs one and exits). */
+  public boolean aDaemonTookTwoJobs() {
+    return !rows("SELECT daemon FROM fake_coder_runs GROUP BY daemon HAVING count(*) > 1")
+        .isEmpty();
   }
 
   /** Cancels a job as a user canceling its workspace build does. */

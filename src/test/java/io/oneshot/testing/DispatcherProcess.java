@@ -56,6 +56,20 @@ public final class DispatcherProcess {
     this.env = env;
   }
 
+  /**
+   * An API "Service" for {@code dispatchers}: one address that forwards to whichever of them is up,
+   * at the port each reported at its latest start.
+   */
+  public static TcpProxy service(List<DispatcherProcess> dispatchers) {
+    return new TcpProxy(
+        () ->
+            dispatchers.stream()
+                .mapToInt(DispatcherProcess::port)
+                .filter(p -> p > 0)
+                .mapToObj(p -> new java.net.InetSocketAddress("127.0.0.1", p))
+                .toList());
+  }
+
   public synchronized DispatcherProcess start() {
     List<String> cmd = new ArrayList<>(wrapper);
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());

@@ -146,16 +146,7 @@ public final class FakeCoder {
 
   private static UUID acquire(Connection c, UUID org, Map<String, String> tags, UUID worker)
       throws SQLException {
-    try (PreparedStatement st =
-        c.prepareStatement(
-            "UPDATE provisioner_jobs SET started_at = clock_timestamp(), updated_at ="
-                + " clock_timestamp(), worker_id = ? WHERE id = (SELECT id FROM provisioner_jobs AS"
-                + " potential_job WHERE potential_job.started_at IS NULL AND"
-                + " potential_job.organization_id = ? AND potential_job.provisioner ="
-                + " ANY('{terraform}'::provisioner_type[]) AND"
-                + " provisioner_tagset_contains(?::jsonb, potential_job.tags::jsonb) ORDER BY"
-                + " potential_job.initiator_id = 'c42fdf75-3097-471c-8c33-fb52454d81c0'::uuid ASC,"
-                + " potential_job.created_at ASC FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id")) {
+    try (PreparedStatement st = c.prepareStatement(CoderDatabase.ACQUIRE)) {
       st.setObject(1, worker);
       st.setObject(2, org);
       st.setString(3, Json.write(tags));
