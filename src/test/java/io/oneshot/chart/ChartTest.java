@@ -54,6 +54,7 @@ class ChartTest {
   private static final Path ORGS = CHART.resolve("examples/organisations.yaml");
   private static final Path GPU = CHART.resolve("examples/gpu.yaml");
   private static final Path OWN_IMAGE = CHART.resolve("examples/own-image.yaml");
+  private static final Path CODER = CHART.resolve("examples/coder.yaml");
   private static final KubernetesSerialization K8S = new KubernetesSerialization();
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
 
@@ -99,7 +100,7 @@ class ChartTest {
     LintResult r = new Helm(CHART).lint().strict().call();
     assertThat(r.isFailed()).as(String.join("\n", r.getMessages())).isFalse();
     // helm lint takes no values file here; rendering each example parses every object it makes.
-    for (Path values : List.of(ORGS, GPU, OWN_IMAGE)) {
+    for (Path values : List.of(ORGS, GPU, OWN_IMAGE, CODER)) {
       assertThat(render(t -> t.withValuesFile(values))).as(values.toString()).isNotEmpty();
     }
   }
@@ -310,30 +311,35 @@ class ChartTest {
   }
 
   @Test
-  void aCoderSourceGetsItsDatabaseUrlFromItsSecretAndLoadsThroughTheDispatchersLoader()
+  void theCoderExampleLoadsThroughTheDispatchersLoaderWithItsUrlAndKeyFromSecrets()
       throws IOException {
-    Path values = tmp.resolve("coder.yaml");
-    Files.writeString(
-        values,
-        """
-        routes:
-          - {name: coder, tags: {env: prod}, template: script.yaml}
-        sources:
-          - name: coder-main
-            kind: coder
-            databaseSecret: {name: coder-db-reader, key: url}
-            routes: [{route: coder, organization: coder}]
-        """);
-    List<HasMetadata> objs = render(t -> t.withValuesFile(values));
+    List<HasMetadata> objs = render(t -> t.withValuesFile(CODER));
     OneshotConfig config = loadLikeTheDispatcher(objs, tmp.resolve("root"));
     OneshotConfig.Source s = config.sources().get(0);
-    assertThat(s.name()).isEqualTo("coder-main");
+    assertThat(s.name()).isEqualTo("coder");
     assertThat(s.coder()).isTrue();
     assertThat(s.url()).isEqualTo("postgresql://secret@coder-db-reader/url");
-    assertThat(s.feeds()).containsExactly(new OneshotConfig.Feed("coder", "coder"));
+    assertThat(s.feeds()).containsExactly(new OneshotConfig.Feed("coder-prod", "acme"));
     // The URL is never written into the ConfigMap.
     String cfg = one(objs, ConfigMap.class, "oneshot-config").getData().get("oneshot.yaml");
     assertThat(cfg).doesNotContain("databaseSecret").doesNotContain("coder-db-reader");
+    // The build pod: coder copied by the init container, the key from the route's Secret, and the
+    // oneshot image filled in by the chart.
+    Job job =
+        K8S.unmarshal(
+            one(objs, ConfigMap.class, "oneshot-job-templates").getData().get("coder-prod.yaml"),
+            Job.class);
+    var pod = job.getSpec().getTemplate().getSpec();
+    assertThat(pod.getInitContainers().get(0).getCommand())
+        .containsExactly("cp", "/opt/coder", "/coder-bin/coder");
+    Container c = pod.getContainers().get(0);
+    assertThat(c.getImage()).isEqualTo("ghcr.io/oneshot-dev/oneshot:0.1.0");
+    assertThat(c.getEnv())
+        .anySatisfy(
+            e -> {
+              assertThat(e.getName()).isEqualTo("CODER_PROVISIONER_DAEMON_KEY");
+              assertThat(e.getValueFrom().getSecretKeyRef().getName()).isEqualTo("coder-key-prod");
+            });
   }
 
   @Test
