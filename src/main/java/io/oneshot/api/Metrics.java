@@ -217,7 +217,8 @@ public final class Metrics {
 
   /**
    * What a queue source saw at its last look: per route, the jobs waiting that it feeds there
-   * ({@code route} null: jobs whose tags no route of the source matches).
+   * ({@code route} null: jobs whose tags no route of the source matches, one such entry per
+   * source).
    */
   public record SourceJobs(String source, String route, long waiting) {}
 
@@ -245,14 +246,10 @@ public final class Metrics {
                 + " until a route takes them")
         .labelNames("source")
         .callback(
-            cb -> {
-              Map<String, Long> sum = new java.util.TreeMap<>();
-              up.get().keySet().forEach(s -> sum.put(s, 0L));
-              jobs.get().stream()
-                  .filter(j -> j.route() == null)
-                  .forEach(j -> sum.merge(j.source(), j.waiting(), Long::sum));
-              sum.forEach((source, n) -> cb.call(n, source));
-            })
+            cb ->
+                jobs.get().stream()
+                    .filter(j -> j.route() == null)
+                    .forEach(j -> cb.call(j.waiting(), j.source())))
         .register(registry);
     GaugeWithCallback.builder()
         .name("oneshot_source_up")

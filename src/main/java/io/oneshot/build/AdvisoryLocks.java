@@ -25,17 +25,29 @@ public final class AdvisoryLocks {
 
   private AdvisoryLocks() {}
 
+  private static final Sql FENCED_LOCK = Sql.load("queue/claim-lock");
+
   /**
-   * The parameters of {@code queue/claim-lock}: take lock {@code key} for the transaction and check
-   * that {@code fence} (null: no check) still holds the leader lock.
+   * Takes lock {@code key} for the rest of {@code conn}'s transaction ({@code queue/claim-lock}),
+   * and checks that {@code fence} (null: no check) still holds the leader lock: fails with {@link
+   * FencedOutException} when it does not, so that nothing the transaction goes on to write commits.
    */
-  static io.vertx.sqlclient.Tuple fenced(int key, LeaderFence fence) {
-    return io.vertx.sqlclient.Tuple.of(
-        CLASS,
-        key,
-        fence == null ? null : fence.pid(),
-        fence == null ? null : fence.sessionStart(),
-        (long) CLASS,
-        (long) LEADER);
+  static io.vertx.core.Future<Void> takeFenced(
+      io.vertx.sqlclient.SqlConnection conn, int key, LeaderFence fence) {
+    io.vertx.sqlclient.Tuple args =
+        io.vertx.sqlclient.Tuple.of(
+            CLASS,
+            key,
+            fence == null ? null : fence.pid(),
+            fence == null ? null : fence.sessionStart(),
+            (long) CLASS,
+            (long) LEADER);
+    return conn.preparedQuery(FENCED_LOCK.text())
+        .execute(args)
+        .compose(
+            x ->
+                x.iterator().next().getBoolean("fenced")
+                    ? io.vertx.core.Future.<Void>succeededFuture()
+                    : io.vertx.core.Future.failedFuture(new FencedOutException(fence)));
   }
 }

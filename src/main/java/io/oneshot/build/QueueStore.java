@@ -20,7 +20,6 @@ public final class QueueStore {
   private static final Sql ENQUEUE = Sql.load("queue/enqueue");
   private static final Sql RERUN_SOURCE = Sql.load("queue/rerun-source");
   private static final Sql RERUN_LINK = Sql.load("queue/rerun-link");
-  private static final Sql CLAIM_LOCK = Sql.load("queue/claim-lock");
   private static final Sql CLAIM = Sql.load("queue/claim");
   private static final Sql CANCEL = Sql.load("queue/cancel");
   private static final Sql CANCEL_NOTIFY = Sql.load("queue/cancel-notify");
@@ -153,18 +152,9 @@ public final class QueueStore {
       LeaderFence fence,
       Consumer<List<Claimed>> beforeCommit) {
     Buffer[] hashes = tokens.stream().map(t -> Buffer.buffer(t.hash())).toArray(Buffer[]::new);
-    Tuple lock = AdvisoryLocks.fenced(AdvisoryLocks.CLAIM, fence);
     return pool.withTransaction(
         conn ->
-            conn.preparedQuery(CLAIM_LOCK.text())
-                .execute(lock)
-                .compose(
-                    x -> {
-                      if (!x.iterator().next().getBoolean("fenced")) {
-                        return Future.failedFuture(new FencedOutException(fence));
-                      }
-                      return Future.succeededFuture();
-                    })
+            AdvisoryLocks.takeFenced(conn, AdvisoryLocks.CLAIM, fence)
                 .compose(
                     x ->
                         conn.preparedQuery(CLAIM.with(Map.of("batch", tokens.size())))

@@ -18,7 +18,6 @@ import java.util.Map;
  * job, after which its build no longer counts as in flight.
  */
 public final class SourceStore {
-  private static final Sql CLAIM_LOCK = Sql.load("queue/claim-lock");
   private static final Sql IN_FLIGHT = Sql.load("sources/in-flight");
   private static final Sql TOP_UP = Sql.load("sources/top-up");
   private static final Sql TOOK_JOB = Sql.load("sources/took-job");
@@ -70,17 +69,13 @@ public final class SourceStore {
       java.time.Duration failureHold,
       LeaderFence fence,
       java.util.function.Function<Map<JsonNode, Flight>, Future<List<Waiting>>> look) {
-    Tuple lock = AdvisoryLocks.fenced(AdvisoryLocks.SOURCES, fence);
     return pool.withTransaction(
         conn ->
-            conn.preparedQuery(CLAIM_LOCK.text())
-                .execute(lock)
+            AdvisoryLocks.takeFenced(conn, AdvisoryLocks.SOURCES, fence)
                 .compose(
                     x ->
-                        x.iterator().next().getBoolean("fenced")
-                            ? conn.preparedQuery(IN_FLIGHT.text())
-                                .execute(Tuple.of(source, failureHold.toMillis()))
-                            : Future.failedFuture(new FencedOutException(fence)))
+                        conn.preparedQuery(IN_FLIGHT.text())
+                            .execute(Tuple.of(source, failureHold.toMillis())))
                 .compose(
                     rows -> {
                       Map<JsonNode, Flight> flights = new HashMap<>();

@@ -33,7 +33,7 @@ import org.slf4j.LoggerFactory;
  * on its channel's NOTIFY (through a {@link Listener} that reconnects like the dispatcher's own),
  * on every change of oneshot's queue that may free a slot, and on its poll tick; each look runs the
  * source's read-only query, routes each tag set of waiting jobs, and tops every routed set up to as
- * many builds in flight as it has jobs waiting (under the claim lock, on the leader only).
+ * many builds in flight as it has jobs waiting (under the sources lock, on the leader only).
  *
  * <p>A look that fails (the database unreachable, the query refused, a count that is not a whole
  * number) enqueues nothing for the whole source, marks it down in {@code /readyz} and the metrics,
@@ -189,15 +189,11 @@ public final class QueueSource implements AutoCloseable {
   public Status look() {
     LeaderFence leading = fence == null ? null : fence.get();
     if (fence != null && leading == null) {
-      status =
-          new Status(
-              source.name(), source.kind(), true, false, null, Instant.now(), false, List.of());
-      return status;
+      return standby();
     }
-    // The tag sets of this look only: one that is gone from the source is forgotten.
-    keys.clear();
+    // The tag sets of this look, by key, with the builds that counted for them.
+    Map<String, Looked> looked = new LinkedHashMap<>();
     List<TagSet> unrouted = new ArrayList<>();
-    Map<String, SourceStore.Flight> counted = new ConcurrentHashMap<>();
     List<SourceStore.ToppedUp> done;
     try {
       done =
@@ -216,29 +212,27 @@ public final class QueueSource implements AutoCloseable {
                               rows -> {
                                 List<SourceStore.Waiting> routed = new ArrayList<>();
                                 for (Map.Entry<Key, Long> e : waiting(rows).entrySet()) {
+                                  Key k = e.getKey();
                                   SourceStore.Flight f =
                                       flights.getOrDefault(
-                                          Json.tree(e.getKey().json()), SourceStore.Flight.NONE);
-                                  counted.put(e.getKey().json(), f);
-                                  route(e.getKey(), e.getValue(), f, routed, unrouted);
+                                          Json.tree(k.json()), SourceStore.Flight.NONE);
+                                  looked.put(k.json(), new Looked(k, f));
+                                  route(k, e.getValue(), f, routed, unrouted);
                                 }
                                 return routed;
                               })));
     } catch (BadRowException e) {
       return down(e.getMessage());
     } catch (FencedOutException e) {
-      status =
-          new Status(
-              source.name(), source.kind(), true, false, null, Instant.now(), false, List.of());
-      return status;
+      return standby();
     } catch (RuntimeException e) {
       return down(describe(e));
     }
     List<TagSet> sets = new ArrayList<>(unrouted);
     for (SourceStore.ToppedUp t : done) {
       SourceStore.Waiting w = t.waiting();
-      Key k = keys.get(w.key());
-      SourceStore.Flight f = counted.getOrDefault(w.key(), SourceStore.Flight.NONE);
+      Key k = looked.get(w.key()).key();
+      SourceStore.Flight f = looked.get(w.key()).flight();
       sets.add(
           new TagSet(
               k.tags(),
@@ -293,6 +287,14 @@ public final class QueueSource implements AutoCloseable {
     return status;
   }
 
+  /** This replica does not lead: the leader alone looks at sources. */
+  private Status standby() {
+    status =
+        new Status(
+            source.name(), source.kind(), true, false, null, Instant.now(), false, List.of());
+    return status;
+  }
+
   private Status down(String error) {
     if (!error.equals(lastError)) {
       log.warn(
@@ -338,7 +340,8 @@ public final class QueueSource implements AutoCloseable {
     }
   }
 
-  private final Map<String, Key> keys = new ConcurrentHashMap<>();
+  /** A tag set a look found, with the builds that counted for it before the look. */
+  private record Looked(Key key, SourceStore.Flight flight) {}
 
   /** A row the source's query returned that cannot be believed. */
   static final class BadRowException extends RuntimeException {
@@ -438,7 +441,6 @@ public final class QueueSource implements AutoCloseable {
       SourceStore.Flight counted,
       List<SourceStore.Waiting> routed,
       List<TagSet> unrouted) {
-    keys.put(k.json(), k);
     for (OneshotConfig.Feed f : source.feeds()) {
       OneshotConfig.Route r = config.route(f.route()).orElse(null);
       if (r == null) {

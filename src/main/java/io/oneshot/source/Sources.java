@@ -95,6 +95,8 @@ public final class Sources implements AutoCloseable {
     List<Metrics.SourceJobs> out = new ArrayList<>();
     for (QueueSource.Status s : statuses()) {
       if (!s.leading()) {
+        // A standby sees no jobs; its unrouted gauge is 0, so that max() across replicas holds.
+        out.add(new Metrics.SourceJobs(s.name(), null, 0));
         continue;
       }
       Map<String, Long> perRoute = new LinkedHashMap<>();
