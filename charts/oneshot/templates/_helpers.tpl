@@ -62,6 +62,10 @@ app.kubernetes.io/component: dispatcher
 {{- end -}}
 
 {{/* The Secret holding the admin token. */}}
+{{- define "oneshot.encryptionSecret" -}}
+{{- .Values.encryption.existingSecret | default (printf "%s-encryption" (include "oneshot.fullname" .)) -}}
+{{- end -}}
+
 {{- define "oneshot.adminTokenSecret" -}}
 {{- .Values.adminToken.existingSecret | default (printf "%s-admin-token" (include "oneshot.fullname" .)) -}}
 {{- end -}}

@@ -9,11 +9,14 @@ import static io.oneshot.api.Http.json;
 import static io.oneshot.api.Http.longParam;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.build.AuditStore;
 import io.oneshot.build.BuildReads;
 import io.oneshot.build.BuildState;
 import io.oneshot.build.BuildStore;
 import io.oneshot.build.LogLine;
 import io.oneshot.build.QueueStore;
+import io.oneshot.build.Sensitive;
+import io.oneshot.build.TokenStore.Role;
 import io.vertx.core.Context;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServerResponse;
@@ -45,6 +48,7 @@ final class AdminApi {
   private final Metrics metrics;
   private final LogFollowers followers;
   private final BooleanSupplier draining;
+  private final Access access;
 
   /**
    * What {@code GET /api/v1/routes} answers: at most a second old, one query however many
@@ -65,8 +69,10 @@ final class AdminApi {
       Metrics metrics,
       LogFollowers followers,
       BooleanSupplier draining,
-      int globalLimit) {
+      int globalLimit,
+      Access access) {
     this.globalLimit = globalLimit;
+    this.access = access;
     this.vertx = vertx;
     this.store = store;
     this.metrics = metrics;
@@ -84,7 +90,7 @@ final class AdminApi {
     router.post("/api/v1/builds/:id/cancel").handler(this::cancelBuild);
     router.post("/api/v1/builds/:id/rerun").handler(this::rerunBuild);
     router.get("/api/v1/routes").handler(this::routes);
-    router.get("/api/v1/sources").handler(ctx -> json(ctx, 200, sources.get()));
+    router.get("/api/v1/sources").handler(this::sources);
   }
 
   private volatile java.util.function.Supplier<Object> sources = java.util.List::of;
@@ -125,16 +131,72 @@ final class AdminApi {
       }
       workspace = w.asText();
     }
+    Caller caller = Access.caller(ctx);
+    AuditStore.Entry entry =
+        AuditStore.Entry.of(caller.name(), "submit", null, null).withWorkspace(workspace);
+    if (!caller.atLeast(Role.SUBMITTER)) {
+      access.refuseAudited(ctx, entry, access.role(ctx, Role.SUBMITTER, "submitting a build"));
+      return;
+    }
     store
         .queue()
-        .enqueue(tagsJson, inputJson, priority, workspace)
+        .enqueue(tagsJson, inputJson, priority, workspace, caller.submitter())
         .onSuccess(
             e -> {
-              log.info("Build {}: enqueued on route {}.", e.id(), e.route());
+              log.info("Build {}: enqueued on route {} by {}.", e.id(), e.route(), caller.name());
               ctx.response().putHeader("Location", "/api/v1/builds/" + e.id());
               json(ctx, 201, e);
             })
-        .onFailure(ctx::fail);
+        .onFailure(e -> refusedSubmit(ctx, entry, e));
+  }
+
+  /**
+   * A submit or rerun that failed: one outside the caller's routes is a 403 that names no route
+   * (and is audited); anything else is answered as it is.
+   */
+  private void refusedSubmit(RoutingContext ctx, AuditStore.Entry entry, Throwable e) {
+    if (e instanceof Answered) {
+      return;
+    }
+    if (e instanceof QueueStore.OutOfScopeException o) {
+      access.countRefused("out_of_scope");
+      access
+          .audit(entry.withOutcome("out_of_scope"))
+          .onComplete(
+              x ->
+                  fail(
+                      ctx,
+                      new ApiError(
+                          403,
+                          "forbidden: " + o.getMessage(),
+                          "token "
+                              + Access.caller(ctx).name()
+                              + " covers the routes oneshot routes lists for it",
+                          o.field())));
+    } else {
+      ctx.fail(e);
+    }
+  }
+
+  /**
+   * The build {@code id}'s owner, when the caller's routes cover it; else the request fails with a
+   * 404 (a build outside them is answered as one that does not exist) and the future with it.
+   */
+  private io.vertx.core.Future<BuildReads.Owner> inScope(RoutingContext ctx, long id) {
+    Caller caller = Access.caller(ctx);
+    return store
+        .reads()
+        .owner(id)
+        .compose(
+            o -> {
+              if (o.isEmpty()) {
+                return io.vertx.core.Future.failedFuture(ApiError.notFound("build " + id));
+              }
+              if (!caller.covers(o.get().route())) {
+                return io.vertx.core.Future.failedFuture(access.outOfScope("build " + id));
+              }
+              return io.vertx.core.Future.succeededFuture(o.get());
+            });
   }
 
   private void listBuilds(RoutingContext ctx) {
@@ -156,7 +218,7 @@ final class AdminApi {
     Long before = longParam(ctx, "before");
     store
         .reads()
-        .list(status, route, before, limit)
+        .list(status, route, before, limit, Access.caller(ctx).routes())
         .onSuccess(list -> json(ctx, 200, Map.of("builds", list)))
         .onFailure(ctx::fail);
   }
@@ -170,6 +232,8 @@ final class AdminApi {
             b -> {
               if (b.isEmpty()) {
                 fail(ctx, ApiError.notFound("build " + id));
+              } else if (!Access.caller(ctx).covers(b.get().route())) {
+                fail(ctx, access.outOfScope("build " + id));
               } else {
                 json(ctx, 200, b.get());
               }
@@ -179,18 +243,16 @@ final class AdminApi {
 
   private void buildInput(RoutingContext ctx) {
     long id = buildId(ctx);
-    store
-        .reads()
-        .input(id)
+    inScope(ctx, id)
+        .compose(o -> store.reads().input(id))
         .onSuccess(
             in -> {
               if (in.isEmpty()) {
                 fail(ctx, ApiError.notFound("build " + id));
               } else {
-                ctx.response()
-                    .setStatusCode(200)
-                    .putHeader("Content-Type", "application/json")
-                    .end(in.get());
+                // Sensitive values never leave: a build submitted through the API holds them
+                // sealed already; one enqueued from SQL holds them as given.
+                json(ctx, 200, Sensitive.masked(Json.tree(in.get())));
               }
             })
         .onFailure(ctx::fail);
@@ -198,9 +260,10 @@ final class AdminApi {
 
   private void cancelBuild(RoutingContext ctx) {
     long id = buildId(ctx);
-    store
-        .queue()
-        .cancel(id)
+    Caller caller = Access.caller(ctx);
+    AuditStore.Entry entry = AuditStore.Entry.of(caller.name(), "cancel", id, null);
+    changing(ctx, id, entry, "canceling build " + id)
+        .compose(o -> store.queue().cancel(id))
         .onSuccess(
             c -> {
               io.oneshot.dispatch.FaultPoint.AFTER_CANCEL.reach();
@@ -225,26 +288,39 @@ final class AdminApi {
                         .onFailure(ctx::fail);
                 case CANCELED -> {
                   metrics.finished(c.route(), "canceled", null);
-                  log.info("Build {} (route {}): canceled.", id, c.route());
-                  json(ctx, 202, Map.of("id", id, "status", "canceled"));
+                  log.info("Build {} (route {}): canceled by {}.", id, c.route(), caller.name());
+                  access
+                      .audit(entry.withRoute(c.route()))
+                      .onComplete(x -> json(ctx, 202, Map.of("id", id, "status", "canceled")));
                 }
                 case REQUESTED -> {
                   log.info(
-                      "Build {} (route {}): cancel requested; provisionerd will stop it.",
+                      "Build {} (route {}): cancel requested by {}; provisionerd will stop it.",
                       id,
-                      c.route());
-                  json(ctx, 202, Map.of("id", id, "status", "running", "cancelRequested", true));
+                      c.route(),
+                      caller.name());
+                  access
+                      .audit(entry.withRoute(c.route()))
+                      .onComplete(
+                          x ->
+                              json(
+                                  ctx,
+                                  202,
+                                  Map.of("id", id, "status", "running", "cancelRequested", true)));
                 }
               }
             })
-        .onFailure(ctx::fail);
+        .onFailure(e -> failUnlessAnswered(ctx, e));
   }
 
   private void rerunBuild(RoutingContext ctx) {
     long id = buildId(ctx);
-    store
-        .queue()
-        .rerun(id)
+    Caller caller = Access.caller(ctx);
+    AuditStore.Entry entry =
+        AuditStore.Entry.of(caller.name(), "rerun", null, null)
+            .withDetail(Json.MAPPER.createObjectNode().put("rerunOf", id));
+    changing(ctx, id, entry, "rerunning build " + id)
+        .compose(o -> store.queue().rerun(id, caller.submitter()))
         .onSuccess(
             r -> {
               switch (r.result()) {
@@ -273,11 +349,97 @@ final class AdminApi {
                 }
               }
             })
-        .onFailure(ctx::fail);
+        .onFailure(e -> refusedSubmit(ctx, entry, e));
   }
 
   private void routes(RoutingContext ctx) {
-    routeStatus.get().onSuccess(list -> json(ctx, 200, list)).onFailure(ctx::fail);
+    Caller caller = Access.caller(ctx);
+    routeStatus
+        .get()
+        .onSuccess(
+            list ->
+                json(
+                    ctx,
+                    200,
+                    caller.admin()
+                        ? list
+                        : list.stream().filter(r -> caller.covers(r.name())).toList()))
+        .onFailure(ctx::fail);
+  }
+
+  /** The queue sources; a token sees those that feed its routes, with those feeds alone. */
+  @SuppressWarnings("unchecked")
+  private void sources(RoutingContext ctx) {
+    Caller caller = Access.caller(ctx);
+    Object all = sources.get();
+    if (caller.admin() || !(all instanceof List<?> list)) {
+      json(ctx, 200, all);
+      return;
+    }
+    List<Object> mine = new java.util.ArrayList<>();
+    for (Object o : list) {
+      com.fasterxml.jackson.databind.node.ObjectNode n = Json.MAPPER.valueToTree(o);
+      com.fasterxml.jackson.databind.node.ArrayNode feeds = Json.MAPPER.createArrayNode();
+      for (com.fasterxml.jackson.databind.JsonNode f : n.path("feeds")) {
+        if (caller.covers(f.path("route").asText())) {
+          feeds.add(f);
+        }
+      }
+      if (!feeds.isEmpty()) {
+        n.set("feeds", feeds);
+        mine.add(n);
+      }
+    }
+    json(ctx, 200, mine);
+  }
+
+  /**
+   * For a cancel or a rerun of build {@code id}: its owner when the caller covers its route and may
+   * change it (an operator, or the submitter that submitted it; a viewer changes nothing).
+   * Otherwise the refusal is audited and answered (404 outside the caller's routes, 403 for a role
+   * too narrow), and the future fails with {@link Answered}.
+   */
+  private io.vertx.core.Future<BuildReads.Owner> changing(
+      RoutingContext ctx, long id, AuditStore.Entry entry, String what) {
+    Caller caller = Access.caller(ctx);
+    return store
+        .reads()
+        .owner(id)
+        .compose(
+            found -> {
+              BuildReads.Owner owner = found.orElse(null);
+              if (owner == null) {
+                fail(ctx, ApiError.notFound("build " + id));
+              } else if (!caller.covers(owner.route())) {
+                access.refuseAudited(ctx, entry, access.outOfScope("build " + id));
+              } else if (!caller.mayChange(owner.token())) {
+                access.refuseAudited(
+                    ctx,
+                    entry.withRoute(owner.route()),
+                    caller.atLeast(Role.SUBMITTER)
+                        ? access.role(ctx, Role.OPERATOR, what + ", which another token submitted,")
+                        : access.role(ctx, Role.SUBMITTER, what));
+              } else {
+                return io.vertx.core.Future.succeededFuture(owner);
+              }
+              return io.vertx.core.Future.failedFuture(Answered.INSTANCE);
+            });
+  }
+
+  /** Fails the request with {@code e}, unless its answer has been sent already. */
+  private static void failUnlessAnswered(RoutingContext ctx, Throwable e) {
+    if (!(e instanceof Answered)) {
+      ctx.fail(e);
+    }
+  }
+
+  /** A failure whose answer has been sent already. */
+  static final class Answered extends RuntimeException {
+    static final Answered INSTANCE = new Answered();
+
+    private Answered() {
+      super("answered", null, false, false);
+    }
   }
 
   /**
@@ -288,7 +450,14 @@ final class AdminApi {
     long id = buildId(ctx);
     long after = longParam(ctx, "after") == null ? 0 : longParam(ctx, "after");
     boolean follow = "true".equals(ctx.queryParams().get("follow"));
-    new LogStream(ctx, id, after, follow, Vertx.currentContext()).next();
+    Context context = Vertx.currentContext();
+    if (Access.caller(ctx).admin()) {
+      new LogStream(ctx, id, after, follow, context).next();
+      return;
+    }
+    inScope(ctx, id)
+        .onSuccess(o -> new LogStream(ctx, id, after, follow, context).next())
+        .onFailure(ctx::fail);
   }
 
   /**

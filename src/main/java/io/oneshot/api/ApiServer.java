@@ -13,7 +13,6 @@ import io.vertx.ext.web.Route;
 import io.vertx.ext.web.Router;
 import io.vertx.ext.web.RoutingContext;
 import io.vertx.ext.web.handler.BodyHandler;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -27,7 +26,9 @@ import java.util.regex.Pattern;
  *
  * <ul>
  *   <li>{@link HealthApi}: {@code /healthz}, {@code /readyz}, {@code /metrics};
- *   <li>{@link AdminApi}: builds and routes for operators (bearer: the admin token);
+ *   <li>{@link AdminApi}: builds and routes for operators (bearer: the admin token, or an API token
+ *       within its role and routes, see {@link Access});
+ *   <li>{@link TokensApi}: API tokens and the audit trail (the admin token);
  *   <li>{@link RunnerApi}: provisionerd's acquire, heartbeat, logs, complete (bearer: a build
  *       token);
  *   <li>{@link WorkspaceStateApi}: terraform state uploads and reads.
@@ -45,7 +46,8 @@ public final class ApiServer implements AutoCloseable {
   private final AdminApi admin;
   private final RunnerApi runner;
   private final WorkspaceStateApi state;
-  private final byte[] adminToken;
+  private final Access access;
+  private final TokensApi tokens;
   private final Metrics metrics;
   private volatile Map<String, Pattern> endpoints = Map.of();
   private final AtomicInteger inFlight = new AtomicInteger();
@@ -81,12 +83,21 @@ public final class ApiServer implements AutoCloseable {
     this.config = config;
     this.followers = followers;
     this.health = new HealthApi(vertx, store, status, metrics);
+    this.access =
+        new Access(
+            config.api().adminToken(), store.tokens(), store.audit(), config.routes(), metrics);
     this.admin =
         new AdminApi(
-            vertx, store, metrics, followers, () -> draining, config.dispatch().maxConcurrent());
+            vertx,
+            store,
+            metrics,
+            followers,
+            () -> draining,
+            config.dispatch().maxConcurrent(),
+            access);
     this.runner = new RunnerApi(store, config, metrics, conflicts);
-    this.state = new WorkspaceStateApi(store, config, runner);
-    this.adminToken = config.api().adminToken().getBytes(StandardCharsets.UTF_8);
+    this.state = new WorkspaceStateApi(store, config, runner, access);
+    this.tokens = new TokensApi(store, access);
     this.metrics = metrics;
     metrics.watchApi(inFlight::get);
   }
@@ -107,11 +118,17 @@ public final class ApiServer implements AutoCloseable {
         .handler(BodyHandler.create(false).setBodyLimit(config.limits().maxRequestBytes()));
     for (String admin :
         new String[] {
-          "/api/v1/builds*", "/api/v1/routes*", "/api/v1/sources*", "/api/v1/workspaces*"
+          "/api/v1/builds*",
+          "/api/v1/routes*",
+          "/api/v1/sources*",
+          "/api/v1/workspaces*",
+          "/api/v1/tokens*",
+          "/api/v1/audit*"
         }) {
-      router.route(admin).handler(Http.requireBearer(adminToken, "admin token"));
+      router.route(admin).handler(access.authenticate());
     }
     admin.mount(router);
+    tokens.mount(router);
     runner.mount(router);
     state.mount(router);
 

@@ -74,6 +74,7 @@ public final class Metrics {
   private final Counter runnerConflicts;
   private final Counter deleted;
   private final Counter sourceBuilds;
+  private final Counter refused;
   private final Counter troubles;
   private final Gauge dbConnections;
   private final Gauge dbPoolMax;
@@ -207,6 +208,20 @@ public final class Metrics {
             .help("Finished builds deleted by retention, with their logs and timelines")
             .labelNames("route")
             .register(registry);
+    refused =
+        Counter.builder()
+            .name("oneshot_api_refused_total")
+            .help(
+                "API calls refused, by reason: no_token, bad_token, expired_token, revoked_token"
+                    + " (401); role (403: the token's role may not); out_of_scope (404 or 403: a"
+                    + " build, workspace or route the token does not cover)")
+            .labelNames("reason")
+            .register(registry);
+    for (String r :
+        List.of(
+            "no_token", "bad_token", "expired_token", "revoked_token", "role", "out_of_scope")) {
+      refused.labelValues(r);
+    }
     sourceBuilds =
         Counter.builder()
             .name("oneshot_source_builds_enqueued_total")
@@ -393,6 +408,11 @@ public final class Metrics {
     if (ranSeconds != null) {
       duration.labelValues(route, outcome).observe(ranSeconds);
     }
+  }
+
+  /** An API call was refused; {@code reason} is one of the help's. */
+  public void refused(String reason) {
+    refused.labelValues(reason).inc();
   }
 
   /** A second runner was refused an attempt of this route. */

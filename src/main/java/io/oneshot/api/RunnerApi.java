@@ -125,9 +125,41 @@ final class RunnerApi {
                 case RunnerStore.Acquire.HeldByOther h ->
                     conflict(ctx, h.holder(), runner, "acquire");
                 case RunnerStore.Acquire.NoAttempt n -> refuse(ctx, hash, runner, "acquire");
+                case RunnerStore.Acquire.Unsealable u -> unsealable(ctx, hash, runner, u);
               }
             })
         .onFailure(ctx::fail);
+  }
+
+  /**
+   * An attempt whose sealed values do not open here cannot run: it fails at once with why (a key
+   * missing from encryption.keys), rather than hang until the rescuer calls it hung; the runner is
+   * told the attempt is over (410) and exits.
+   */
+  private void unsealable(
+      RoutingContext ctx, byte[] hash, Runner runner, RunnerStore.Acquire.Unsealable u) {
+    String error = "cannot decrypt what the build needs: " + u.why();
+    log.error("Build {} (route {}, attempt {}): {}.", u.buildId(), u.route(), u.attempt(), error);
+    store
+        .runner()
+        .complete(
+            hash,
+            runner.id(),
+            new RunnerStore.Completion(
+                io.oneshot.build.BuildState.FAILED, null, error, null, error, null))
+        .onComplete(
+            x -> {
+              if (x.succeeded() && x.result().isPresent()) {
+                metrics.finished(u.route(), "failed", null);
+              }
+              fail(
+                  ctx,
+                  new ApiError(
+                      410,
+                      "build " + u.buildId() + " failed: " + error,
+                      "see encryption.keys in the dispatcher's configuration",
+                      null));
+            });
   }
 
   private void granted(RoutingContext ctx, RunnerStore.Acquired b, Runner runner) {

@@ -8,9 +8,12 @@ import static io.oneshot.api.Http.rejectUnknownFields;
 import static io.oneshot.api.Http.requiredParam;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.build.AuditStore;
 import io.oneshot.build.BuildStore;
 import io.oneshot.build.Runner;
+import io.oneshot.build.Sealer;
 import io.oneshot.build.StateStore;
+import io.oneshot.build.TokenStore.Role;
 import io.oneshot.config.OneshotConfig;
 import io.vertx.core.Future;
 import io.vertx.ext.web.Router;
@@ -28,11 +31,13 @@ final class WorkspaceStateApi {
   private final BuildStore store;
   private final OneshotConfig config;
   private final RunnerApi runners;
+  private final Access access;
 
-  WorkspaceStateApi(BuildStore store, OneshotConfig config, RunnerApi runners) {
+  WorkspaceStateApi(BuildStore store, OneshotConfig config, RunnerApi runners, Access access) {
     this.store = store;
     this.config = config;
     this.runners = runners;
+    this.access = access;
   }
 
   void mount(Router router) {
@@ -119,22 +124,62 @@ final class WorkspaceStateApi {
     return new StateStore.StateUpload(text, serial, lineage);
   }
 
-  private void stateVersions(RoutingContext ctx) {
-    String ws = requiredParam(ctx, "workspace");
-    store
-        .state()
-        .stateVersions(ws)
-        .onSuccess(list -> json(ctx, 200, Map.of("workspace", ws, "versions", list)))
-        .onFailure(ctx::fail);
+  /**
+   * Whether the caller may read workspace {@code ws}'s state: the operator role, and routes that
+   * cover every build that used it (a workspace outside them is answered as one that does not
+   * exist). A refusal is answered, audited when {@code entry} is not null, and fails the future.
+   */
+  private Future<Void> readable(RoutingContext ctx, String ws, AuditStore.Entry entry) {
+    Caller caller = Access.caller(ctx);
+    if (caller.admin()) {
+      return Future.succeededFuture();
+    }
+    if (!caller.atLeast(Role.OPERATOR)) {
+      ApiError e = access.role(ctx, Role.OPERATOR, "reading workspace state");
+      return refuse(ctx, entry, e);
+    }
+    return store
+        .reads()
+        .workspaceRoutes(ws)
+        .compose(
+            routes ->
+                !routes.isEmpty() && routes.stream().allMatch(caller::covers)
+                    ? Future.succeededFuture()
+                    : refuse(ctx, entry, access.outOfScope("workspace " + ws)));
   }
 
-  /** The state itself: the latest version, or {@code version=N}; for recovery and inspection. */
+  private Future<Void> refuse(RoutingContext ctx, AuditStore.Entry entry, ApiError e) {
+    if (entry == null) {
+      fail(ctx, e);
+    } else {
+      access.refuseAudited(ctx, entry, e);
+    }
+    return Future.failedFuture(AdminApi.Answered.INSTANCE);
+  }
+
+  private void stateVersions(RoutingContext ctx) {
+    String ws = requiredParam(ctx, "workspace");
+    readable(ctx, ws, null)
+        .compose(x -> store.state().stateVersions(ws))
+        .onSuccess(list -> json(ctx, 200, Map.of("workspace", ws, "versions", list)))
+        .onFailure(e -> answer(ctx, e));
+  }
+
+  /**
+   * The state itself: the latest version, or {@code version=N}; for recovery and inspection.
+   * Audited: who read which version of which workspace.
+   */
   private void workspaceState(RoutingContext ctx) {
     String ws = requiredParam(ctx, "workspace");
     Long v = longParam(ctx, "version");
-    store
-        .state()
-        .state(ws, v == null ? null : v.intValue())
+    AuditStore.Entry entry =
+        AuditStore.Entry.of(Access.caller(ctx).name(), "state-read", null, null)
+            .withWorkspace(ws)
+            .withDetail(
+                v == null ? null : Json.MAPPER.createObjectNode().put("version", v.longValue()));
+    readable(ctx, ws, entry)
+        .compose(x -> store.state().state(ws, v == null ? null : v.intValue()))
+        .compose(st -> st.isEmpty() ? Future.succeededFuture(st) : access.audit(entry).map(st))
         .onSuccess(
             st -> {
               if (st.isEmpty()) {
@@ -146,7 +191,21 @@ final class WorkspaceStateApi {
                 ctx.response().putHeader("Content-Type", "application/json").end(st.get());
               }
             })
-        .onFailure(ctx::fail);
+        .onFailure(e -> answer(ctx, e));
+  }
+
+  private static void answer(RoutingContext ctx, Throwable e) {
+    if (e instanceof Sealer.SealedException s) {
+      fail(
+          ctx,
+          new ApiError(
+              500,
+              "the state cannot be decrypted: " + s.getMessage(),
+              "see encryption.keys in the dispatcher's configuration",
+              null));
+    } else if (!(e instanceof AdminApi.Answered)) {
+      ctx.fail(e);
+    }
   }
 
   /** Writes a note about a stored state (a new lineage) into the build's log. */

@@ -39,6 +39,7 @@ public record Build(
     Integer stateRead,
     Integer stateWritten,
     BoundRunner runner,
+    String submittedBy,
     List<BuildEvent> events) {
 
   /**
@@ -93,6 +94,7 @@ public record Build(
         stateRead,
         stateWritten,
         runner,
+        submittedBy,
         timeline);
   }
 }

@@ -11,6 +11,8 @@ import java.util.Optional;
 
 /** What the API and the CLI read: builds, their timelines and logs, and the routes' queues. */
 public final class BuildReads {
+  private static final Sql OWNER = Sql.load("reads/owner");
+  private static final Sql WORKSPACE_ROUTES = Sql.load("reads/workspace-routes");
   private static final Sql BUILD = Sql.load("reads/build");
   private static final Sql EVENTS = Sql.load("reads/events");
   private static final Sql LIST = Sql.load("reads/list");
@@ -39,6 +41,35 @@ public final class BuildReads {
                 rows.rowCount() == 0
                     ? Optional.empty()
                     : Optional.of(rows.iterator().next().getString("input")));
+  }
+
+  /** Whose a build is: its route, and the token that submitted it (null: another). */
+  public record Owner(String route, Long token) {}
+
+  /** Empty when there is no such build. */
+  public Future<Optional<Owner>> owner(long id) {
+    return pool.preparedQuery(OWNER.text())
+        .execute(Tuple.of(id))
+        .map(
+            rows ->
+                rows.rowCount() == 0
+                    ? Optional.empty()
+                    : Optional.of(
+                        new Owner(
+                            rows.iterator().next().getString("route"),
+                            rows.iterator().next().getLong("submitted_token"))));
+  }
+
+  /** The routes of the builds that used {@code workspace}; empty when none did. */
+  public Future<java.util.Set<String>> workspaceRoutes(String workspace) {
+    return pool.preparedQuery(WORKSPACE_ROUTES.text())
+        .execute(Tuple.of(workspace))
+        .map(
+            rows -> {
+              java.util.Set<String> out = new java.util.TreeSet<>();
+              rows.forEach(r -> out.add(r.getString("route")));
+              return out;
+            });
   }
 
   public Future<Optional<Build>> get(long id) {
@@ -160,8 +191,20 @@ public final class BuildReads {
 
   /** Newest first; {@code status} and {@code route} filter when not null. */
   public Future<List<Build>> list(BuildState status, String route, Long beforeId, int limit) {
+    return list(status, route, beforeId, limit, null);
+  }
+
+  /** Newest first; each filter applies when not null ({@code routes}: a token's routes). */
+  public Future<List<Build>> list(
+      BuildState status, String route, Long beforeId, int limit, java.util.Set<String> routes) {
     return pool.preparedQuery(LIST.text())
-        .execute(Tuple.of(status == null ? null : status.wire(), route, beforeId, limit))
+        .execute(
+            Tuple.of(
+                status == null ? null : status.wire(),
+                route,
+                beforeId,
+                limit,
+                routes == null ? null : routes.toArray(String[]::new)))
         .map(
             rows -> {
               List<Build> out = new ArrayList<>(rows.rowCount());

@@ -15,7 +15,9 @@ import io.vertx.sqlclient.Pool;
  *   <li>{@link #state()}: workspace state versions;
  *   <li>{@link #reads()}: builds, timelines, logs and routes for the API and the CLI;
  *   <li>{@link #retention()}: finished builds deleted when they are old;
- *   <li>{@link #sources()}: builds enqueued for jobs waiting at a queue source.
+ *   <li>{@link #sources()}: builds enqueued for jobs waiting at a queue source;
+ *   <li>{@link #tokens()}: API tokens, their roles and the routes they cover;
+ *   <li>{@link #audit()}: the audit trail.
  * </ul>
  *
  * Each state change is one compare-and-set statement on the build's current status (and attempt,
@@ -32,24 +34,45 @@ public final class BuildStore {
   private final BuildReads reads;
   private final RetentionStore retention;
   private final SourceStore sources;
+  private final Sealer sealer;
+  private final TokenStore tokens;
+  private final AuditStore audit;
 
   public BuildStore(Pool pool) {
-    this(pool, pool);
+    this(pool, pool, Sealer.NONE);
   }
 
   /**
-   * {@code readPool}: for the status reads that must answer while builds keep {@code pool} busy.
+   * {@code readPool}: for the status reads that must answer while builds keep {@code pool} busy;
+   * {@code sealer}: encrypts workspace state and sensitive values at rest.
    */
-  public BuildStore(Pool pool, Pool readPool) {
+  public BuildStore(Pool pool, Pool readPool, Sealer sealer) {
     this.pool = pool;
+    this.sealer = sealer;
+    this.tokens = new TokenStore(pool);
+    this.audit = new AuditStore(pool);
     this.routes = new RouteMirror(pool);
-    this.queue = new QueueStore(pool);
+    this.queue = new QueueStore(pool, sealer);
     this.attempts = new AttemptStore(pool);
-    this.runner = new RunnerStore(pool);
-    this.state = new StateStore(pool);
+    this.runner = new RunnerStore(pool, sealer);
+    this.state = new StateStore(pool, sealer);
     this.reads = new BuildReads(pool, readPool);
     this.retention = new RetentionStore(pool);
     this.sources = new SourceStore(pool);
+  }
+
+  public Sealer sealer() {
+    return sealer;
+  }
+
+  /** API tokens: their roles and scopes. */
+  public TokenStore tokens() {
+    return tokens;
+  }
+
+  /** The audit trail: who submitted, canceled or read what. */
+  public AuditStore audit() {
+    return audit;
   }
 
   public Pool pool() {

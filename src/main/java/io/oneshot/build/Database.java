@@ -3,8 +3,10 @@ package io.oneshot.build;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
+import io.vertx.core.net.PfxOptions;
 import io.vertx.pgclient.PgBuilder;
 import io.vertx.pgclient.PgConnectOptions;
+import io.vertx.pgclient.SslMode;
 import io.vertx.sqlclient.Pool;
 import io.vertx.sqlclient.PoolOptions;
 import io.vertx.sqlclient.Row;
@@ -155,10 +157,39 @@ public final class Database implements AutoCloseable {
       // deep queue as costly, JIT compiling it takes half a second (measured by scripts/bench).
       props.putIfAbsent("jit", "off");
       options.setProperties(props);
+      verifiedWithTheJvmsTrust(options);
       return options;
     } catch (RuntimeException e) {
       throw new IllegalArgumentException(
           "database URL '" + redact(url) + "' cannot be parsed: " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * {@code sslmode=verify-ca} and {@code verify-full} check the server's certificate against the
+   * JVM's trust store (the JDK's authorities and those of {@code ONESHOT_EXTRA_CA_CERTS}), and
+   * {@code verify-full} also its host name, as libpq does; the driver would otherwise refuse both
+   * modes for want of trust options.
+   */
+  static void verifiedWithTheJvmsTrust(PgConnectOptions options) {
+    SslMode mode = options.getSslMode();
+    if (mode != SslMode.VERIFY_CA && mode != SslMode.VERIFY_FULL) {
+      return;
+    }
+    if (options.getTrustOptions() == null && !options.isTrustAll()) {
+      String store = System.getProperty("javax.net.ssl.trustStore");
+      String password = System.getProperty("javax.net.ssl.trustStorePassword");
+      if (store == null || store.isEmpty()) {
+        store =
+            java.nio.file.Path.of(System.getProperty("java.home"), "lib", "security", "cacerts")
+                .toString();
+        password = "changeit";
+      }
+      options.setTrustOptions(new PfxOptions().setPath(store).setPassword(password));
+    }
+    String algorithm = options.getHostnameVerificationAlgorithm();
+    if (mode == SslMode.VERIFY_FULL && (algorithm == null || algorithm.isEmpty())) {
+      options.setHostnameVerificationAlgorithm("HTTPS");
     }
   }
 

@@ -1,14 +1,17 @@
 package io.oneshot.build;
 
+import io.oneshot.api.Json;
 import io.vertx.core.Future;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.pgclient.PgException;
 import io.vertx.sqlclient.Pool;
 import io.vertx.sqlclient.Row;
+import io.vertx.sqlclient.SqlConnection;
 import io.vertx.sqlclient.Tuple;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Consumer;
 
 /**
@@ -23,15 +26,43 @@ public final class QueueStore {
   private static final Sql CLAIM = Sql.load("queue/claim");
   private static final Sql CANCEL = Sql.load("queue/cancel");
   private static final Sql CANCEL_NOTIFY = Sql.load("queue/cancel-notify");
+  private static final Sql SUBMITTED = Sql.load("queue/submitted");
+  private static final Sql WORKSPACE_LOCK = Sql.load("queue/workspace-lock");
+  private static final Sql WORKSPACE_SCOPE = Sql.load("queue/workspace-scope");
 
   private final Pool pool;
+  private final Sealer sealer;
 
-  public QueueStore(Pool pool) {
+  public QueueStore(Pool pool, Sealer sealer) {
     this.pool = pool;
+    this.sealer = sealer;
   }
 
   /** The result of an enqueue: the new build's id, status and bound route. */
   public record Enqueued(long id, BuildState status, String route) {}
+
+  /**
+   * Who submits through the API: {@code actor} (a token's name, or {@code admin}) and its token's
+   * id (null for the admin token); {@code routes}, the routes it may submit to (null: all).
+   */
+  public record Submitter(String actor, Long tokenId, Set<String> routes) {
+    public static final Submitter ADMIN = new Submitter("admin", null, null);
+  }
+
+  /** A submit the submitter's scope does not allow; nothing was written. */
+  public static final class OutOfScopeException extends RuntimeException {
+    private final String field;
+
+    OutOfScopeException(String field, String message) {
+      super(message);
+      this.field = field;
+    }
+
+    /** {@code tags} (no route of the scope takes them) or {@code workspace}. */
+    public String field() {
+      return field;
+    }
+  }
 
   /**
    * Enqueues through {@code oneshot.enqueue()}, the same function SQL producers call, so that every
@@ -39,10 +70,96 @@ public final class QueueStore {
    */
   public Future<Enqueued> enqueue(
       String tagsJson, String inputJson, int priority, String workspace) {
-    return pool.preparedQuery(ENQUEUE.text())
-        .execute(Tuple.of(tagsJson, inputJson, priority, workspace))
-        .map(rows -> enqueued(rows.iterator().next()))
+    return enqueue(tagsJson, inputJson, priority, workspace, Submitter.ADMIN);
+  }
+
+  /**
+   * An API submit: enqueues through {@code oneshot.enqueue()} with the input's sensitive values
+   * masked, then, in the same transaction, refuses a route or workspace outside {@code by}'s scope
+   * ({@link OutOfScopeException}, nothing written), stores the values sealed, notes the submitter
+   * and appends to the audit trail.
+   */
+  public Future<Enqueued> enqueue(
+      String tagsJson, String inputJson, int priority, String workspace, Submitter by) {
+    Sensitive.Split split = Sensitive.split(Json.tree(inputJson));
+    if (split.values() != null && !sealer.enabled()) {
+      return Future.failedFuture(noKeys());
+    }
+    String input = split.values() == null ? inputJson : Json.write(split.input());
+    return pool.withTransaction(
+            conn ->
+                conn.preparedQuery(ENQUEUE.text())
+                    .execute(Tuple.of(tagsJson, input, priority, workspace))
+                    .compose(
+                        rows ->
+                            submitted(
+                                conn,
+                                enqueued(rows.iterator().next()),
+                                workspace,
+                                split.values(),
+                                by,
+                                "submit",
+                                null)))
         .recover(e -> Future.failedFuture(translate(e)));
+  }
+
+  private static InvalidBuildException noKeys() {
+    return new InvalidBuildException(
+        "input.sensitive",
+        "input.sensitive: this dispatcher has no encryption keys to keep the values sealed",
+        "set encryption.keys (or ONESHOT_ENCRYPTION_KEYS) in the dispatcher's configuration");
+  }
+
+  /**
+   * The steps of a submit after {@code oneshot.enqueue()}, in its transaction: the scope checks,
+   * the submitter and sealed values, the audit entry.
+   */
+  private Future<Enqueued> submitted(
+      SqlConnection conn,
+      Enqueued made,
+      String workspace,
+      String values,
+      Submitter by,
+      String action,
+      com.fasterxml.jackson.databind.JsonNode detail) {
+    if (by.routes() != null && !by.routes().contains(made.route())) {
+      return Future.failedFuture(
+          new OutOfScopeException("tags", "no route this token covers takes these tags"));
+    }
+    Future<Void> scope = Future.succeededFuture();
+    if (workspace != null && by.routes() != null) {
+      scope =
+          conn.preparedQuery(WORKSPACE_LOCK.text())
+              .execute(Tuple.of(workspace))
+              .compose(
+                  x ->
+                      conn.preparedQuery(WORKSPACE_SCOPE.text())
+                          .execute(
+                              Tuple.of(workspace, by.routes().toArray(String[]::new), made.id())))
+              .compose(
+                  rows ->
+                      rows.iterator().next().getBoolean("taken")
+                          ? Future.failedFuture(
+                              new OutOfScopeException(
+                                  "workspace",
+                                  "workspace "
+                                      + workspace
+                                      + " has builds on routes this token does not cover"))
+                          : Future.succeededFuture());
+    }
+    return scope
+        .compose(
+            x ->
+                conn.preparedQuery(SUBMITTED.text())
+                    .execute(
+                        Tuple.tuple()
+                            .addLong(made.id())
+                            .addString(by.actor())
+                            .addLong(by.tokenId())
+                            .addString(sealer.seal(values, Sealer.buildContext(made.id())))
+                            .addString(action)
+                            .addString(detail == null ? null : Json.write(detail))))
+        .map(made);
   }
 
   /** The new build, as queue/enqueue answers it. */
@@ -66,13 +183,17 @@ public final class QueueStore {
     NOT_FOUND
   }
 
-  /**
-   * Enqueues a new build with the input, tags, priority and workspace of finished build {@code id},
-   * linked to it ({@code rerun_of}), through {@code oneshot.enqueue()}: it is routed by today's
-   * routes and checked against today's limits, and fails with {@link InvalidBuildException} as a
-   * submit would.
-   */
   public Future<Rerun> rerun(long id) {
+    return rerun(id, Submitter.ADMIN);
+  }
+
+  /**
+   * Enqueues a new build with the input, tags, priority, workspace and sensitive values of finished
+   * build {@code id}, linked to it ({@code rerun_of}), through {@code oneshot.enqueue()}: it is
+   * routed by today's routes and checked against today's limits and {@code by}'s scope, and fails
+   * as a submit would.
+   */
+  public Future<Rerun> rerun(long id, Submitter by) {
     return pool.withTransaction(
             conn ->
                 conn.preparedQuery(RERUN_SOURCE.text())
@@ -89,25 +210,34 @@ public final class QueueStore {
                             return Future.succeededFuture(
                                 new Rerun(RerunResult.NOT_FINISHED, null, was));
                           }
+                          String values =
+                              sealer.open(o.getString("sealed"), Sealer.buildContext(id));
+                          if (values != null && !sealer.enabled()) {
+                            return Future.failedFuture(noKeys());
+                          }
+                          String workspace = o.getString("workspace");
                           return conn.preparedQuery(ENQUEUE.text())
                               .execute(
                                   Tuple.of(
                                       o.getString("tags"),
                                       o.getString("input"),
                                       o.getInteger("priority"),
-                                      o.getString("workspace")))
+                                      workspace))
                               .compose(
-                                  e -> {
-                                    Row r = e.iterator().next();
-                                    Enqueued made =
-                                        new Enqueued(
-                                            r.getLong("id"),
-                                            BuildState.ofWire(r.getString("status")),
-                                            r.getString("route"));
-                                    return conn.preparedQuery(RERUN_LINK.text())
-                                        .execute(Tuple.of(made.id(), id))
-                                        .map(x -> new Rerun(RerunResult.ENQUEUED, made, was));
-                                  });
+                                  e ->
+                                      submitted(
+                                          conn,
+                                          enqueued(e.iterator().next()),
+                                          workspace,
+                                          values,
+                                          by,
+                                          "rerun",
+                                          Json.MAPPER.createObjectNode().put("rerunOf", id)))
+                              .compose(
+                                  made ->
+                                      conn.preparedQuery(RERUN_LINK.text())
+                                          .execute(Tuple.of(made.id(), id))
+                                          .map(x -> new Rerun(RerunResult.ENQUEUED, made, was)));
                         }))
         .recover(e -> Future.failedFuture(translate(e)));
   }

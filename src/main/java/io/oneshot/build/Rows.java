@@ -84,6 +84,7 @@ final class Rows {
         r.getInteger("state_read_version"),
         r.getInteger("state_written_version"),
         runner == null ? null : Build.BoundRunner.of(runner, instant(r, "runner_since")),
+        r.getString("submitted_by"),
         List.of());
   }
 }

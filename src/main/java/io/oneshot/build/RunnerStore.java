@@ -31,8 +31,11 @@ public final class RunnerStore {
 
   private final Pool pool;
 
-  public RunnerStore(Pool pool) {
+  private final Sealer sealer;
+
+  public RunnerStore(Pool pool, Sealer sealer) {
     this.pool = pool;
+    this.sealer = sealer;
   }
 
   /**
@@ -78,6 +81,12 @@ public final class RunnerStore {
 
     /** The token belongs to no launching or running attempt. */
     record NoAttempt() implements Acquire {}
+
+    /**
+     * The attempt is this runner's, but what it must be handed (its sensitive values, its
+     * workspace's state) is sealed with a key this dispatcher does not have, or does not open.
+     */
+    record Unsealable(long buildId, int attempt, String route, String why) implements Acquire {}
   }
 
   public Future<Acquire> acquire(byte[] tokenHash, Runner runner) {
@@ -98,21 +107,32 @@ public final class RunnerStore {
                         Rows.runner(r, "held_by", "held_runner"),
                         Rows.instant(r, "held_since")));
               }
-              return new Acquire.Granted(
-                  new Acquired(
-                      r.getLong("id"),
-                      r.getInteger("attempt"),
-                      r.getString("route"),
-                      r.getString("workspace"),
-                      Json.tree(r.getString("input")),
-                      r.getLong("timeout_ms"),
-                      r.getLong("cancel_grace_ms"),
-                      r.getBoolean("cancel_requested"),
-                      r.getInteger("state_read_version"),
-                      r.getString("state"),
-                      r.getBoolean("first"),
-                      r.getDouble("start_seconds")));
+              try {
+                return granted(r);
+              } catch (Sealer.SealedException e) {
+                return new Acquire.Unsealable(
+                    r.getLong("id"), r.getInteger("attempt"), r.getString("route"), e.getMessage());
+              }
             });
+  }
+
+  private Acquire granted(Row r) {
+    return new Acquire.Granted(
+        new Acquired(
+            r.getLong("id"),
+            r.getInteger("attempt"),
+            r.getString("route"),
+            r.getString("workspace"),
+            Sensitive.merge(
+                Json.tree(r.getString("input")),
+                sealer.open(r.getString("sealed"), Sealer.buildContext(r.getLong("id")))),
+            r.getLong("timeout_ms"),
+            r.getLong("cancel_grace_ms"),
+            r.getBoolean("cancel_requested"),
+            r.getInteger("state_read_version"),
+            sealer.open(r.getString("state"), StateStore.CONTEXT),
+            r.getBoolean("first"),
+            r.getDouble("start_seconds")));
   }
 
   /**
@@ -270,7 +290,7 @@ public final class RunnerStore {
     }
     return pool.withTransaction(
         conn ->
-            StateStore.saveState(conn, tokenHash, runnerId, c.state(), true)
+            StateStore.saveState(conn, sealer, tokenHash, runnerId, c.state(), true)
                 .compose(
                     saved ->
                         conn.preparedQuery(COMPLETE.text())

@@ -23,7 +23,10 @@ public final class StateStore {
 
   private final Pool pool;
 
-  public StateStore(Pool pool) {
+  private final Sealer sealer;
+
+  public StateStore(Pool pool, Sealer sealer) {
+    this.sealer = sealer;
     this.pool = pool;
   }
 
@@ -47,21 +50,30 @@ public final class StateStore {
 
   public Future<StateSaved> saveState(
       byte[] tokenHash, String runnerId, StateUpload s, boolean last) {
-    return saveState(pool, tokenHash, runnerId, s, last);
+    return saveState(pool, sealer, tokenHash, runnerId, s, last);
   }
 
+  /** Where the sealer binds a workspace's state, so that nothing else sealed opens as one. */
+  static final String CONTEXT = "workspace-state";
+
   static Future<StateSaved> saveState(
-      SqlClient client, byte[] tokenHash, String runnerId, StateUpload s, boolean last) {
+      SqlClient client,
+      Sealer sealer,
+      byte[] tokenHash,
+      String runnerId,
+      StateUpload s,
+      boolean last) {
     return client
         .preparedQuery(SAVE.text())
         .execute(
             Tuple.tuple()
                 .addBuffer(Buffer.buffer(tokenHash))
-                .addString(s.state())
+                .addString(sealer.seal(s.state(), CONTEXT))
                 .addLong(s.serial())
                 .addString(s.lineage())
                 .addBoolean(last)
-                .addString(runnerId))
+                .addString(runnerId)
+                .addInteger(s.state().getBytes(java.nio.charset.StandardCharsets.UTF_8).length))
         .map(
             rows -> {
               if (rows.rowCount() == 0) {
@@ -117,6 +129,6 @@ public final class StateStore {
   public Future<Optional<String>> state(String workspace, Integer version) {
     return pool.preparedQuery(READ.text())
         .execute(Tuple.of(workspace, version))
-        .map(rows -> Rows.firstString(rows, "state"));
+        .map(rows -> Rows.firstString(rows, "state").map(st -> sealer.open(st, CONTEXT)));
   }
 }

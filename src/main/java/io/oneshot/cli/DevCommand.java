@@ -18,6 +18,7 @@ import java.nio.file.StandardCopyOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.Base64;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -149,7 +150,10 @@ final class DevCommand implements Callable<Integer> {
             base.logging(),
             base.retention(),
             base.routes(),
-            base.sources());
+            base.sources(),
+            base.encryption().keys().isEmpty()
+                ? new OneshotConfig.Encryption(List.of(encryptionKey(dir)))
+                : base.encryption());
     OneshotServer server;
     try {
       server = OneshotServer.start(cfg);
@@ -238,6 +242,25 @@ final class DevCommand implements Callable<Integer> {
     String token = "osa_" + Base64.getUrlEncoder().withoutPadding().encodeToString(b);
     writePrivate(file, token + "\n");
     return token;
+  }
+
+  /**
+   * The key that seals workspace state and sensitive values, made once and kept in {@code
+   * <data-dir>/encryption-key} (mode 0600), unless the configuration gives keys.
+   */
+  static OneshotConfig.Key encryptionKey(Path dir) throws IOException {
+    Path file = dir.resolve("encryption-key");
+    if (Files.exists(file)) {
+      String t = Files.readString(file, StandardCharsets.UTF_8).strip();
+      if (t.length() >= 32) {
+        return new OneshotConfig.Key("dev", t);
+      }
+    }
+    byte[] b = new byte[32];
+    new SecureRandom().nextBytes(b);
+    String secret = Base64.getEncoder().encodeToString(b);
+    writePrivate(file, secret + "\n");
+    return new OneshotConfig.Key("dev", secret);
   }
 
   /** {@code <data-dir>/dev.env}: {@code source} it to point the CLI at this server. */

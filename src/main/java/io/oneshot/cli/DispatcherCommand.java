@@ -84,7 +84,15 @@ final class DispatcherCommand implements Callable<Integer> {
             + launcher.kind()
             + templates
             + "; global limit "
-            + c.dispatch().maxConcurrent());
+            + c.dispatch().maxConcurrent()
+            + "; "
+            + (c.encryption().keys().isEmpty()
+                ? "NO encryption keys: state is stored as it is, sensitive values are refused"
+                : "state and sensitive values sealed with key "
+                    + c.encryption().keys().get(0).id()
+                    + (c.encryption().keys().size() > 1
+                        ? " (" + (c.encryption().keys().size() - 1) + " older to open with)"
+                        : "")));
     List<List<String>> rows = new ArrayList<>();
     for (OneshotConfig.Route r : c.routes()) {
       rows.add(

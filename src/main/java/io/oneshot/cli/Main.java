@@ -17,6 +17,8 @@ import picocli.CommandLine.Command;
       SubmitCommand.class,
       BuildsCommand.class,
       RoutesCommand.class,
+      TokensCommand.class,
+      AuditCommand.class,
       CommandLine.HelpCommand.class
     },
     description = {
@@ -55,6 +57,13 @@ public final class Main implements Runnable {
     }
     PrintWriter out = new PrintWriter(System.out, true);
     PrintWriter err = new PrintWriter(System.err, true);
+    try {
+      io.oneshot.config.ExtraCaCerts.install(
+          System.getenv(), java.nio.file.Path.of(System.getProperty("java.io.tmpdir")));
+    } catch (io.oneshot.config.ConfigException e) {
+      err.println("error: " + e.getMessage());
+      return USAGE;
+    }
     int code = commandLine(out, err).execute(args);
     out.flush();
     err.flush();

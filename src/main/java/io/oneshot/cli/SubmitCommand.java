@@ -39,6 +39,7 @@ import picocli.CommandLine.Spec;
       "  oneshot submit --terraform ./envs/dev --var region=eu-west-1 --workspace dev --follow",
       "  oneshot submit --terraform ./envs/dev --destroy --workspace dev --wait",
       "  oneshot submit --script-file deploy.sh --env STAGE=dev --tag org=default --follow",
+      "  oneshot submit --script 'deploy --key \"$KEY\"' --env KEY=s3cr3t --sensitive KEY --wait",
       "  oneshot submit --input build.json -o json",
       "",
       "Exit codes with --wait or --follow: 0 succeeded, 1 failed, 3 canceled;"
@@ -102,6 +103,14 @@ final class SubmitCommand implements Callable<Integer> {
       paramLabel = "NAME=VALUE",
       description = "A terraform variable; repeat for more.")
   Map<String, String> vars = new LinkedHashMap<>();
+
+  @Option(
+      names = "--sensitive",
+      paramLabel = "NAME",
+      description =
+          "An --env or --var whose value is secret: masked as *** in the build's log, never"
+              + " returned by the API, stored encrypted; repeat for more.")
+  List<String> sensitive = new ArrayList<>();
 
   @Option(names = "--destroy", description = "terraform destroy instead of apply.")
   boolean destroy;
@@ -183,6 +192,28 @@ final class SubmitCommand implements Callable<Integer> {
   }
 
   private ObjectNode buildInput() {
+    ObjectNode input = inputOf();
+    if (!sensitive.isEmpty()) {
+      Map<String, String> values = input.path("provisioner").asText().equals("script") ? env : vars;
+      for (String n : sensitive) {
+        if (!values.containsKey(n)) {
+          throw new CliException(
+              Main.USAGE,
+              "--sensitive "
+                  + n
+                  + ": no "
+                  + (values == env ? "--env" : "--var")
+                  + " "
+                  + n
+                  + "=VALUE to keep secret");
+        }
+      }
+      input.set("sensitive", Json.MAPPER.valueToTree(sensitive));
+    }
+    return input;
+  }
+
+  private ObjectNode inputOf() {
     ObjectNode input = Json.MAPPER.createObjectNode();
     if (what.script != null || what.scriptFile != null) {
       input.put("provisioner", "script");
@@ -198,6 +229,12 @@ final class SubmitCommand implements Callable<Integer> {
       }
       input.put("transition", destroy ? "destroy" : "apply");
     } else {
+      if (!sensitive.isEmpty()) {
+        throw new CliException(
+            Main.USAGE,
+            "--sensitive: goes with --script or --terraform; with --input, list the"
+                + " names in the input's \"sensitive\"");
+      }
       String text;
       try {
         text =

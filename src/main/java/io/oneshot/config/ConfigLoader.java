@@ -121,7 +121,8 @@ public final class ConfigLoader {
         "logging",
         "retention",
         "routes",
-        "sources");
+        "sources",
+        "encryption");
 
     ConfigNode db = root.object("database");
     db.allowOnly("url", "poolSize", "reconnect");
@@ -304,7 +305,103 @@ public final class ConfigLoader {
     }
     List<OneshotConfig.Source> sources = readSources(root, routes, env);
     return new OneshotConfig(
-        database, api, dispatch, limits, launcher, logging, retention, routes, sources);
+        database,
+        api,
+        dispatch,
+        limits,
+        launcher,
+        logging,
+        retention,
+        routes,
+        sources,
+        readEncryption(root, env));
+  }
+
+  /** Where the encryption keys come from when they are not in the file. */
+  public static final String ENV_ENCRYPTION_KEYS = "ONESHOT_ENCRYPTION_KEYS";
+
+  /**
+   * {@code encryption.keys} ({@code [{id, secret}]}), {@code encryption.keysFile} or {@code
+   * ONESHOT_ENCRYPTION_KEYS} (which wins): the latter two hold {@code id=secret} entries, one per
+   * line or separated by commas, the sealing key first.
+   */
+  private static OneshotConfig.Encryption readEncryption(ConfigNode root, Map<String, String> env) {
+    ConfigNode e = root.object("encryption");
+    e.allowOnly("keys", "keysFile");
+    List<OneshotConfig.Key> keys = new ArrayList<>();
+    ConfigNode listed = e.child("keys");
+    String file = e.string("keysFile", null);
+    if (!listed.absent() && file != null) {
+      e.child("keysFile").report("give keys or keysFile, not both");
+    }
+    if (env.containsKey(ENV_ENCRYPTION_KEYS)) {
+      keys.addAll(parseKeys(env.get(ENV_ENCRYPTION_KEYS), e.child("keys"), ENV_ENCRYPTION_KEYS));
+    } else if (file != null) {
+      try {
+        keys.addAll(parseKeys(Files.readString(Path.of(file)), e.child("keysFile"), file));
+      } catch (IOException x) {
+        e.child("keysFile").report("cannot be read: " + x.getMessage());
+      }
+    } else if (!listed.absent()) {
+      if (!listed.node().isArray()) {
+        listed.report("must be a list of {id, secret}", listed.node());
+      } else {
+        for (int i = 0; i < listed.node().size(); i++) {
+          ConfigNode k = listed.index(i).requireObject();
+          k.allowOnly("id", "secret");
+          String id = k.string("id", null);
+          String secret = k.string("secret", null);
+          if (id == null || secret == null) {
+            k.report("needs an id and a secret");
+          } else {
+            checkKey(id, secret, k).ifPresent(keys::add);
+          }
+        }
+      }
+    }
+    java.util.Set<String> seen = new java.util.HashSet<>();
+    for (OneshotConfig.Key k : keys) {
+      if (!seen.add(k.id())) {
+        e.child("keys").report("key id " + k.id() + " is given twice");
+      }
+    }
+    return new OneshotConfig.Encryption(List.copyOf(keys));
+  }
+
+  private static List<OneshotConfig.Key> parseKeys(String text, ConfigNode at, String where) {
+    List<OneshotConfig.Key> out = new ArrayList<>();
+    for (String entry : text.split("[,\\n]")) {
+      String t = entry.strip();
+      if (t.isEmpty() || t.startsWith("#")) {
+        continue;
+      }
+      int eq = t.indexOf('=');
+      if (eq <= 0) {
+        at.report("each key in " + where + " is id=secret; one is not");
+        continue;
+      }
+      checkKey(t.substring(0, eq).strip(), t.substring(eq + 1).strip(), at).ifPresent(out::add);
+    }
+    if (out.isEmpty()) {
+      at.report(where + " holds no key");
+    }
+    return out;
+  }
+
+  private static java.util.Optional<OneshotConfig.Key> checkKey(
+      String id, String secret, ConfigNode at) {
+    if (!id.matches("[A-Za-z0-9._-]{1,64}")) {
+      at.report("key id " + id + ": letters, digits, '.', '_' and '-', at most 64");
+      return java.util.Optional.empty();
+    }
+    if (secret.length() < 32) {
+      at.report(
+          "key "
+              + id
+              + ": the secret must be at least 32 characters (say, openssl rand -base64 32)");
+      return java.util.Optional.empty();
+    }
+    return java.util.Optional.of(new OneshotConfig.Key(id, secret));
   }
 
   /** The fields a source may have. */

@@ -19,7 +19,25 @@ public record OneshotConfig(
     Logging logging,
     Retention retention,
     List<Route> routes,
-    List<Source> sources) {
+    List<Source> sources,
+    Encryption encryption) {
+
+  /**
+   * Keys that encrypt workspace state and sensitive values at rest: the first seals new values,
+   * every one opens what it sealed (keep old keys after a new one until nothing needs them). Empty:
+   * stored as they are.
+   */
+  public record Encryption(List<Key> keys) {
+    public static final Encryption NONE = new Encryption(List.of());
+  }
+
+  /** One encryption key: its id (written into what it seals) and its secret. */
+  public record Key(String id, String secret) {
+    @Override
+    public String toString() {
+      return "Key[" + id + "]";
+    }
+  }
 
   /**
    * A queue source: a PostgreSQL database oneshot does not own, whose waiting jobs it runs one

@@ -34,6 +34,7 @@ final class LogShipper implements AutoCloseable {
 
   private final RunnerClient client;
   private final PrintStream echo;
+  private final Masker masker;
   private final Consumer<JsonNode> onReply;
   private final Consumer<RunnerClient.Refused> onRefused;
   private final BlockingQueue<Line> queue = new ArrayBlockingQueue<>(10_000);
@@ -48,6 +49,16 @@ final class LogShipper implements AutoCloseable {
       PrintStream echo,
       Consumer<JsonNode> onReply,
       Consumer<RunnerClient.Refused> onRefused) {
+    this(client, echo, onReply, onRefused, new Masker(java.util.List.of()));
+  }
+
+  LogShipper(
+      RunnerClient client,
+      PrintStream echo,
+      Consumer<JsonNode> onReply,
+      Consumer<RunnerClient.Refused> onRefused,
+      Masker masker) {
+    this.masker = masker;
     this.client = client;
     this.echo = echo;
     this.onReply = onReply;
@@ -59,15 +70,21 @@ final class LogShipper implements AutoCloseable {
     add(stream, level, stage, text, false);
   }
 
+  /** What masks the sensitive values in every line (and the build's error). */
+  Masker masker() {
+    return masker;
+  }
+
   /** A line that also marks a step in the build's timeline. */
   void milestone(String stage, String text) {
     add(LogLine.SYSTEM, "info", stage, text, true);
   }
 
-  private void add(String stream, String level, String stage, String text, boolean milestone) {
+  private void add(String stream, String level, String stage, String raw, boolean milestone) {
     if (closed) {
       return;
     }
+    String text = masker.mask(raw);
     synchronized (echo) {
       echo.println(LogLine.SYSTEM.equals(stream) ? "[oneshot] " + text : text);
     }

@@ -26,5 +26,9 @@ interface Provisioner {
     Result withState(String s) {
       return new Result(outcome, exitCode, error, outputs, s);
     }
+
+    Result withError(String e) {
+      return new Result(outcome, exitCode, e, outputs, state);
+    }
   }
 }

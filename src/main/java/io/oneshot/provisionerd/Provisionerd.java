@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.oneshot.api.Json;
 import io.oneshot.build.BuildState;
 import io.oneshot.build.Runner;
+import io.oneshot.build.Sensitive;
 import io.oneshot.config.Units;
 import java.io.PrintStream;
 import java.net.URI;
@@ -139,7 +140,8 @@ public final class Provisionerd {
                 stop.complete(StopReason.CANCELED);
               }
             },
-            refused -> onRefused(stop, refused));
+            refused -> onRefused(stop, refused),
+            new Masker(Sensitive.texts(build.input())));
     ScheduledExecutorService timers =
         Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().name("provisionerd-heartbeat").daemon().factory());
@@ -223,7 +225,7 @@ public final class Provisionerd {
       // Heartbeats go on until the outcome is acknowledged: while `complete` is retried, they
       // tell the dispatcher that this attempt is alive and still owes its outcome.
       reporting.set(true);
-      code = report(client, buildId, result);
+      code = report(client, buildId, masked(result, shipper.masker()));
     }
     timers.shutdownNow();
     watchdog.shutdownNow();
@@ -330,6 +332,12 @@ public final class Provisionerd {
     } else {
       log.warn("The API refused a call ({}): {}.", e.status, e.getMessage());
     }
+  }
+
+  /** The result with the sensitive values masked in its error. */
+  private static Provisioner.Result masked(Provisioner.Result r, Masker masker) {
+    String error = masker.mask(r.error());
+    return java.util.Objects.equals(error, r.error()) ? r : r.withError(error);
   }
 
   private static int report(RunnerClient client, long buildId, Provisioner.Result r) {

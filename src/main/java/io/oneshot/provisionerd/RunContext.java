@@ -135,6 +135,11 @@ final class RunContext {
     log.milestone(stage, text);
   }
 
+  /** Masks {@code secret} in every line from now on (a sensitive output's value). */
+  void mask(String secret) {
+    log.masker().add(secret);
+  }
+
   void system(String level, String text) {
     log.add(LogLine.SYSTEM, level, null, text);
   }

@@ -200,6 +200,8 @@ final class TerraformProvisioner implements Provisioner {
       o.set("type", e.getValue().path("type"));
       if (e.getValue().path("sensitive").asBoolean(false)) {
         o.put("sensitive", true);
+        JsonNode v = e.getValue().path("value");
+        ctx.mask(v.isTextual() ? v.asText() : Json.write(v));
       } else {
         o.set("value", e.getValue().path("value"));
       }

@@ -8,6 +8,7 @@ import io.oneshot.build.BuildStore;
 import io.oneshot.build.Database;
 import io.oneshot.build.Migrator;
 import io.oneshot.build.RunnerStore;
+import io.oneshot.build.Sealer;
 import io.oneshot.build.Sql;
 import io.oneshot.config.Backoff;
 import io.oneshot.config.ConfigException;
@@ -118,6 +119,16 @@ public final class OneshotServer implements AutoCloseable {
       throw new ConfigException(
           "api.adminToken: required; set ONESHOT_ADMIN_TOKEN, api.adminTokenFile or api.adminToken");
     }
+    Sealer sealer =
+        new Sealer(
+            config.encryption().keys().stream()
+                .map(k -> new Sealer.Key(k.id(), k.secret()))
+                .toList());
+    if (!sealer.enabled()) {
+      log.warn(
+          "No encryption keys (encryption.keys, ONESHOT_ENCRYPTION_KEYS): workspace state is stored"
+              + " in the database as it is, and builds with sensitive values are refused.");
+    }
     Vertx vertx = Vertx.vertx(new VertxOptions().setPreferNativeTransport(false));
     Database db = null;
     Launcher launcher = null;
@@ -126,7 +137,7 @@ public final class OneshotServer implements AutoCloseable {
       db =
           Database.open(vertx, config.database().url(), config.database().poolSize(), "dispatcher");
       migrateWhenReachable(db, config.database().url(), config.database().reconnect());
-      BuildStore store = new BuildStore(db.pool(), db.readPool());
+      BuildStore store = new BuildStore(db.pool(), db.readPool(), sealer);
       // Every statement parses against the schema now, or the start fails naming its file.
       Database.await(Sql.checkAll(db.pool()));
       Metrics metrics = new Metrics();

@@ -32,7 +32,10 @@ class CompareAndSetTest {
           "attempts/system-log",
           "only numbers a log line (log_seq); a note may follow the build's end",
           "state/save",
-          "records the version it stored on the row locked by the guarded \"b\"");
+          "records the version it stored on the row locked by the guarded \"b\"",
+          "queue/submitted",
+          "notes the submitter of a build made in the same transaction, which no one else sees"
+              + " before the commit");
 
   private static final Pattern UPDATE =
       Pattern.compile("UPDATE\\s+oneshot\\.builds\\b", Pattern.CASE_INSENSITIVE);

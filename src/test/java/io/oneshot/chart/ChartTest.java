@@ -163,6 +163,46 @@ class ChartTest {
   }
 
   @Test
+  void theEncryptionKeysFileTheConfigNamesIsWhereTheDeploymentMountsTheirSecret()
+      throws IOException {
+    for (boolean existing : List.of(false, true)) {
+      List<HasMetadata> objs =
+          render(
+              t ->
+                  existing
+                      ? t.set("encryption.existingSecret", "our-keys")
+                          .set("encryption.secretKey", "ring")
+                      : t);
+      String cfg = one(objs, ConfigMap.class, "oneshot-config").getData().get("oneshot.yaml");
+      String keysFile = tree(cfg).path("encryption").path("keysFile").asText();
+      var spec = one(objs, Deployment.class, "oneshot").getSpec().getTemplate().getSpec();
+      var mount =
+          spec.getContainers().get(0).getVolumeMounts().stream()
+              .filter(m -> m.getName().equals("encryption-keys"))
+              .findFirst()
+              .orElseThrow();
+      var volume =
+          spec.getVolumes().stream()
+              .filter(v -> v.getName().equals("encryption-keys"))
+              .findFirst()
+              .orElseThrow()
+              .getSecret();
+      assertThat(mount.getMountPath() + "/" + volume.getItems().get(0).getPath())
+          .isEqualTo(keysFile);
+      assertThat(volume.getSecretName()).isEqualTo(existing ? "our-keys" : "oneshot-encryption");
+      assertThat(volume.getItems().get(0).getKey()).isEqualTo(existing ? "ring" : "keys");
+    }
+    // Generated once, at install, in the id=secret form the dispatcher reads.
+    String template = Files.readString(CHART.resolve("templates/secrets.yaml"));
+    String keys =
+        template.substring(template.indexOf("{{- if not .Values.encryption.existingSecret }}"));
+    assertThat(keys)
+        .contains("helm.sh/hook: pre-install")
+        .contains("helm.sh/resource-policy: keep")
+        .contains("printf \"k1=%s\\n\" (randAlphaNum 48)");
+  }
+
+  @Test
   void theGeneratedAdminTokenIsMadeOnceAtInstall() throws IOException {
     String template = Files.readString(CHART.resolve("templates/secrets.yaml"));
     String token =
@@ -265,6 +305,7 @@ class ChartTest {
       }
     }
     env.put("ONESHOT_ADMIN_TOKEN", "a-token-of-the-chart-0123456789");
+    env.put("ONESHOT_ENCRYPTION_KEYS", "k1=a-key-of-the-chart-0123456789abcdef");
     OneshotConfig config = ConfigLoader.load(file, env);
     String templateDir = config.launcher().kubernetes().templateDir().toString();
     assertThat(mountOfVolume).containsValue(templateDir);
@@ -435,6 +476,48 @@ class ChartTest {
   }
 
   @Test
+  void extraCaCertsAreMountedWhereTheVariableTheDispatcherReadsPoints() {
+    for (String from : List.of("secret", "configMap")) {
+      List<HasMetadata> objs =
+          render(
+              t -> t.set("extraCaCerts." + from, "corp-ca").set("extraCaCerts.key", "bundle.pem"));
+      var spec = one(objs, Deployment.class, "oneshot").getSpec().getTemplate().getSpec();
+      Container c = spec.getContainers().get(0);
+      String path =
+          c.getEnv().stream()
+              .filter(e -> e.getName().equals(io.oneshot.config.ExtraCaCerts.ENV))
+              .findFirst()
+              .orElseThrow()
+              .getValue();
+      var mount =
+          c.getVolumeMounts().stream()
+              .filter(m -> m.getName().equals("extra-ca-certs"))
+              .findFirst()
+              .orElseThrow();
+      var volume =
+          spec.getVolumes().stream()
+              .filter(v -> v.getName().equals("extra-ca-certs"))
+              .findFirst()
+              .orElseThrow();
+      String item =
+          from.equals("secret")
+              ? volume.getSecret().getItems().get(0).getPath()
+              : volume.getConfigMap().getItems().get(0).getPath();
+      assertThat(mount.getMountPath() + "/" + item).isEqualTo(path);
+      assertThat(
+              from.equals("secret")
+                  ? volume.getSecret().getSecretName()
+                  : volume.getConfigMap().getName())
+          .isEqualTo("corp-ca");
+    }
+    // Not asked for: no variable, no volume.
+    var plain = one(render(t -> t), Deployment.class, "oneshot").getSpec().getTemplate().getSpec();
+    assertThat(plain.getContainers().get(0).getEnv())
+        .noneMatch(e -> e.getName().equals(io.oneshot.config.ExtraCaCerts.ENV));
+    assertThat(plain.getVolumes()).noneMatch(v -> v.getName().equals("extra-ca-certs"));
+  }
+
+  @Test
   void anExistingAdminTokenSecretIsUsedInsteadOfAGeneratedOne() {
     List<HasMetadata> objs =
         render(
@@ -541,6 +624,7 @@ class ChartTest {
           a template that is not a Job    | jobTemplates: {script.yaml: {kind: Pod}}                   | at '/jobTemplates/script.yaml/kind': value must be 'Job'
           a source without its Secret     | sources: [{name: c, kind: coder, routes: [{route: default, organization: o}]}] | at '/sources/0': missing property 'databaseSecret'
           a source of an unknown kind     | sources: [{name: c, kind: kafka, databaseSecret: {name: s, key: url}, routes: [default]}] | at '/sources/0/kind': value must be one of 'coder', 'postgres'
+          CA certificates from two places | extraCaCerts: {secret: s, configMap: c}                    | at '/extraCaCerts': 'not' failed
           """)
   void malformedValuesAreRefusedAtHelmTimeNamingTheKey(String what, String values, String message)
       throws IOException {

@@ -198,6 +198,77 @@ class CliTest {
   }
 
   @Test
+  void tokensAreMadeListedAndRevokedAndTheAuditShowsIt() {
+    Sql.exec("DELETE FROM oneshot.api_tokens");
+    Run made = oneshot("tokens", "create", "team-b-ci", "--role", "submitter", "--route", "b");
+    assertThat(made.code()).as(made.err()).isZero();
+    String token = made.out().strip();
+    assertThat(token).startsWith("oneshot_").doesNotContain("\n");
+    assertThat(made.err()).contains("submitter of routes b").contains("shown this once");
+
+    Run submitted =
+        oneshot(
+            "submit",
+            "--script",
+            "true",
+            "--tag",
+            "team=b",
+            "--url",
+            t.api.base(),
+            "--token",
+            token,
+            "-o",
+            "json");
+    assertThat(submitted.code()).as(submitted.err()).isZero();
+    Run outside =
+        oneshot(
+            "submit",
+            "--script",
+            "true",
+            "--tag",
+            "team=c",
+            "--url",
+            t.api.base(),
+            "--token",
+            token);
+    assertThat(outside.code()).isEqualTo(Main.USAGE);
+    assertThat(outside.err()).contains("forbidden");
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isEqualTo(1);
+
+    Run listed = oneshot("tokens", "list");
+    assertThat(listed.out()).contains("team-b-ci").contains("submitter").contains("active");
+    assertThat(listed.out()).doesNotContain(token);
+    assertThat(oneshot("tokens", "revoke", "team-b-ci").out()).contains("revoked");
+    Run refused = oneshot("builds", "list", "--url", t.api.base(), "--token", token);
+    assertThat(refused.code()).isEqualTo(Main.USAGE);
+    assertThat(refused.err()).contains("revoked");
+
+    Run audit = oneshot("audit");
+    assertThat(audit.out())
+        .contains("token-create")
+        .contains("token-revoke")
+        .contains("team-b-ci")
+        .contains("REFUSED: out_of_scope");
+    assertThat(
+            oneshot("audit", "--refused", "--actor", "team-b-ci", "-o", "json")
+                .json()
+                .path("entries"))
+        .hasSize(1);
+  }
+
+  @Test
+  void sensitiveNamesAnEnvOrVarAndNeedsTheServersKeys() {
+    Run unknown = oneshot("submit", "--script", "true", "--sensitive", "KEY");
+    assertThat(unknown.code()).isEqualTo(Main.USAGE);
+    assertThat(unknown.err()).contains("--sensitive KEY: no --env KEY=VALUE");
+    // This server has no encryption keys: it refuses to take a value it cannot seal.
+    Run noKeys = oneshot("submit", "--script", "true", "--env", "KEY=v4lue", "--sensitive", "KEY");
+    assertThat(noKeys.code()).isEqualTo(Main.USAGE);
+    assertThat(noKeys.err()).contains("input.sensitive").contains("encryption");
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isZero();
+  }
+
+  @Test
   void anUnreachableServerIsExitCodeFour() {
     Run r = oneshot("builds", "list", "--url", "http://127.0.0.1:1", "--token", "x".repeat(20));
     assertThat(r.code()).isEqualTo(Main.UNREACHABLE);
@@ -347,7 +418,8 @@ class CliTest {
             config
                 + ": valid; launcher kubernetes; 1 Job template in "
                 + dir
-                + "; global limit 100",
+                + "; global limit 100; NO encryption keys: state is stored as it is, sensitive"
+                + " values are refused",
             "ROUTE  TAGS   LIMIT  TEMPLATE  TIMEOUT  ATTEMPTS",
             "a      org=a  3      job.yaml  1h       3",
             "b      org=b  10     job.yaml  10m      3");
@@ -367,6 +439,20 @@ class CliTest {
         .endsWith(
             "SOURCE  KIND   CHANNEL                 ROUTES              POLL",
             "coder   coder  provisioner_job_posted  a (acme), b (acme)  5s");
+
+    // The key that seals state is named, never its secret.
+    Files.writeString(
+        config,
+        Files.readString(config)
+            + "encryption: {keys: [{id: k2, secret: \""
+            + "s".repeat(32)
+            + "\"}, {id: k1, secret: \""
+            + "t".repeat(32)
+            + "\"}]}\n");
+    Run withKeys = oneshot("dispatcher", "--config", config.toString(), "--check");
+    assertThat(withKeys.out().lines().findFirst().orElseThrow())
+        .endsWith("; state and sensitive values sealed with key k2 (1 older to open with)");
+    assertThat(withKeys.out()).doesNotContain("s".repeat(32));
   }
 
   @Test

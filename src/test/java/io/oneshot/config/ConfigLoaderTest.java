@@ -109,7 +109,7 @@ class ConfigLoaderTest {
     refused(
         "dispatc: {}\n" + ROUTES,
         "dispatc: unknown field (did you mean dispatch?); known fields: database, api, dispatch,"
-            + " limits, launcher, logging, retention, routes, sources");
+            + " limits, launcher, logging, retention, routes, sources, encryption");
   }
 
   @Test
@@ -319,5 +319,54 @@ class ConfigLoaderTest {
     assertThat(Units.formatSize(64L << 20)).isEqualTo("64 MiB");
     assertThatThrownBy(() -> Units.parseDuration("2 s"))
         .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void encryptionKeysComeFromTheFileAKeysFileOrTheEnvironmentTheSealingKeyFirst(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+    String a = "a".repeat(32);
+    String b = "b".repeat(40);
+    assertThat(parse(ROUTES).encryption().keys()).isEmpty();
+    assertThat(
+            parse(
+                    "encryption: {keys: [{id: new, secret: "
+                        + b
+                        + "}, {id: old, secret: "
+                        + a
+                        + "}]}\n"
+                        + ROUTES)
+                .encryption()
+                .keys())
+        .extracting(OneshotConfig.Key::id)
+        .containsExactly("new", "old");
+    java.nio.file.Path file = dir.resolve("keys");
+    java.nio.file.Files.writeString(file, "# newest first\nk2=" + b + "\nk1=" + a + "\n");
+    assertThat(parse("encryption: {keysFile: " + file + "}\n" + ROUTES).encryption().keys())
+        .extracting(OneshotConfig.Key::id)
+        .containsExactly("k2", "k1");
+    OneshotConfig fromEnv =
+        ConfigLoader.parse(
+            "encryption: {keysFile: /nowhere}\n" + ROUTES,
+            "oneshot.yaml",
+            Map.of("ONESHOT_ENCRYPTION_KEYS", "e1=" + a + ",e0=" + b));
+    assertThat(fromEnv.encryption().keys())
+        .extracting(OneshotConfig.Key::id)
+        .containsExactly("e1", "e0");
+    // The secret never shows in the configuration's text.
+    assertThat(fromEnv.encryption().toString()).doesNotContain(a);
+  }
+
+  @Test
+  void badEncryptionKeysAreRefusedAllAtOnce() {
+    refused(
+        "encryption: {keys: [{id: k1, secret: short}, {id: \"bad id\", secret: "
+            + "x".repeat(32)
+            + "}, {id: k1}]}\n"
+            + ROUTES,
+        "3 problems:\n"
+            + "  encryption.keys[0]: key k1: the secret must be at least 32 characters (say,"
+            + " openssl rand -base64 32)\n"
+            + "  encryption.keys[1]: key id bad id: letters, digits, '.', '_' and '-', at most 64\n"
+            + "  encryption.keys[2]: needs an id and a secret");
   }
 }

@@ -309,7 +309,36 @@ class DispatcherTest {
    * is checked before every try); the replica that leads next launches it, with a new token.
    */
   @Test
-  void aDeposedLeaderStopsTryingItsLaunches() {
+  void aBuildCanceledWhileItsLaunchWaitsForARetryIsNotLaunchedAgain() {
+    AtomicInteger tries = new AtomicInteger();
+    RecordingLauncher launcher = new RecordingLauncher();
+    launcher.answer(
+        a -> {
+          tries.incrementAndGet();
+          return new LaunchOutcome.RetryLater(Duration.ofSeconds(1), "quota exceeded");
+        });
+    t =
+        TestServer.with()
+            .routes("routes: [{name: a, launchTimeout: 1h}]")
+            .launcher(launcher)
+            .start();
+    long id = enqueueDirectly();
+    // The first try failed and the next is scheduled (its reason says when): none is under way.
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(
+            () ->
+                String.valueOf(Sql.value("SELECT reason FROM oneshot.builds WHERE id = ?", id))
+                    .contains("try 2 in 1s"));
+    assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
+    assertThat(tries.get()).isEqualTo(1);
+    // The scheduled try comes and finds the attempt no longer current: the launcher is not called.
+    await().during(2, TimeUnit.SECONDS).atMost(3, TimeUnit.SECONDS).until(() -> tries.get() == 1);
+    assertThat(status(id)).isEqualTo("canceled");
+  }
+
+  @Test
+  void aDeposedLeaderStopsTryingItsLaunches() throws Exception {
     java.util.List<String> tokensTried = new java.util.concurrent.CopyOnWriteArrayList<>();
     RecordingLauncher first = new RecordingLauncher();
     first.answer(
@@ -325,15 +354,43 @@ class DispatcherTest {
     await().atMost(10, TimeUnit.SECONDS).until(() -> tokensTried.size() >= 2);
     String claimedWith = tokensTried.get(0);
     RecordingLauncher second = new RecordingLauncher();
+    long lockClass = io.oneshot.build.AdvisoryLocks.CLASS;
+    long leaderLock = io.oneshot.build.AdvisoryLocks.LEADER;
     try (TestServer other =
-        TestServer.with().dispatch(dispatch).routes(routes).launcher(second).keepQueue().start()) {
+            TestServer.with()
+                .dispatch(dispatch)
+                .routes(routes)
+                .launcher(second)
+                .keepQueue()
+                .start();
+        Connection successor = Sql.connect()) {
+      // A session queued for the leader lock is granted it the moment the leader's session ends,
+      // so no replica leads while the deposed one would go on trying.
+      var queued =
+          java.util.concurrent.CompletableFuture.runAsync(
+              () -> {
+                try {
+                  Sql.rows(
+                      successor, "SELECT pg_advisory_lock(?::int, ?::int)", lockClass, leaderLock);
+                } catch (java.sql.SQLException e) {
+                  throw new IllegalStateException(e);
+                }
+              });
+      String lockRows =
+          "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
+              + " AND classid::bigint = ? AND objid::bigint = ? AND granted = ?";
+      await()
+          .atMost(10, TimeUnit.SECONDS)
+          .until(() -> Sql.count(lockRows, lockClass, leaderLock, false) == 1);
       Sql.exec(
           "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
               + " AND granted AND objsubid = 2 AND classid::bigint = ? AND objid::bigint = ?",
-          (long) io.oneshot.build.AdvisoryLocks.CLASS,
-          (long) io.oneshot.build.AdvisoryLocks.LEADER);
+          lockClass,
+          leaderLock);
+      assertThat(queued).succeedsWithin(Duration.ofSeconds(10));
       int triedWhenDeposed = tokensTried.size();
-      // One try may have passed its check just before the session ended; none after that.
+      // One try may have passed its check just before the session ended; none after that, though
+      // the launch keeps asking to be tried again every 200 ms.
       await()
           .during(2, TimeUnit.SECONDS)
           .atMost(4, TimeUnit.SECONDS)
@@ -343,6 +400,9 @@ class DispatcherTest {
                           .filter(claimedWith::equals)
                           .count()
                       <= 1);
+      assertThat(t.server.leader() || other.server.leader()).isFalse();
+      // The lock is free again: a replica leads and launches the build under its own claim.
+      Sql.rows(successor, "SELECT pg_advisory_unlock(?::int, ?::int)", lockClass, leaderLock);
       await()
           .atMost(10, TimeUnit.SECONDS)
           .until(

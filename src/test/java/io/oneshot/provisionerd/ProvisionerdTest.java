@@ -95,6 +95,28 @@ class ProvisionerdTest {
   }
 
   @Test
+  void sensitiveValuesAreMaskedOnStdoutAndInTheLogEvenForABuildEnqueuedFromSql() {
+    // From SQL the values are stored as given (the producer holds database credentials); the log
+    // and provisionerd's stdout (kubectl logs) mask them all the same.
+    long id =
+        ((Number)
+                Sql.value(
+                    "SELECT id FROM oneshot.enqueue('{}', '{\"provisioner\": \"script\","
+                        + " \"command\": [\"sh\", \"-c\", \"echo key=$KEY; echo $KEY-$KEY"
+                        + " >&2\"], \"env\": {\"KEY\": \"sw0rdf1sh\"}, \"sensitive\":"
+                        + " [\"KEY\"]}')"))
+            .longValue();
+    assertThat(run(id)).isZero();
+    assertThat(log(id, "stdout")).containsExactly("key=***");
+    assertThat(log(id, "stderr")).containsExactly("***-***");
+    assertThat(out.toString(StandardCharsets.UTF_8))
+        .contains("key=***")
+        .doesNotContain("sw0rdf1sh");
+    assertThat(t.api.get("/api/v1/builds/" + id + "/input").json().path("env").path("KEY").asText())
+        .isEqualTo("***");
+  }
+
+  @Test
   void aScriptThatFailsIsReportedWithItsExitCode() {
     long id = t.api.submitScript("{}", "echo before; exit 7");
     run(id);

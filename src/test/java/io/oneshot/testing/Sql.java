@@ -80,12 +80,36 @@ public final class Sql {
     }
   }
 
+  /**
+   * Where {@code text} appears in the database, as a dump would show it: every row of every table
+   * of the oneshot schema, whole, as text ({@code table: count}; empty when it appears nowhere).
+   */
+  public static Map<String, Long> dumpSearch(String text) {
+    Map<String, Long> out = new java.util.TreeMap<>();
+    for (Map<String, Object> t :
+        rows(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'oneshot'"
+                + " AND table_type = 'BASE TABLE'")) {
+      String table = (String) t.get("table_name");
+      long n =
+          count("SELECT count(*) FROM oneshot." + table + " x WHERE strpos(x::text, ?) > 0", text);
+      if (n > 0) {
+        out.put(table, n);
+      }
+    }
+    return out;
+  }
+
   /** Empties the queue between tests; the schema stays. */
   public static void reset() {
     exec(
         "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
             + " oneshot.builds RESTART IDENTITY;"
-            + " DELETE FROM oneshot.routes;");
+            + " DELETE FROM oneshot.routes; DELETE FROM oneshot.api_tokens;"
+            // The audit trail refuses deletes: a reset (tests only) sets its guard aside.
+            + " ALTER TABLE oneshot.audit DISABLE TRIGGER audit_append_only;"
+            + " TRUNCATE oneshot.audit RESTART IDENTITY;"
+            + " ALTER TABLE oneshot.audit ENABLE TRIGGER audit_append_only;");
   }
 
   /** Whether the build's launch has been recorded (its {@code launched_at} set). */

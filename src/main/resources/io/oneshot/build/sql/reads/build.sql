@@ -5,6 +5,6 @@ SELECT id, status, route, tags::text AS tags, workspace, priority, attempt,
        started_at, heartbeat_at, cancel_requested_at, finished_at, exit_code, error,
        outputs::text AS outputs, launch_kind, launch_name, launch_namespace, launch_pod,
        state_read_version, state_written_version, runner_id, runner::text AS runner, runner_since,
-       rerun_of
+       rerun_of, submitted_by
 FROM oneshot.builds
 WHERE id = $1

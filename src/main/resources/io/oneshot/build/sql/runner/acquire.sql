@@ -24,7 +24,7 @@ WITH old AS (
                             WHERE w.workspace = x.workspace), 0) END
   FROM old
   WHERE x.id = old.id AND (x.runner_id IS NULL OR x.runner_id = $2)
-  RETURNING x.id, x.attempt, x.route, x.workspace, x.input::text AS input,
+  RETURNING x.id, x.attempt, x.route, x.workspace, x.input::text AS input, x.sealed,
             x.cancel_requested_at IS NOT NULL AS cancel_requested, x.state_read_version,
             old.status = 'launching' AS first,
             extract(epoch FROM x.started_at - x.launched_at)::float8 AS start_seconds

@@ -2,7 +2,8 @@
 -- version this attempt already wrote (terraform writes state as it goes). Within an attempt the state
 -- only moves forward: a lower serial, or a lineage other than the one the attempt stored first or
 -- started from, is refused (terraform keeps the lineage of the state it is given, and only starts one
--- where there was none, which is noted). Transition: none (workspace state).
+-- where there was none, which is noted). $2 is the state as stored (sealed when encryption keys are
+-- configured), $7 its size before sealing. Transition: none (workspace state).
 -- Guards (the fence on state uploads): token_hash = $1, status = 'running', runner_id = $6 (only the
 -- bound runner of the running attempt writes; an old attempt's token and another runner's id match
 -- nothing), workspace IS NOT NULL; then the serial and lineage checks of "verdict".
@@ -50,7 +51,7 @@ WITH b AS (
   SELECT b.workspace,
          coalesce((SELECT max(w.version) FROM oneshot.workspace_states w
                    WHERE w.workspace = b.workspace), 0) + 1,
-         b.id, b.attempt, $2, octet_length($2), $3, $4, $5
+         b.id, b.attempt, $2, $7, $3, $4, $5
   FROM b, verdict
   WHERE verdict.refused IS NULL
   ON CONFLICT (build_id, attempt) DO UPDATE

@@ -1,0 +1,163 @@
+package io.oneshot.build;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.security.SecureRandom;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import javax.crypto.Cipher;
+import javax.crypto.spec.GCMParameterSpec;
+import javax.crypto.spec.SecretKeySpec;
+
+/**
+ * Encryption at rest for what a database dump must not reveal: workspace state and a build's
+ * sensitive values. AES-256-GCM with a random 96-bit nonce per value; the key is SHA-256 of the
+ * operator's secret. A sealed value is text, {@code oneshot-sealed:v1:<key id>:<base64 of nonce and
+ * ciphertext>}, so it names the key that sealed it: after a rotation (a new key first in {@code
+ * encryption.keys}, the old ones kept after it) new values are sealed with the new key and old ones
+ * still open. Text without the prefix is a value stored before encryption was configured and is
+ * returned as it is. The {@code context} (what the value is: {@code workspace-state}, or {@code
+ * build:<id>} for a build's sensitive values) is bound as associated data, so a build's values
+ * copied to another build do not open.
+ */
+public final class Sealer {
+  static final String PREFIX = "oneshot-sealed:v1:";
+  private static final int NONCE_BYTES = 12;
+  private static final int TAG_BITS = 128;
+
+  /** No keys: values are stored as they are. */
+  public static final Sealer NONE = new Sealer(List.of());
+
+  /** One key: its id (as written into what it seals) and the operator's secret. */
+  public record Key(String id, String secret) {
+    public Key {
+      if (!id.matches("[A-Za-z0-9._-]{1,64}")) {
+        throw new IllegalArgumentException(
+            "key id " + id + ": letters, digits, '.', '_' and '-', at most 64");
+      }
+      if (secret.length() < 32) {
+        throw new IllegalArgumentException(
+            "key " + id + ": the secret must be at least 32 characters");
+      }
+    }
+
+    @Override
+    public String toString() {
+      return "Key[" + id + "]";
+    }
+  }
+
+  /** A sealed value names a key this dispatcher does not have, or does not open with it. */
+  public static final class SealedException extends RuntimeException {
+    SealedException(String message) {
+      super(message);
+    }
+  }
+
+  private final Map<String, SecretKeySpec> keys = new LinkedHashMap<>();
+  private final String current;
+  private final SecureRandom random = new SecureRandom();
+
+  /** {@code keys}: the first seals; all of them open. */
+  public Sealer(List<Key> keys) {
+    for (Key k : keys) {
+      if (this.keys.put(k.id(), new SecretKeySpec(sha256(k.secret()), "AES")) != null) {
+        throw new IllegalArgumentException("key id " + k.id() + " is given twice");
+      }
+    }
+    this.current = keys.isEmpty() ? null : keys.get(0).id();
+  }
+
+  /** Where a build's sensitive values are bound: they open for that build alone. */
+  public static String buildContext(long buildId) {
+    return "build:" + buildId;
+  }
+
+  /** Whether values are sealed (keys are configured). */
+  public boolean enabled() {
+    return current != null;
+  }
+
+  /** The id of the key that seals new values, or null. */
+  public String currentKey() {
+    return current;
+  }
+
+  /** {@code plain} sealed with the current key, bound to {@code context}; as it is without keys. */
+  public String seal(String plain, String context) {
+    if (plain == null || current == null) {
+      return plain;
+    }
+    try {
+      byte[] nonce = new byte[NONCE_BYTES];
+      random.nextBytes(nonce);
+      Cipher c = Cipher.getInstance("AES/GCM/NoPadding");
+      c.init(Cipher.ENCRYPT_MODE, keys.get(current), new GCMParameterSpec(TAG_BITS, nonce));
+      c.updateAAD(context.getBytes(StandardCharsets.UTF_8));
+      byte[] ct = c.doFinal(plain.getBytes(StandardCharsets.UTF_8));
+      byte[] out = ByteBuffer.allocate(nonce.length + ct.length).put(nonce).put(ct).array();
+      return PREFIX + current + ":" + Base64.getEncoder().encodeToString(out);
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("AES-GCM is not available: " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * The plain text of a value {@link #seal} made with {@code context}; a value that is not sealed
+   * is returned as it is.
+   *
+   * @throws SealedException when its key is not configured, or it does not open (a changed secret,
+   *     another row's value)
+   */
+  public String open(String stored, String context) {
+    if (stored == null || !stored.startsWith(PREFIX)) {
+      return stored;
+    }
+    int colon = stored.indexOf(':', PREFIX.length());
+    if (colon < 0) {
+      throw new SealedException("a sealed value without a key id");
+    }
+    String id = stored.substring(PREFIX.length(), colon);
+    SecretKeySpec key = keys.get(id);
+    if (key == null) {
+      throw new SealedException(
+          "sealed with key "
+              + id
+              + ", which encryption.keys does not have (keys: "
+              + (keys.isEmpty() ? "none" : String.join(", ", keys.keySet()))
+              + "); keep old keys after a new one until nothing is sealed with them");
+    }
+    try {
+      byte[] all = Base64.getDecoder().decode(stored.substring(colon + 1));
+      Cipher c = Cipher.getInstance("AES/GCM/NoPadding");
+      c.init(Cipher.DECRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, all, 0, NONCE_BYTES));
+      c.updateAAD(context.getBytes(StandardCharsets.UTF_8));
+      byte[] plain = c.doFinal(all, NONCE_BYTES, all.length - NONCE_BYTES);
+      return new String(plain, StandardCharsets.UTF_8);
+    } catch (IllegalArgumentException | GeneralSecurityException e) {
+      throw new SealedException(
+          "a value sealed with key "
+              + id
+              + " does not open: the key's secret changed, or the"
+              + " value was altered or moved");
+    }
+  }
+
+  /** Whether {@code stored} is a sealed value. */
+  public static boolean sealed(String stored) {
+    return stored != null && stored.startsWith(PREFIX);
+  }
+
+  private static byte[] sha256(String s) {
+    try {
+      return MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8));
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}
