@@ -62,6 +62,8 @@ class CoderReplicasTest {
     // Each replica picks its port at every start; the "Service" follows what they report.
     service = DispatcherProcess.service(dispatchers);
     Path runs = Files.createDirectories(tmp.resolve("runs"));
+    // The dispatchers' logs outlive the test: a race seen once in many runs can be read afterwards.
+    Path logs = io.oneshot.testing.Evidence.dir(getClass());
     for (int i = 0; i < 2; i++) {
       Path config = tmp.resolve("oneshot-" + i + ".yaml");
       Files.writeString(
@@ -87,7 +89,7 @@ class CoderReplicasTest {
           """
               .formatted(
                   TestDatabase.url(), service.port(), TestServer.ADMIN_TOKEN, runs, coder.url));
-      dispatchers.add(new DispatcherProcess("dispatcher-" + i, config, tmp, env).start());
+      dispatchers.add(new DispatcherProcess("dispatcher-" + i, config, logs, env).start());
     }
     await().atMost(Duration.ofSeconds(60)).until(() -> leader() != null);
 
