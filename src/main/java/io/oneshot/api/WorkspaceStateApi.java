@@ -121,7 +121,7 @@ final class WorkspaceStateApi {
     } catch (java.io.IOException e) {
       throw ApiError.badRequest(field, "is not a terraform state: " + e.getMessage());
     }
-    return new StateStore.StateUpload(text, serial, lineage);
+    return new StateStore.StateUpload(text, bytes, serial, lineage);
   }
 
   /**

@@ -177,15 +177,10 @@ public final class Database implements AutoCloseable {
       return;
     }
     if (options.getTrustOptions() == null && !options.isTrustAll()) {
-      String store = System.getProperty("javax.net.ssl.trustStore");
-      String password = System.getProperty("javax.net.ssl.trustStorePassword");
-      if (store == null || store.isEmpty()) {
-        store =
-            java.nio.file.Path.of(System.getProperty("java.home"), "lib", "security", "cacerts")
-                .toString();
-        password = "changeit";
-      }
-      options.setTrustOptions(new PfxOptions().setPath(store).setPassword(password));
+      io.oneshot.config.ExtraCaCerts.TrustStore store =
+          io.oneshot.config.ExtraCaCerts.jvmTrustStore();
+      options.setTrustOptions(
+          new PfxOptions().setPath(store.file().toString()).setPassword(store.password()));
     }
     String algorithm = options.getHostnameVerificationAlgorithm();
     if (mode == SslMode.VERIFY_FULL && (algorithm == null || algorithm.isEmpty())) {

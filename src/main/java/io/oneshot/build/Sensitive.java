@@ -88,12 +88,16 @@ public final class Sensitive {
     Map<String, String> out = new LinkedHashMap<>();
     JsonNode values = input == null ? null : input.path(holder(input));
     for (String n : names(input)) {
-      JsonNode v = values.get(n);
-      String text = v.isTextual() ? v.asText() : Json.write(v);
+      String text = text(values.get(n));
       if (!text.isEmpty() && !text.equals(MASK)) {
         out.put(text, n);
       }
     }
     return new ArrayList<>(out.keySet());
+  }
+
+  /** A value as it prints: a string as it is, any other value as JSON. */
+  public static String text(JsonNode value) {
+    return value.isTextual() ? value.asText() : Json.write(value);
   }
 }

@@ -30,8 +30,11 @@ public final class StateStore {
     this.pool = pool;
   }
 
-  /** A terraform state as provisionerd uploads it; serial and lineage are read from it. */
-  public record StateUpload(String state, Long serial, String lineage) {}
+  /**
+   * A terraform state as provisionerd uploads it: {@code bytes} its size in UTF-8, counted once
+   * when it is checked against the size cap; serial and lineage are read from it.
+   */
+  public record StateUpload(String state, int bytes, Long serial, String lineage) {}
 
   /** What became of a state upload. */
   public sealed interface StateSaved {
@@ -73,7 +76,7 @@ public final class StateStore {
                 .addString(s.lineage())
                 .addBoolean(last)
                 .addString(runnerId)
-                .addInteger(s.state().getBytes(java.nio.charset.StandardCharsets.UTF_8).length))
+                .addInteger(s.bytes()))
         .map(
             rows -> {
               if (rows.rowCount() == 0) {

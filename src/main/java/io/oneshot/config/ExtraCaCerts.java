@@ -101,14 +101,30 @@ public final class ExtraCaCerts {
     return out;
   }
 
-  /** The trust store the JVM would use now: javax.net.ssl.trustStore, else the JDK's cacerts. */
-  private static KeyStore defaults() throws IOException, GeneralSecurityException {
+  /**
+   * A trust store file and its password ({@code null}: none given).
+   *
+   * @param file a PKCS12 or JKS file
+   */
+  public record TrustStore(Path file, String password) {}
+
+  /**
+   * The trust store the JVM would use now: {@code javax.net.ssl.trustStore} with its password, else
+   * the JDK's {@code cacerts} (whose password is the JDK's default, {@code changeit}).
+   */
+  public static TrustStore jvmTrustStore() {
     String configured = System.getProperty("javax.net.ssl.trustStore");
-    Path file =
-        configured != null && !configured.isEmpty()
-            ? Path.of(configured)
-            : Path.of(System.getProperty("java.home"), "lib", "security", "cacerts");
-    String pw = System.getProperty("javax.net.ssl.trustStorePassword");
-    return KeyStore.getInstance(file.toFile(), pw == null ? null : pw.toCharArray());
+    if (configured != null && !configured.isEmpty()) {
+      return new TrustStore(
+          Path.of(configured), System.getProperty("javax.net.ssl.trustStorePassword"));
+    }
+    return new TrustStore(
+        Path.of(System.getProperty("java.home"), "lib", "security", "cacerts"), "changeit");
+  }
+
+  private static KeyStore defaults() throws IOException, GeneralSecurityException {
+    TrustStore t = jvmTrustStore();
+    return KeyStore.getInstance(
+        t.file().toFile(), t.password() == null ? null : t.password().toCharArray());
   }
 }

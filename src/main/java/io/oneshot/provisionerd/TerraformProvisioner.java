@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.oneshot.api.Json;
 import io.oneshot.build.BuildState;
 import io.oneshot.build.LogLine;
+import io.oneshot.build.Sensitive;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
@@ -201,7 +202,7 @@ final class TerraformProvisioner implements Provisioner {
       if (e.getValue().path("sensitive").asBoolean(false)) {
         o.put("sensitive", true);
         JsonNode v = e.getValue().path("value");
-        ctx.mask(v.isTextual() ? v.asText() : Json.write(v));
+        ctx.mask(Sensitive.text(v));
       } else {
         o.set("value", e.getValue().path("value"));
       }
