@@ -2,6 +2,7 @@ package io.oneshot.provisionerd;
 
 import io.oneshot.build.BuildState;
 import io.oneshot.config.Units;
+import io.oneshot.process.PortOwner;
 import io.oneshot.process.Signals;
 import java.io.IOException;
 import java.io.InputStream;
@@ -182,6 +183,7 @@ final class CoderProvisioner implements Provisioner {
   private static final class Watch {
     private final RunContext ctx;
     private final String name;
+    private final int port;
     private final URI metrics;
     private final Duration idle;
     private final AtomicReference<Thread> thread = new AtomicReference<>();
@@ -193,11 +195,35 @@ final class CoderProvisioner implements Provisioner {
     Watch(RunContext ctx, String name, int port, Duration idle) {
       this.ctx = ctx;
       this.name = name;
+      this.port = port;
       this.metrics = URI.create("http://127.0.0.1:" + port + "/metrics");
       this.idle = idle;
     }
 
     private volatile Process process;
+
+    /** Who listens on the metrics port, once that is settled; null until then. */
+    private PortOwner.Owner owner;
+
+    private boolean ours() {
+      if (owner == null) {
+        PortOwner.Owner now = new PortOwner().of(process.toHandle(), port);
+        if (now == PortOwner.Owner.ANOTHER) {
+          ctx.system(
+              "warn",
+              "another process listens on port "
+                  + port
+                  + ", where daemon "
+                  + name
+                  + " was told to serve its metrics; they are not read, and its log alone says"
+                  + " when it takes a job");
+        }
+        if (now != PortOwner.Owner.NOBODY) {
+          owner = now;
+        }
+      }
+      return owner == PortOwner.Owner.THIS_TREE || owner == PortOwner.Owner.UNKNOWN;
+    }
 
     void start(Process p) {
       process = p;
@@ -279,8 +305,20 @@ final class CoderProvisioner implements Provisioner {
       ctx.tookJob("took a Coder job (daemon " + name + ")");
     }
 
-    /** The daemon's job counts, or null while its metrics do not answer (it is starting). */
+    /**
+     * The daemon's job counts, or null while its metrics do not answer (it is starting) or cannot
+     * be its own. The port was free when it was picked, but another process (another build's
+     * daemon, under the local launcher) may have taken it before the daemon bound it; {@code coder
+     * provisioner start} then only logs that it cannot listen ("http server listen": coder/coder
+     * cli/server.go, ServeHandler) and runs on. What answers there must not be taken for the
+     * daemon, or another daemon's job would end this build's wait. So the port is read only once
+     * the daemon's own process tree is seen listening on it ({@link PortOwner}), or where that
+     * cannot be told (no /proc); its log's "acquired job" still says when it takes one.
+     */
     private Jobs read() {
+      if (!ours()) {
+        return null;
+      }
       try {
         HttpURLConnection c = (HttpURLConnection) metrics.toURL().openConnection();
         c.setConnectTimeout(500);

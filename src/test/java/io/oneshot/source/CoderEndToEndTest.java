@@ -32,6 +32,7 @@ class CoderEndToEndTest {
   @TempDir Path tmp;
   private UUID org;
   private Path gate;
+  private Path portFile;
 
   @BeforeEach
   void setUp() throws Exception {
@@ -42,6 +43,10 @@ class CoderEndToEndTest {
     env.put("CODER_URL", coder.jdbcUrl());
     env.put("ONESHOT_CODER_BIN", FakeCoder.install(tmp.resolve("bin")).toString());
     env.put("FAKE_CODER_GATE", gate.toString());
+    // Daemons bind their metrics port at once unless a test removes "port.go" first.
+    portFile = tmp.resolve("port");
+    Files.writeString(tmp.resolve("port.go"), "");
+    env.put("FAKE_CODER_PORT_FILE", portFile.toString());
     env.put(
         "CODER_PROVISIONER_DAEMON_KEY_CODER_A",
         coder.provisionerKey(org, "key-a", Map.of("env", "a")));
@@ -170,6 +175,74 @@ class CoderEndToEndTest {
         .atMost(Duration.ofSeconds(30))
         .until(() -> t.server.sources().all().get(0).status().at() != null);
     assertThat(count("SELECT count(*) FROM oneshot.builds")).isEqualTo(2);
+  }
+
+  @Test
+  void metricsAnotherProcessServesOnTheDaemonsPortAreNotTakenForTheDaemons() throws Exception {
+    Files.delete(tmp.resolve("port.go"));
+    coder.applyMs = 200;
+    UUID job = coder.post(org, CoderDatabase.jobTags(Map.of("env", "a")), 1).get(0);
+    await().atMost(Duration.ofMinutes(1)).until(() -> Files.exists(portFile));
+    long id = (Long) Sql.value("SELECT min(id) FROM oneshot.builds");
+    // Another daemon took the port before this one bound it, and it holds a job.
+    int port = Integer.parseInt(Files.readString(portFile).strip());
+    java.util.concurrent.atomic.AtomicInteger asked =
+        new java.util.concurrent.atomic.AtomicInteger();
+    com.sun.net.httpserver.HttpServer other =
+        com.sun.net.httpserver.HttpServer.create(
+            new java.net.InetSocketAddress("127.0.0.1", port), 0);
+    other.createContext(
+        "/metrics",
+        x -> {
+          asked.incrementAndGet();
+          byte[] body =
+              "coderd_provisionerd_jobs_current{provisioner=\"terraform\"} 1\n"
+                  .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+          x.sendResponseHeaders(200, body.length);
+          x.getResponseBody().write(body);
+          x.close();
+        });
+    other.start();
+    try {
+      Files.writeString(tmp.resolve("port.go"), "");
+      // The build's daemon cannot listen; it waits for the gate before it takes a job. The build
+      // is not taken for holding one (nor ended) meanwhile.
+      String warning = "another process listens on port " + port;
+      await()
+          .atMost(Duration.ofMinutes(1))
+          .until(
+              () ->
+                  Sql.logLines(id, "system").stream().anyMatch(l -> l.contains(warning))
+                      || count(
+                              "SELECT count(*) FROM oneshot.builds WHERE id = ? AND"
+                                  + " (source_taken_at IS NOT NULL OR status <> 'running')",
+                              id)
+                          > 0);
+      assertThat(Sql.value("SELECT source_taken_at FROM oneshot.builds WHERE id = ?", id)).isNull();
+      assertThat(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", id))
+          .isEqualTo("running");
+      assertThat(Sql.logLines(id, "system")).anyMatch(l -> l.contains(warning));
+      Files.writeString(gate, "");
+      await()
+          .atMost(Duration.ofMinutes(1))
+          .until(
+              () ->
+                  "succeeded"
+                      .equals(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", id)));
+      // Its own job, seen in its log, ended its wait; the other daemon's metrics were never read.
+      assertThat(coder.rows("SELECT daemon, job::text AS job FROM fake_coder_runs"))
+          .containsExactly(Map.of("daemon", "oneshot-" + id + "-1", "job", job.toString()));
+      assertThat(
+              count(
+                  "SELECT count(*) FROM oneshot.build_events WHERE build_id = ? AND reason LIKE"
+                      + " 'took a Coder job%'",
+                  id))
+          .isEqualTo(1);
+      assertThat(asked.get()).isZero();
+      assertThat(count("SELECT count(*) FROM oneshot.builds")).isEqualTo(1);
+    } finally {
+      other.stop(0);
+    }
   }
 
   @Test

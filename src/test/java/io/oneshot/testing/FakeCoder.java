@@ -37,7 +37,9 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li>it takes jobs with {@code AcquireProvisionerJob} ({@link CoderDatabase#acquire}), one at a
  *       time, as provisionerd does;
  *   <li>it exports {@code coderd_provisionerd_jobs_current{provisioner="terraform"}} and {@code
- *       coderd_provisionerd_job_timings_seconds} (provisionerd/provisionerd.go, NewMetrics);
+ *       coderd_provisionerd_job_timings_seconds} (provisionerd/provisionerd.go, NewMetrics); when
+ *       its address cannot be bound, it logs "http server listen" and runs on without metrics
+ *       (cli/server.go, ServeHandler: ListenAndServe in a goroutine whose error is only logged);
  *   <li>SIGTERM: it finishes the job it holds, takes no other, and exits 0; SIGINT: it cancels the
  *       job it holds and exits (provisionerdaemonstart.go: StopSignalsNoInterrupt wait for jobs,
  *       InterruptSignals do not).
@@ -111,8 +113,24 @@ public final class FakeCoder {
       }
       tags.put("scope", "organization");
       tags.put("owner", "");
+      // A test knob: the metrics port is written to this file, and bound once "<file>.go" exists
+      // (another process may take the port meanwhile).
+      String portFile = System.getenv("FAKE_CODER_PORT_FILE");
+      if (portFile != null) {
+        Files.writeString(Path.of(portFile), address.substring(address.lastIndexOf(':') + 1));
+        while (!Files.exists(Path.of(portFile + ".go")) && !stopping) {
+          Thread.sleep(20);
+        }
+      }
       if (prometheus) {
-        serveMetrics(address);
+        try {
+          serveMetrics(address);
+        } catch (IOException e) {
+          System.out.println(
+              "[erro] http server listen  name=prometheus error=\"listen tcp "
+                  + address
+                  + ": bind: address already in use\"");
+        }
       }
       onSignal("TERM", () -> stopping = true);
       onSignal(
