@@ -220,9 +220,35 @@ final class AdminApi {
     String route = emptyToNull(Http.queryText(ctx, "route"));
     int limit = intParam(ctx, "limit", 100, 1, 1000);
     Long before = longParam(ctx, "before");
+    // tag=key=value, repeatable: builds whose tags hold every one.
+    java.util.TreeMap<String, String> tags = new java.util.TreeMap<>();
+    for (String t : ctx.queryParam("tag")) {
+      int eq = t.indexOf('=');
+      if (eq <= 0) {
+        throw ApiError.badRequest("tag", "'" + t + "' is not key=value");
+      }
+      tags.put(t.substring(0, eq), t.substring(eq + 1));
+    }
+    java.time.Instant since = null;
+    String sinceText = emptyToNull(Http.queryText(ctx, "since"));
+    if (sinceText != null) {
+      try {
+        since = java.time.Instant.parse(sinceText);
+      } catch (java.time.format.DateTimeParseException e) {
+        throw ApiError.badRequest(
+            "since", "'" + sinceText + "' is not a time in ISO-8601 (2026-11-24T09:00:00Z)");
+      }
+    }
+    BuildReads.Filter filter =
+        new BuildReads.Filter(
+            status,
+            route,
+            tags.isEmpty() ? null : Json.write(tags),
+            emptyToNull(Http.queryText(ctx, "workspace")),
+            since);
     store
         .reads()
-        .list(status, route, before, limit, Access.caller(ctx).routes())
+        .list(filter, before, limit, Access.caller(ctx).routes())
         .onSuccess(list -> json(ctx, 200, Map.of("builds", list)))
         .onFailure(ctx::fail);
   }

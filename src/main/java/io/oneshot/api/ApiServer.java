@@ -48,6 +48,7 @@ public final class ApiServer implements AutoCloseable {
   private final WorkspaceStateApi state;
   private final Access access;
   private final TokensApi tokens;
+  private final ConsoleApi console;
   private final Metrics metrics;
   private volatile Map<String, Pattern> endpoints = Map.of();
   private final AtomicInteger inFlight = new AtomicInteger();
@@ -98,6 +99,7 @@ public final class ApiServer implements AutoCloseable {
     this.runner = new RunnerApi(store, config, metrics, conflicts);
     this.state = new WorkspaceStateApi(store, config, runner, access);
     this.tokens = new TokensApi(store, access);
+    this.console = new ConsoleApi(store, status, config.dispatch().maxConcurrent());
     this.metrics = metrics;
     metrics.watchApi(inFlight::get);
   }
@@ -111,7 +113,9 @@ public final class ApiServer implements AutoCloseable {
   public Future<Integer> start() {
     Router router = Router.router(vertx);
     router.route().handler(this::track);
+    router.route().handler(ConsoleApi::secure);
     health.mount(router);
+    console.mountPages(router);
 
     router
         .route("/api/v1/*")
@@ -123,12 +127,15 @@ public final class ApiServer implements AutoCloseable {
           "/api/v1/sources*",
           "/api/v1/workspaces*",
           "/api/v1/tokens*",
-          "/api/v1/audit*"
+          "/api/v1/audit*",
+          "/api/v1/whoami",
+          "/api/v1/overview"
         }) {
       router.route(admin).handler(access.authenticate());
     }
     admin.mount(router);
     tokens.mount(router);
+    console.mount(router);
     runner.mount(router);
     state.mount(router);
 

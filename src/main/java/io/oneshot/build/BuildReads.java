@@ -4,6 +4,7 @@ import io.vertx.core.Future;
 import io.vertx.sqlclient.Pool;
 import io.vertx.sqlclient.Row;
 import io.vertx.sqlclient.Tuple;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -20,6 +21,8 @@ public final class BuildReads {
   private static final Sql LOGS = Sql.load("reads/logs");
   private static final Sql ROUTES = Sql.load("reads/routes");
   private static final Sql WAITING = Sql.load("reads/waiting");
+  private static final Sql HISTORY = Sql.load("reads/history");
+  private static final Sql WORKSPACES = Sql.load("reads/workspaces");
 
   private final Pool pool;
   private final Pool readPool;
@@ -197,14 +200,35 @@ public final class BuildReads {
   /** Newest first; each filter applies when not null ({@code routes}: a token's routes). */
   public Future<List<Build>> list(
       BuildState status, String route, Long beforeId, int limit, java.util.Set<String> routes) {
+    return list(new Filter(status, route, null, null, null), beforeId, limit, routes);
+  }
+
+  /**
+   * What a list of builds is narrowed to; each part applies when not null.
+   *
+   * @param tags the tags a build's must contain, as a JSON object
+   * @param since builds created at or after it
+   */
+  public record Filter(
+      BuildState status, String route, String tags, String workspace, java.time.Instant since) {}
+
+  /** Newest first, a page before {@code beforeId}; {@code routes}: a token's, null for all. */
+  public Future<List<Build>> list(
+      Filter f, Long beforeId, int limit, java.util.Set<String> routes) {
     return pool.preparedQuery(LIST.text())
         .execute(
-            Tuple.of(
-                status == null ? null : status.wire(),
-                route,
-                beforeId,
-                limit,
-                routes == null ? null : routes.toArray(String[]::new)))
+            Tuple.from(
+                java.util.Arrays.asList(
+                    f.status() == null ? null : f.status().wire(),
+                    f.route(),
+                    beforeId,
+                    limit,
+                    routes == null ? null : routes.toArray(String[]::new),
+                    f.tags(),
+                    f.workspace(),
+                    f.since() == null
+                        ? null
+                        : java.time.OffsetDateTime.ofInstant(f.since(), java.time.ZoneOffset.UTC))))
         .map(
             rows -> {
               List<Build> out = new ArrayList<>(rows.rowCount());
@@ -247,6 +271,53 @@ public final class BuildReads {
                 }
               }
               return Optional.of(new LogPage(lines, status));
+            });
+  }
+
+  /** One route's queue at one minute: builds queued, and claimed (launching or running). */
+  public record QueuePoint(String route, long at, long queued, long running) {}
+
+  /**
+   * Each route's queue, a point per minute of the last hour; {@code routes}: a token's, or null.
+   */
+  public Future<List<QueuePoint>> history(java.util.Set<String> routes) {
+    return readPool
+        .preparedQuery(HISTORY.text())
+        .execute(Tuple.of(routes == null ? null : routes.toArray(String[]::new)))
+        .map(
+            rows -> {
+              List<QueuePoint> out = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                out.add(
+                    new QueuePoint(
+                        r.getString("route"),
+                        r.getLong("at"),
+                        r.getLong("queued"),
+                        r.getLong("running")));
+              }
+              return out;
+            });
+  }
+
+  /** A workspace with state: its latest version, how many it has, when it last changed. */
+  public record WorkspaceSummary(String workspace, int latest, long versions, Instant updatedAt) {}
+
+  public Future<List<WorkspaceSummary>> workspaces(java.util.Set<String> routes) {
+    return readPool
+        .preparedQuery(WORKSPACES.text())
+        .execute(Tuple.of(routes == null ? null : routes.toArray(String[]::new)))
+        .map(
+            rows -> {
+              List<WorkspaceSummary> out = new ArrayList<>(rows.rowCount());
+              for (Row r : rows) {
+                out.add(
+                    new WorkspaceSummary(
+                        r.getString("workspace"),
+                        r.getInteger("latest"),
+                        r.getLong("versions"),
+                        Rows.instant(r, "updated_at")));
+              }
+              return out;
             });
   }
 

@@ -108,6 +108,54 @@ class AccessTest {
   }
 
   @Test
+  void theConsolesReadsFollowTheTokensScope() {
+    long tfA = stateOn("a", "ws-a");
+    stateOn("b", "ws-b");
+    Api viewer = token("console-viewer", "viewer", "\"routes\": [\"a\", \"tf-a\"]");
+    JsonNode me = viewer.get("/api/v1/whoami").json();
+    assertThat(me.path("role").asText()).isEqualTo("viewer");
+    assertThat(me.path("routes").toString()).isEqualTo("[\"a\",\"tf-a\"]");
+    assertThat(me.path("may").path("cancel").asText()).isEqualTo("no");
+    JsonNode admin = t.api.get("/api/v1/whoami").json();
+    assertThat(admin.path("role").asText()).isEqualTo("admin");
+    assertThat(admin.path("may").path("cancel").asText()).isEqualTo("any");
+
+    // The queue's history: the viewer's routes only; now, route a holds its one queued build.
+    JsonNode history = viewer.get("/api/v1/overview").json().path("history");
+    List<String> routes = new ArrayList<>();
+    history.forEach(p -> routes.add(p.path("route").asText()));
+    assertThat(routes).isNotEmpty().allMatch(r -> r.equals("a") || r.equals("tf-a"));
+    JsonNode nowOnA = null;
+    for (JsonNode p : history) {
+      if (p.path("route").asText().equals("a")) {
+        nowOnA = p;
+      }
+    }
+    assertThat(nowOnA.path("queued").asLong()).isEqualTo(1);
+    assertThat(t.api.get("/api/v1/overview").json().path("globalLimit").asInt()).isPositive();
+
+    // Workspaces: a viewer of team a's routes sees team a's alone.
+    assertThat(viewer.get("/api/v1/workspaces").json().path("workspaces").toString())
+        .contains("ws-a")
+        .doesNotContain("ws-b");
+    assertThat(t.api.get("/api/v1/workspaces").json().path("workspaces").toString())
+        .contains("ws-a", "ws-b");
+
+    // The list's filters: tags, workspace, age; a bad one is a 400 naming it.
+    assertThat(ids(t.api.get("/api/v1/builds?tag=team=a&route=a")))
+        .containsExactlyInAnyOrder(onA, finishedOnA);
+    assertThat(ids(t.api.get("/api/v1/builds?workspace=ws-a"))).containsExactly(tfA);
+    assertThat(ids(t.api.get("/api/v1/builds?since=2999-01-01T00:00:00Z"))).isEmpty();
+    assertThat(ids(t.api.get("/api/v1/builds?since=2000-01-01T00:00:00Z"))).contains(onA, onB);
+    assertThat(ids(viewer.get("/api/v1/builds?tag=team=b"))).isEmpty();
+    Api.Response bad = t.api.get("/api/v1/builds?tag=team");
+    assertThat(bad.status()).isEqualTo(400);
+    assertThat(bad.text()).contains("tag");
+    assertThat(t.api.get("/api/v1/builds?since=yesterday").status()).isEqualTo(400);
+    assertThat(new Api(t.api.base(), null).get("/api/v1/whoami").status()).isEqualTo(401);
+  }
+
+  @Test
   void aViewerReadsItsRoutesAndNothingElse() {
     Api viewer = token("viewer-a", "viewer", "\"routes\": [\"a\"]");
 

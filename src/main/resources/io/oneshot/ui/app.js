@@ -1,0 +1,632 @@
+// oneshot console. Plain JavaScript on the DOM: every text goes in as a text node (h() below),
+// never as HTML, so a log line or a tag holding "<script>" shows as text. The token lives in
+// sessionStorage (gone with the tab), travels in the Authorization header only, never in a URL.
+
+const TOKEN_KEY = "oneshot.token";
+const view = document.getElementById("view");
+let me = null; // GET /api/v1/whoami
+let stopView = () => {}; // stops the current page's refresh loop and log stream
+
+// ---- small helpers ---------------------------------------------------------------------------
+
+/** An element: attributes (on* as listeners), then children (strings become text nodes). */
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function s(tag, attrs) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+  return el;
+}
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.error) || "HTTP " + status);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+/** A call to the API with the token; a 401 signs out. */
+async function api(path, options = {}) {
+  const headers = Object.assign({ Accept: "application/json" }, options.headers || {});
+  headers.Authorization = "Bearer " + token();
+  const res = await fetch(path, Object.assign({}, options, { headers }));
+  if (res.status === 401) {
+    signOut("Your token was refused (" + ((await res.json().catch(() => ({}))).error || "401") + "). Sign in again.");
+    throw new ApiError(401, null);
+  }
+  const body = res.headers.get("Content-Type")?.includes("json") ? await res.json() : await res.text();
+  if (!res.ok) throw new ApiError(res.status, body);
+  return body;
+}
+
+function ms(n) {
+  if (n === null || n === undefined) return "—";
+  if (n < 1000) return n + " ms";
+  const sec = n / 1000;
+  if (sec < 60) return sec.toFixed(sec < 10 ? 1 : 0) + " s";
+  const min = Math.floor(sec / 60);
+  if (min < 60) return min + " min " + Math.round(sec % 60) + " s";
+  const hrs = Math.floor(min / 60);
+  if (hrs < 48) return hrs + " h " + (min % 60) + " min";
+  return Math.floor(hrs / 24) + " d " + (hrs % 24) + " h";
+}
+
+function ago(iso) {
+  if (!iso) return "—";
+  return ms(Date.now() - Date.parse(iso)) + " ago";
+}
+
+function when(iso) {
+  return iso ? new Date(iso).toLocaleString() : "—";
+}
+
+function between(a, b) {
+  if (!a) return null;
+  return (b ? Date.parse(b) : Date.now()) - Date.parse(a);
+}
+
+function statusBadge(status) {
+  return h("span", { class: "status " + status, "data-status": status }, status);
+}
+
+function chips(tags) {
+  const entries = Object.entries(tags || {});
+  if (entries.length === 0) return h("span", { class: "muted" }, "untagged");
+  return h("span", { class: "chips" }, entries.map(([k, v]) => h("span", { class: "chip" }, k + "=" + v)));
+}
+
+function notice(text) {
+  return h("div", { class: "notice", role: "alert" }, text);
+}
+
+function describe(e) {
+  if (e instanceof ApiError && e.body && e.body.error) {
+    return e.body.error + (e.body.detail ? " — " + e.body.detail : "");
+  }
+  return e.message || String(e);
+}
+
+/** Runs fn now and every `every` ms until the page changes; a failure shows, then it retries. */
+function every(period, fn) {
+  let timer = null;
+  let live = true;
+  const run = async () => {
+    try {
+      await fn();
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 401)) console.warn(e);
+    }
+    if (live) timer = setTimeout(run, period);
+  };
+  run();
+  return () => {
+    live = false;
+    clearTimeout(timer);
+  };
+}
+
+function confirmDialog(title, text, ok) {
+  const dialog = document.getElementById("confirm");
+  document.getElementById("confirm-title").textContent = title;
+  document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-ok").textContent = ok;
+  return new Promise((resolve) => {
+    const done = (answer) => {
+      dialog.close();
+      resolve(answer);
+    };
+    document.getElementById("confirm-ok").onclick = () => done(true);
+    document.getElementById("confirm-no").onclick = () => done(false);
+    dialog.oncancel = () => resolve(false);
+    dialog.showModal();
+    document.getElementById("confirm-no").focus();
+  });
+}
+
+// ---- sign-in ---------------------------------------------------------------------------------
+
+function signOut(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  me = null;
+  stopView();
+  document.getElementById("nav").hidden = true;
+  document.getElementById("me").hidden = true;
+  renderSignIn(message);
+}
+
+function renderSignIn(message) {
+  const input = h("input", {
+    id: "token", type: "password", autocomplete: "off", required: true, "aria-describedby": "token-help",
+  });
+  const error = h("div", { id: "signin-error", class: "error", role: "alert" }, message || "");
+  const form = h("form", { class: "signin", onsubmit: async (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    try {
+      await loadMe();
+      route();
+    } catch (e) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      error.textContent = e instanceof ApiError && e.status === 401 ? "That token was refused." : describe(e);
+    }
+  } },
+    h("h1", {}, "Sign in"),
+    h("label", { for: "token" }, "API token", input),
+    h("p", { id: "token-help", class: "muted" },
+      "The admin token, or one from ",
+      h("code", {}, "oneshot tokens create"),
+      ". It stays in this tab only and is sent in a header, never in a URL."),
+    h("button", { type: "submit", id: "sign-in" }, "Sign in"),
+    error);
+  view.replaceChildren(form);
+  input.focus();
+}
+
+async function loadMe() {
+  me = await api("/api/v1/whoami");
+  document.getElementById("me-name").textContent = me.name + " (" + me.role + ")";
+  document.getElementById("me").hidden = false;
+  document.getElementById("nav").hidden = false;
+}
+
+// ---- pages -----------------------------------------------------------------------------------
+
+function sparkline(points, limit) {
+  const w = 300, hgt = 48, pad = 2;
+  const max = Math.max(1, limit || 0, ...points.map((p) => Math.max(p.queued, p.running)));
+  const svg = s("svg", { class: "spark", viewBox: `0 0 ${w} ${hgt}`, preserveAspectRatio: "none", role: "img" });
+  const x = (i) => (points.length < 2 ? w : (i * w) / (points.length - 1));
+  const y = (v) => hgt - pad - ((hgt - 2 * pad) * v) / max;
+  if (limit) svg.append(s("line", { class: "limit", x1: 0, x2: w, y1: y(limit), y2: y(limit) }));
+  for (const key of ["queued", "running"]) {
+    const d = points.map((p, i) => (i ? "L" : "M") + x(i).toFixed(1) + " " + y(p[key]).toFixed(1)).join(" ");
+    if (points.length) svg.append(s("path", { class: key, d }));
+  }
+  const peakQ = Math.max(0, ...points.map((p) => p.queued));
+  const peakR = Math.max(0, ...points.map((p) => p.running));
+  const title = s("title", {});
+  title.textContent = `last hour: queued peaked at ${peakQ}, running at ${peakR}`;
+  svg.prepend(title);
+  return svg;
+}
+
+async function overview() {
+  const root = h("div", {});
+  view.replaceChildren(h("h1", {}, "Overview"), root);
+  return every(5000, async () => {
+    const [routes, ov, sources] = await Promise.all([
+      api("/api/v1/routes"),
+      api("/api/v1/overview"),
+      api("/api/v1/sources").catch(() => []),
+    ]);
+    const health = ov.health || {};
+    const k8s = health.kubernetes;
+    const items = [
+      h("span", {}, h("span", { class: "dot " + (health.leader ? "ok" : "") }), health.leader ? "this replica leads" : "this replica is a standby"),
+      h("span", {}, h("span", { class: "dot " + (health.listener === "listening" ? "ok" : "bad") }), "listener: " + health.listener),
+      h("span", {}, "global limit: " + ov.globalLimit + " builds at once"),
+    ];
+    if (k8s) {
+      items.push(h("span", {}, h("span", { class: "dot " + (k8s.reachable ? "ok" : "bad") }),
+        "Kubernetes: " + (k8s.reachable ? "reachable" : "unreachable — " + (k8s.detail || ""))));
+    }
+    const byRoute = {};
+    for (const p of ov.history || []) (byRoute[p.route] ||= []).push(p);
+    const cards = routes.map((r) => h("section", { class: "card", "data-route": r.name, "aria-label": "route " + r.name },
+      h("h3", {}, h("a", { href: "#/builds?route=" + encodeURIComponent(r.name) }, r.name)),
+      chips(r.tags),
+      h("dl", { class: "stats" },
+        h("dt", {}, "running"), h("dd", { "data-k": "running" }, r.running + " / " + r.maxConcurrent),
+        h("dt", {}, "queued"), h("dd", { "data-k": "queued" }, String(r.queued)),
+        h("dt", {}, "oldest wait"), h("dd", {}, ms(r.oldestQueuedMs)),
+        h("dt", {}, "wait p50 / p95"), h("dd", {}, ms(r.waitP50Ms) + " / " + ms(r.waitP95Ms))),
+      sparkline(byRoute[r.name] || [], r.maxConcurrent),
+      h("div", { class: "legend" }, h("span", { class: "q" }, "queued"), h("span", { class: "r" }, "running"), h("span", {}, "last hour"))));
+    const parts = [h("div", { class: "health" }, items), h("div", { class: "cards" }, cards)];
+    if (Array.isArray(sources) && sources.length) {
+      parts.push(h("h2", {}, "Sources"));
+      parts.push(h("div", { class: "table-wrap" }, h("table", {},
+        h("thead", {}, h("tr", {}, h("th", {}, "source"), h("th", {}, "state"), h("th", {}, "tags"), h("th", {}, "route"), h("th", {}, "waiting"), h("th", {}, "in flight"))),
+        h("tbody", {}, sources.flatMap((src) => {
+          const sets = src.tagSets && src.tagSets.length ? src.tagSets : [null];
+          return sets.map((t) => h("tr", {},
+            h("td", {}, src.name), h("td", {}, src.up === false ? "down: " + (src.error || "") : src.leading === false ? "standby" : "up"),
+            h("td", {}, t ? chips(t.tags) : ""), h("td", {}, t ? (t.route || "no route") : ""),
+            h("td", { class: "num" }, t ? String(t.waiting) : ""), h("td", { class: "num" }, t ? String(t.inFlight) : "")));
+        })))));
+    }
+    root.replaceChildren(...parts);
+  });
+}
+
+function parseQuery(q) {
+  const out = new URLSearchParams(q || "");
+  return out;
+}
+
+async function builds(query) {
+  const q = parseQuery(query);
+  const routes = await api("/api/v1/routes").catch(() => []);
+  const status = h("select", { id: "f-status", name: "status" },
+    ["", "pending", "launching", "running", "succeeded", "failed", "canceled"].map((v) =>
+      h("option", { value: v, selected: q.get("status") === v }, v || "any")));
+  const routeSel = h("select", { id: "f-route", name: "route" },
+    h("option", { value: "" }, "any"),
+    routes.map((r) => h("option", { value: r.name, selected: q.get("route") === r.name }, r.name)));
+  const tag = h("input", { id: "f-tag", name: "tag", placeholder: "env=prod", value: q.getAll("tag").join(",") });
+  const ws = h("input", { id: "f-workspace", name: "workspace", value: q.get("workspace") || "" });
+  const since = h("select", { id: "f-since", name: "since" },
+    [["", "any time"], ["3600", "last hour"], ["86400", "last day"], ["604800", "last week"]].map(([v, t]) =>
+      h("option", { value: v, selected: (q.get("since") || "") === v }, t)));
+  const form = h("form", { class: "filters", onsubmit: (ev) => {
+    ev.preventDefault();
+    const n = new URLSearchParams();
+    if (status.value) n.set("status", status.value);
+    if (routeSel.value) n.set("route", routeSel.value);
+    for (const t of tag.value.split(",").map((x) => x.trim()).filter(Boolean)) n.append("tag", t);
+    if (ws.value.trim()) n.set("workspace", ws.value.trim());
+    if (since.value) n.set("since", since.value);
+    location.hash = "#/builds" + (n.toString() ? "?" + n : "");
+  } },
+    h("label", {}, "status", status), h("label", {}, "route", routeSel), h("label", {}, "tags", tag),
+    h("label", {}, "workspace", ws), h("label", {}, "created", since), h("button", { type: "submit" }, "Filter"));
+  const body = h("tbody", {});
+  const err = h("div", {});
+  const before = q.get("before");
+  const pager = h("div", { class: "pager" });
+  view.replaceChildren(h("h1", {}, "Builds"), form, err,
+    h("div", { class: "table-wrap" }, h("table", { id: "builds" },
+      h("thead", {}, h("tr", {}, h("th", {}, "build"), h("th", {}, "status"), h("th", {}, "route"),
+        h("th", { class: "hide-narrow" }, "tags"), h("th", { class: "hide-narrow" }, "workspace"),
+        h("th", {}, "created"), h("th", { class: "hide-narrow" }, "took"), h("th", { class: "hide-narrow" }, "reason"))),
+      body)),
+    pager);
+  const load = async () => {
+    const p = new URLSearchParams();
+    for (const k of ["status", "route", "workspace"]) if (q.get(k)) p.set(k, q.get(k));
+    for (const t of q.getAll("tag")) p.append("tag", t);
+    if (q.get("since")) p.set("since", new Date(Date.now() - 1000 * Number(q.get("since"))).toISOString());
+    if (before) p.set("before", before);
+    p.set("limit", "50");
+    let list;
+    try {
+      list = (await api("/api/v1/builds?" + p)).builds;
+      err.replaceChildren();
+    } catch (e) {
+      err.replaceChildren(notice(describe(e)));
+      throw e;
+    }
+    body.replaceChildren(...list.map((b) => h("tr", { "data-build": b.id },
+      h("td", {}, h("a", { href: "#/builds/" + b.id }, "#" + b.id)),
+      h("td", {}, statusBadge(b.status)),
+      h("td", {}, b.route),
+      h("td", { class: "hide-narrow" }, chips(b.tags)),
+      h("td", { class: "hide-narrow" }, b.workspace || ""),
+      h("td", { title: when(b.createdAt) }, ago(b.createdAt)),
+      h("td", { class: "hide-narrow num" }, b.finishedAt ? ms(between(b.createdAt, b.finishedAt)) : ""),
+      h("td", { class: "hide-narrow" }, b.reason || ""))));
+    if (list.length === 0) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No build matches.")));
+    const base = new URLSearchParams(q);
+    base.delete("before");
+    const links = [];
+    if (before) links.push(h("a", { href: "#/builds" + (base.toString() ? "?" + base : ""), class: "button" }, "Newest"));
+    if (list.length === 50) {
+      const older = new URLSearchParams(base);
+      older.set("before", list[list.length - 1].id);
+      links.push(h("a", { href: "#/builds?" + older, class: "button" }, "Older"));
+    }
+    links.push(h("span", { class: "muted" }, before ? "" : "updating live"));
+    pager.replaceChildren(...links);
+  };
+  // The first page follows new builds; an older page stays as it is.
+  return before ? (load().catch(() => {}), () => {}) : every(3000, load);
+}
+
+/** The stage a timeline event starts, for the bar: a status change, or a milestone. */
+function stageOf(e) {
+  if (e.from !== e.to) {
+    return { pending: "queued", launching: "launching", running: "running" }[e.to] || null;
+  }
+  const r = e.reason || "";
+  let m = /^terraform (\w+) started/.exec(r);
+  if (m) return m[1];
+  if (/script started/.test(r)) return "script";
+  if (/Coder daemon/.test(r)) return "coder";
+  if (/^(already )?launched/.test(r)) return "starting";
+  if (/scheduled/i.test(r)) return "starting";
+  return null;
+}
+
+function timelineBar(b) {
+  const segs = [];
+  const events = b.events || [];
+  for (const e of events) {
+    const st = stageOf(e);
+    if (!st) continue;
+    if (segs.length) segs[segs.length - 1].end = e.at;
+    segs.push({ stage: st, start: e.at, end: null });
+  }
+  if (segs.length === 0 && b.createdAt) segs.push({ stage: "queued", start: b.createdAt, end: null });
+  if (segs.length) segs[segs.length - 1].end = b.finishedAt || null;
+  const total = segs.reduce((a, x) => a + Math.max(0, between(x.start, x.end)), 0) || 1;
+  const bar = h("div", { class: "bar", role: "img", "aria-label": "stages: " + segs.map((x) => x.stage + " " + ms(between(x.start, x.end))).join(", ") },
+    segs.map((x) => h("div", { class: "seg " + x.stage, title: x.stage + ": " + ms(between(x.start, x.end)), style: null, "data-w": (100 * Math.max(0, between(x.start, x.end))) / total })));
+  // Widths go through the CSSOM, which the Content-Security-Policy allows (no inline style).
+  for (const seg of bar.children) seg.style.flexGrow = String(Math.max(0.4, Number(seg.dataset.w)));
+  const legend = h("ul", { class: "stages" }, segs.map((x) => h("li", {},
+    h("span", { class: "sw seg " + x.stage }), x.stage + " " + ms(between(x.start, x.end)) + (x.end ? "" : b.finishedAt ? "" : " (now)"))));
+  return [bar, legend];
+}
+
+async function buildPage(id) {
+  const head = h("div", {});
+  const logBox = h("div", { class: "log", id: "log", tabindex: "0", "aria-label": "build log" });
+  const firstError = h("button", { type: "button", id: "first-error", disabled: true, onclick: () => {
+    const t = logBox.querySelector(".line.level-error, .line.stderr");
+    if (!t) return;
+    const d = t.closest("details");
+    if (d) d.open = true;
+    logBox.querySelectorAll(".target").forEach((x) => x.classList.remove("target"));
+    t.classList.add("target");
+    t.scrollIntoView({ block: "center" });
+  } }, "Jump to first error");
+  const follow = h("span", { class: "muted", id: "log-state" });
+  view.replaceChildren(head, h("h2", {}, "Log"), h("div", { class: "log-tools" }, firstError, follow), logBox);
+
+  let build = null;
+  const render = () => {
+    const b = build;
+    const cancelable = ["pending", "launching", "running"].includes(b.status);
+    const mayCancel = me.may.cancel === "any" || (me.may.cancel === "own" && b.submittedBy === me.name);
+    const why = me.may.cancel === "no" ? "A " + me.role + " token may not cancel builds." : "This token may cancel only the builds it submitted.";
+    const cancel = cancelable
+      ? h("button", { type: "button", id: "cancel", class: "danger", disabled: !mayCancel, title: mayCancel ? null : why, onclick: async () => {
+          if (!(await confirmDialog("Cancel build #" + b.id + "?", "A running build is stopped: terraform gets an interrupt and saves its state.", "Cancel build"))) return;
+          try {
+            await api("/api/v1/builds/" + b.id + "/cancel", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+            await refresh();
+          } catch (e) {
+            head.prepend(notice(describe(e)));
+          }
+        } }, "Cancel")
+      : null;
+    const launch = b.launch || {};
+    const kubectl = launch.kind === "kubernetes" && launch.name
+      ? "kubectl logs -n " + (launch.namespace || "default") + " job/" + launch.name + " -f"
+      : null;
+    const outputs = b.outputs && Object.keys(b.outputs).length
+      ? h("table", {}, h("tbody", {}, Object.entries(b.outputs).map(([k, v]) => h("tr", {},
+          h("th", {}, k), h("td", {}, v && v.sensitive ? "(sensitive)" : h("code", {}, JSON.stringify(v && "value" in v ? v.value : v)))))))
+      : h("span", { class: "muted" }, "none");
+    head.replaceChildren();
+    append(head, [
+      h("h1", {}, "Build #" + b.id, statusBadge(b.status), cancel, cancelable && !mayCancel ? h("span", { class: "muted", id: "cancel-why" }, why) : null),
+      h("p", { class: "reason", id: "reason" }, b.reason || ""),
+      b.error ? h("p", { class: "error" }, b.error) : null,
+      ...timelineBar(b),
+      h("h2", {}, "Details"),
+      h("dl", { class: "facts" },
+        h("dt", {}, "route"), h("dd", {}, b.route),
+        h("dt", {}, "tags"), h("dd", {}, chips(b.tags)),
+        h("dt", {}, "workspace"), h("dd", {}, b.workspace ? h("a", { href: "#/workspaces/" + encodeURIComponent(b.workspace) }, b.workspace) : "none"),
+        h("dt", {}, "attempt"), h("dd", {}, String(b.attempt)),
+        h("dt", {}, "submitted by"), h("dd", {}, b.submittedBy || "—"),
+        h("dt", {}, "created"), h("dd", {}, when(b.createdAt)),
+        h("dt", {}, "finished"), h("dd", {}, b.finishedAt ? when(b.finishedAt) + " (" + ms(between(b.createdAt, b.finishedAt)) + " in all)" : "—"),
+        h("dt", {}, "state read / written"), h("dd", {}, (b.stateRead ?? "—") + " / " + (b.stateWritten ?? "—")),
+        h("dt", {}, "launched as"), h("dd", {}, launch.name ? (launch.kind + " " + (launch.namespace ? launch.namespace + "/" : "") + launch.name + (launch.pod ? ", " + (launch.kind === "kubernetes" ? "pod " : "") + launch.pod : "")) : "—"),
+        kubectl ? h("dt", {}, "read it with") : null,
+        kubectl ? h("dd", { class: "copy" }, h("code", { id: "kubectl" }, kubectl),
+          h("button", { type: "button", onclick: (ev) => navigator.clipboard?.writeText(kubectl).then(() => { ev.target.textContent = "Copied"; }) }, "Copy")) : null,
+        h("dt", {}, "outputs"), h("dd", {}, outputs)),
+      h("h2", {}, "Timeline"),
+      h("div", { class: "table-wrap" }, h("table", { id: "events" }, h("tbody", {}, (b.events || []).map((e) => h("tr", {},
+        h("td", { title: when(e.at) }, new Date(e.at).toLocaleTimeString()),
+        h("td", {}, "attempt " + e.attempt),
+        h("td", {}, e.from === e.to ? e.to : (e.from || "new") + " → " + e.to),
+        h("td", {}, e.reason || ""))))))]);
+  };
+  const refresh = async () => {
+    build = await api("/api/v1/builds/" + id);
+    render();
+  };
+  try {
+    await refresh();
+  } catch (e) {
+    head.replaceChildren(h("h1", {}, "Build #" + id), notice(describe(e)));
+    return () => {};
+  }
+  const stopRefresh = every(3000, async () => {
+    if (["pending", "launching", "running"].includes(build.status)) await refresh();
+  });
+  const stopLog = streamLog(id, logBox, follow, firstError, () => ["pending", "launching", "running"].includes(build.status));
+  return () => {
+    stopRefresh();
+    stopLog();
+  };
+}
+
+/**
+ * The build's log through GET /api/v1/builds/:id/logs (NDJSON), following it while the build
+ * runs: the same stream `oneshot builds logs -f` reads. Terraform's stages fold like a CI job's.
+ */
+function streamLog(id, box, state, firstError, running) {
+  const ctrl = new AbortController();
+  let after = 0;
+  let section = null;
+  let sectionStage = undefined;
+  let stopped = false;
+  const atBottom = () => box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  const add = (l) => {
+    after = Math.max(after, l.seq);
+    const stage = l.stage || null;
+    if (!section || stage !== sectionStage) {
+      sectionStage = stage;
+      section = stage ? h("details", { open: true, "data-stage": stage }, h("summary", {}, stage)) : h("div", {});
+      box.append(section);
+    }
+    const classes = ["line", l.stream, l.level ? "level-" + l.level : ""].join(" ");
+    section.append(h("div", { class: classes, "data-seq": l.seq },
+      h("span", { class: "ts" }, l.ts ? new Date(l.ts).toLocaleTimeString() : ""),
+      h("span", { class: "text" }, l.text)));
+    if (l.level === "error" || l.stream === "stderr") firstError.disabled = false;
+  };
+  const run = async () => {
+    while (!stopped) {
+      const follow = running();
+      state.textContent = follow ? "following the log live" : "";
+      let res;
+      try {
+        res = await fetch("/api/v1/builds/" + id + "/logs?after=" + after + (follow ? "&follow=true" : ""), {
+          headers: { Authorization: "Bearer " + token(), Accept: "application/x-ndjson" },
+          signal: ctrl.signal,
+        });
+      } catch (e) {
+        if (stopped) return;
+        state.textContent = "log stream interrupted; reconnecting";
+        await new Promise((r) => setTimeout(r, 2000));
+        continue;
+      }
+      if (!res.ok) {
+        state.textContent = "log: HTTP " + res.status;
+        return;
+      }
+      const reader = res.body.getReader();
+      const decoder = new TextDecoder();
+      let buf = "";
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += decoder.decode(value, { stream: true });
+          const stick = atBottom();
+          let nl;
+          while ((nl = buf.indexOf("\n")) >= 0) {
+            const text = buf.slice(0, nl);
+            buf = buf.slice(nl + 1);
+            if (text.trim()) add(JSON.parse(text));
+          }
+          if (stick) box.scrollTop = box.scrollHeight;
+        }
+      } catch (e) {
+        if (stopped) return;
+      }
+      if (!follow) {
+        state.textContent = box.querySelector(".line") ? "" : "no log lines";
+        return;
+      }
+      // A followed stream ends with the build, or when the replica stops: read on from the last line.
+    }
+  };
+  run();
+  return () => {
+    stopped = true;
+    ctrl.abort();
+  };
+}
+
+async function workspaces(name) {
+  if (name) return workspacePage(name);
+  const list = (await api("/api/v1/workspaces")).workspaces;
+  view.replaceChildren(h("h1", {}, "Workspaces"),
+    list.length === 0 ? h("p", { class: "muted" }, "No workspace has state yet.") :
+      h("div", { class: "table-wrap" }, h("table", { id: "workspaces" },
+        h("thead", {}, h("tr", {}, h("th", {}, "workspace"), h("th", {}, "latest version"), h("th", {}, "versions"), h("th", {}, "changed"))),
+        h("tbody", {}, list.map((w) => h("tr", {},
+          h("td", {}, h("a", { href: "#/workspaces/" + encodeURIComponent(w.workspace) }, w.workspace)),
+          h("td", { class: "num" }, String(w.latest)), h("td", { class: "num" }, String(w.versions)),
+          h("td", { title: when(w.updatedAt) }, ago(w.updatedAt))))))));
+  return () => {};
+}
+
+async function workspacePage(name) {
+  const body = h("div", {});
+  view.replaceChildren(h("h1", {}, "Workspace " + name), body);
+  try {
+    const r = await api("/api/v1/workspaces/states?workspace=" + encodeURIComponent(name));
+    body.replaceChildren(h("div", { class: "table-wrap" }, h("table", { id: "versions" },
+      h("thead", {}, h("tr", {}, h("th", {}, "version"), h("th", {}, "build"), h("th", {}, "serial"), h("th", {}, "size"), h("th", {}, "when"), h("th", {}, ""))),
+      h("tbody", {}, r.versions.map((v) => h("tr", {},
+        h("td", { class: "num" }, String(v.version)),
+        h("td", {}, h("a", { href: "#/builds/" + v.buildId }, "#" + v.buildId), v.finished ? "" : " (applying)"),
+        h("td", { class: "num" }, v.serial ?? "—"), h("td", { class: "num" }, v.bytes + " B"),
+        h("td", { title: when(v.updatedAt) }, ago(v.updatedAt)),
+        h("td", {}, me.role === "admin" ? h("button", { type: "button", onclick: () => download(name, v.version) }, "Download") : "")))))));
+  } catch (e) {
+    body.replaceChildren(notice(describe(e)));
+  }
+  return () => {};
+}
+
+async function download(name, version) {
+  const res = await fetch("/api/v1/workspaces/state?workspace=" + encodeURIComponent(name) + "&version=" + version, {
+    headers: { Authorization: "Bearer " + token() },
+  });
+  if (!res.ok) return;
+  const url = URL.createObjectURL(await res.blob());
+  const a = h("a", { href: url, download: name + "-v" + version + ".tfstate" });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+// ---- routing ---------------------------------------------------------------------------------
+
+async function route() {
+  stopView();
+  stopView = () => {};
+  if (!token()) return renderSignIn();
+  if (!me) {
+    try {
+      await loadMe();
+    } catch (e) {
+      return;
+    }
+  }
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = hash.split("?");
+  const parts = path.split("/").filter(Boolean);
+  const section = parts[0] || "overview";
+  for (const a of document.querySelectorAll("nav a")) {
+    a.toggleAttribute("aria-current", a.dataset.nav === section);
+    if (a.dataset.nav === section) a.setAttribute("aria-current", "page");
+  }
+  try {
+    if (section === "builds" && parts[1]) stopView = await buildPage(Number(parts[1]));
+    else if (section === "builds") stopView = await builds(query);
+    else if (section === "workspaces") stopView = await workspaces(parts[1] ? decodeURIComponent(parts[1]) : null);
+    else stopView = await overview();
+  } catch (e) {
+    if (!(e instanceof ApiError && e.status === 401)) view.replaceChildren(notice(describe(e)));
+  }
+  document.title = "oneshot — " + (section === "builds" && parts[1] ? "build #" + parts[1] : section);
+}
+
+document.getElementById("sign-out").addEventListener("click", () => signOut());
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,210 @@
+package io.oneshot.ui;
+
+import static io.oneshot.testing.TestServer.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.oneshot.testing.Api;
+import io.oneshot.testing.Browser;
+import io.oneshot.testing.TestServer;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.openqa.selenium.By;
+import org.openqa.selenium.WebDriver;
+import org.openqa.selenium.WebElement;
+import org.openqa.selenium.support.ui.ExpectedConditions;
+import org.openqa.selenium.support.ui.WebDriverWait;
+
+/**
+ * The web console in a real headless Chromium against a dispatcher running real script builds: sign
+ * in, the overview's queued and running build, the builds list, a build's log arriving live (HTML
+ * in it shown as text), cancel with a confirmation, and a viewer's token refused the cancel.
+ * Screenshots of each page land in {@code target/screenshots/console/}.
+ */
+class ConsoleBrowserTest {
+  private TestServer t;
+  private Browser browser;
+  private WebDriver d;
+  @TempDir Path tmp;
+
+  @BeforeEach
+  void setUp() {
+    t =
+        TestServer.with()
+            .routes("routes: [{name: web, tags: {team: web}, maxConcurrent: 1}, {name: batch}]")
+            .start();
+  }
+
+  @AfterEach
+  void tearDown() {
+    if (browser != null) {
+      browser.close();
+    }
+    if (t != null) {
+      t.close();
+    }
+  }
+
+  private WebDriverWait waitUp() {
+    return new WebDriverWait(d, Duration.ofSeconds(20));
+  }
+
+  private WebElement shown(By by) {
+    return waitUp().until(ExpectedConditions.visibilityOfElementLocated(by));
+  }
+
+  private void signIn(String token) {
+    d.get(t.api.base() + "/ui/");
+    shown(By.id("token")).sendKeys(token);
+    d.findElement(By.id("sign-in")).click();
+    shown(By.id("me-name"));
+  }
+
+  private String badge() {
+    return d.findElement(By.cssSelector("h1 .status")).getText();
+  }
+
+  @Test
+  void aBuildIsFollowedLiveAndCanceledAndAViewerMayNotCancel() throws Exception {
+    Path gate = tmp.resolve("gate");
+    String html = "<b>bold</b><script>window.pwned=1</script><img src=x onerror=window.pwned=2>";
+    long running =
+        t.api.submitScript(
+            "{\"team\": \"web\"}",
+            "echo 'first line'; while [ ! -f '"
+                + gate
+                + "' ]; do sleep 0.05; done; printf '%s\\n' '"
+                + html
+                + "'; echo 'then more'; exec sleep 600");
+    long queued = t.api.submitScript("{\"team\": \"web\"}", "echo next; exec sleep 600");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(running).equals("running"));
+    assertThat(status(queued)).isEqualTo("pending");
+
+    browser = Browser.start("console");
+    d = browser.driver;
+    d.get(t.api.base() + "/ui/");
+    shown(By.id("token"));
+    browser.screenshot("1-sign-in");
+    signIn(TestServer.ADMIN_TOKEN);
+
+    // The overview: the route's running build and its queued one.
+    By card = By.cssSelector("[data-route='web']");
+    waitUp()
+        .until(
+            x ->
+                x.findElement(card)
+                        .findElement(By.cssSelector("[data-k='running']"))
+                        .getText()
+                        .equals("1 / 1")
+                    && x.findElement(card)
+                        .findElement(By.cssSelector("[data-k='queued']"))
+                        .getText()
+                        .equals("1"));
+    assertThat(d.findElement(card).getText()).contains("team=web");
+    browser.screenshot("2-overview");
+
+    // The builds list shows both, with their statuses.
+    d.get(t.api.base() + "/ui/#/builds?route=web");
+    shown(By.cssSelector("tr[data-build='" + queued + "'] [data-status='pending']"));
+    shown(By.cssSelector("tr[data-build='" + running + "'] [data-status='running']"));
+    browser.screenshot("3-builds");
+
+    // A build: its log arrives while the page is open.
+    d.get(t.api.base() + "/ui/#/builds/" + running);
+    waitUp().until(x -> logTexts().contains("first line"));
+    assertThat(logTexts()).doesNotContain("then more");
+    Files.writeString(gate, "");
+    waitUp().until(x -> logTexts().contains("then more"));
+    // HTML in a line is text: the line reads as written, and nothing in it ran or rendered.
+    assertThat(logTexts()).contains(html);
+    assertThat(d.findElements(By.cssSelector("#log b, #log script, #log img"))).isEmpty();
+    assertThat(d.findElement(By.id("log-state")).getText()).contains("live");
+    Object pwned =
+        ((org.openqa.selenium.JavascriptExecutor) d)
+            .executeScript("return window.pwned === undefined");
+    assertThat(pwned).isEqualTo(true);
+    browser.screenshot("4-build-running");
+
+    // Cancel asks first; the answer "keep it" leaves the build alone.
+    d.findElement(By.id("cancel")).click();
+    shown(By.id("confirm-no")).click();
+    assertThat(status(running)).isEqualTo("running");
+    d.findElement(By.id("cancel")).click();
+    shown(By.id("confirm-ok"));
+    browser.screenshot("5-cancel-confirm");
+    d.findElement(By.id("confirm-ok")).click();
+    waitUp().until(x -> badge().equals("canceled"));
+    assertThat(status(running)).isEqualTo("canceled");
+    browser.screenshot("6-build-canceled");
+
+    // A viewer's token: the build shows, its cancel is refused, here and by the API.
+    Api.Response created =
+        t.api.post(
+            "/api/v1/tokens", "{\"name\": \"watcher\", \"role\": \"viewer\", \"routes\": [\"*\"]}");
+    assertThat(created.status()).as(created.text()).isEqualTo(201);
+    String viewer = created.json().path("token").asText();
+    d.findElement(By.id("sign-out")).click();
+    signIn(viewer);
+    assertThat(d.findElement(By.id("me-name")).getText()).contains("watcher").contains("viewer");
+    // The queued build is claimed now that the route's slot is free; either way it is live.
+    d.get(t.api.base() + "/ui/#/builds/" + queued);
+    WebElement cancel = shown(By.id("cancel"));
+    if (cancel.isEnabled()) {
+      throw new AssertionError("a viewer's cancel button is enabled");
+    }
+    assertThat(d.findElement(By.id("cancel-why")).getText()).contains("viewer");
+    browser.screenshot("7-viewer-may-not-cancel");
+    assertThat(
+            new Api(t.api.base(), viewer)
+                .post("/api/v1/builds/" + queued + "/cancel", "{}")
+                .status())
+        .isEqualTo(403);
+    assertThat(status(queued)).isNotEqualTo("canceled");
+  }
+
+  @Test
+  void everyAnswerCarriesAStrictContentSecurityPolicyAndTheTokenNeverShowsInAUrl()
+      throws Exception {
+    HttpClient http = HttpClient.newHttpClient();
+    for (String path : List.of("/ui/", "/ui/app.js", "/api/v1/builds", "/readyz", "/ui/nothing")) {
+      HttpResponse<String> r =
+          http.send(
+              HttpRequest.newBuilder(URI.create(t.api.base() + path))
+                  .header("Authorization", "Bearer " + TestServer.ADMIN_TOKEN)
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
+      assertThat(r.headers().firstValue("Content-Security-Policy"))
+          .as(path)
+          .hasValueSatisfying(
+              csp ->
+                  assertThat(csp)
+                      .contains("default-src 'none'", "script-src 'self'", "frame-ancestors 'none'")
+                      .doesNotContain("unsafe-inline", "unsafe-eval"));
+      assertThat(r.headers().firstValue("X-Content-Type-Options")).as(path).hasValue("nosniff");
+    }
+    browser = Browser.start("console");
+    d = browser.driver;
+    signIn(TestServer.ADMIN_TOKEN);
+    d.get(t.api.base() + "/ui/#/builds");
+    shown(By.id("builds"));
+    assertThat(d.getCurrentUrl()).doesNotContain(TestServer.ADMIN_TOKEN);
+  }
+
+  /** The log's line texts, as shown, one per line. */
+  private List<String> logTexts() {
+    return d.findElements(By.cssSelector("#log .line .text")).stream()
+        .map(WebElement::getText)
+        .toList();
+  }
+}
