@@ -391,7 +391,7 @@ final class AdminApi {
                 json(
                     ctx,
                     200,
-                    caller.admin()
+                    caller.routes() == null
                         ? list
                         : list.stream().filter(r -> caller.covers(r.name())).toList()))
         .onFailure(ctx::fail);
@@ -402,7 +402,7 @@ final class AdminApi {
   private void sources(RoutingContext ctx) {
     Caller caller = Access.caller(ctx);
     Object all = sources.get();
-    if (caller.admin() || !(all instanceof List<?> list)) {
+    if (caller.routes() == null || !(all instanceof List<?> list)) {
       json(ctx, 200, all);
       return;
     }

@@ -54,13 +54,13 @@ public final class BuildReads {
     return pool.preparedQuery(OWNER.text())
         .execute(Tuple.of(id))
         .map(
-            rows ->
-                rows.rowCount() == 0
-                    ? Optional.empty()
-                    : Optional.of(
-                        new Owner(
-                            rows.iterator().next().getString("route"),
-                            rows.iterator().next().getLong("submitted_token"))));
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Optional.<Owner>empty();
+              }
+              Row r = rows.iterator().next();
+              return Optional.of(new Owner(r.getString("route"), r.getLong("submitted_token")));
+            });
   }
 
   /** The routes of the builds that used {@code workspace}; empty when none did. */
@@ -192,17 +192,6 @@ public final class BuildReads {
             });
   }
 
-  /** Newest first; {@code status} and {@code route} filter when not null. */
-  public Future<List<Build>> list(BuildState status, String route, Long beforeId, int limit) {
-    return list(status, route, beforeId, limit, null);
-  }
-
-  /** Newest first; each filter applies when not null ({@code routes}: a token's routes). */
-  public Future<List<Build>> list(
-      BuildState status, String route, Long beforeId, int limit, java.util.Set<String> routes) {
-    return list(new Filter(status, route, null, null, null), beforeId, limit, routes);
-  }
-
   /**
    * What a list of builds is narrowed to; each part applies when not null.
    *
@@ -223,7 +212,7 @@ public final class BuildReads {
                     f.route(),
                     beforeId,
                     limit,
-                    routes == null ? null : routes.toArray(String[]::new),
+                    names(routes),
                     f.tags(),
                     f.workspace(),
                     f.since() == null
@@ -274,6 +263,11 @@ public final class BuildReads {
             });
   }
 
+  /** A token's routes as a query parameter: null (every route) stays null. */
+  private static String[] names(java.util.Set<String> routes) {
+    return routes == null ? null : routes.toArray(String[]::new);
+  }
+
   /** One route's queue at one minute: builds queued, and claimed (launching or running). */
   public record QueuePoint(String route, long at, long queued, long running) {}
 
@@ -283,7 +277,7 @@ public final class BuildReads {
   public Future<List<QueuePoint>> history(java.util.Set<String> routes) {
     return readPool
         .preparedQuery(HISTORY.text())
-        .execute(Tuple.of(routes == null ? null : routes.toArray(String[]::new)))
+        .execute(Tuple.of(names(routes)))
         .map(
             rows -> {
               List<QueuePoint> out = new ArrayList<>(rows.rowCount());
@@ -305,7 +299,7 @@ public final class BuildReads {
   public Future<List<WorkspaceSummary>> workspaces(java.util.Set<String> routes) {
     return readPool
         .preparedQuery(WORKSPACES.text())
-        .execute(Tuple.of(routes == null ? null : routes.toArray(String[]::new)))
+        .execute(Tuple.of(names(routes)))
         .map(
             rows -> {
               List<WorkspaceSummary> out = new ArrayList<>(rows.rowCount());

@@ -263,13 +263,8 @@ async function overview() {
   });
 }
 
-function parseQuery(q) {
-  const out = new URLSearchParams(q || "");
-  return out;
-}
-
 async function builds(query) {
-  const q = parseQuery(query);
+  const q = new URLSearchParams(query || "");
   const routes = await api("/api/v1/routes").catch(() => []);
   const status = h("select", { id: "f-status", name: "status" },
     ["", "pending", "launching", "running", "succeeded", "failed", "canceled"].map((v) =>
@@ -374,7 +369,7 @@ function timelineBar(b) {
   if (segs.length) segs[segs.length - 1].end = b.finishedAt || null;
   const total = segs.reduce((a, x) => a + Math.max(0, between(x.start, x.end)), 0) || 1;
   const bar = h("div", { class: "bar", role: "img", "aria-label": "stages: " + segs.map((x) => x.stage + " " + ms(between(x.start, x.end))).join(", ") },
-    segs.map((x) => h("div", { class: "seg " + x.stage, title: x.stage + ": " + ms(between(x.start, x.end)), style: null, "data-w": (100 * Math.max(0, between(x.start, x.end))) / total })));
+    segs.map((x) => h("div", { class: "seg " + x.stage, title: x.stage + ": " + ms(between(x.start, x.end)), "data-w": (100 * Math.max(0, between(x.start, x.end))) / total })));
   // Widths go through the CSSOM, which the Content-Security-Policy allows (no inline style).
   for (const seg of bar.children) seg.style.flexGrow = String(Math.max(0.4, Number(seg.dataset.w)));
   const legend = h("ul", { class: "stages" }, segs.map((x) => h("li", {},
@@ -613,8 +608,8 @@ async function route() {
   const parts = path.split("/").filter(Boolean);
   const section = parts[0] || "overview";
   for (const a of document.querySelectorAll("nav a")) {
-    a.toggleAttribute("aria-current", a.dataset.nav === section);
     if (a.dataset.nav === section) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
   }
   try {
     if (section === "builds" && parts[1]) stopView = await buildPage(Number(parts[1]));
