@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LIST = ROOT / "scripts" / "mutations"
 WORK = ROOT / "target" / "mutate"
+CHART = "charts/oneshot"
 # Where --all looks for statements, and the tests each of those breaks runs against.
 STORE_SOURCES = ["src/main/resources/io/oneshot/build/sql"]
 STORE_SUITE = [
@@ -200,6 +201,7 @@ def run(b, index, cp):
     shutil.rmtree(d, ignore_errors=True)
     (d / "classes").mkdir(parents=True)
     java_bin, javac_bin = java()
+    props = []
     if b.file.endswith(".java"):
         f = d / "src" / Path(b.file).name
         f.parent.mkdir(parents=True)
@@ -211,6 +213,11 @@ def run(b, index, cp):
         )
         if c.returncode != 0:
             return "NOCOMPILE", c.stderr.strip().splitlines()[0] if c.stderr else "javac failed", 0.0
+    elif b.file.startswith(CHART + "/"):
+        # The chart: a copy of it, broken, which the tests read instead (-Doneshot.chart.dir).
+        shutil.copytree(ROOT / CHART, d / "chart")
+        (d / "chart" / Path(b.file).relative_to(CHART)).write_text(src)
+        props.append(f"-Doneshot.chart.dir={d / 'chart'}")
     else:
         # A resource (SQL): the same path under the class path's resources root.
         rel = Path(b.file).relative_to("src/main/resources")
@@ -221,7 +228,7 @@ def run(b, index, cp):
     with open(log, "w") as out:
         try:
             p = subprocess.run(
-                [java_bin, "-Dio.netty.noUnsafe=true", "--enable-native-access=ALL-UNNAMED",
+                [java_bin, "-Dio.netty.noUnsafe=true", "--enable-native-access=ALL-UNNAMED", *props,
                  "-cp", f"{d / 'classes'}:{cp}", "io.oneshot.testing.FirstFailure", *b.tests],
                 stdout=out, stderr=subprocess.STDOUT, timeout=TIMEOUT_S, cwd=ROOT,
             )

@@ -30,6 +30,7 @@ import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.kubernetes.JobTemplates;
 import io.oneshot.testing.Chart;
+import io.oneshot.testing.KubeSchema;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -50,7 +51,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * dispatcher's own loader.
  */
 class ChartTest {
-  private static final Path CHART = Path.of("charts", "oneshot");
+  private static final Path CHART = Chart.DIR;
   private static final Path ORGS = CHART.resolve("examples/organisations.yaml");
   private static final Path GPU = CHART.resolve("examples/gpu.yaml");
   private static final Path OWN_IMAGE = CHART.resolve("examples/own-image.yaml");
@@ -284,8 +285,13 @@ class ChartTest {
     Map<String, String> mountOfVolume =
         c.getVolumeMounts().stream()
             .collect(Collectors.toMap(m -> m.getName(), m -> m.getMountPath()));
+    Set<String> ours =
+        all(objs, ConfigMap.class).stream()
+            .map(m -> m.getMetadata().getName())
+            .collect(Collectors.toSet());
     for (var v : pod.getVolumes()) {
-      if (v.getConfigMap() == null) {
+      // The chart's own ConfigMaps; one an operator mounts (extraVolumes) is not the dispatcher's.
+      if (v.getConfigMap() == null || !ours.contains(v.getConfigMap().getName())) {
         continue;
       }
       Path dir = root.resolve(mountOfVolume.get(v.getName()).substring(1));
@@ -662,6 +668,31 @@ class ChartTest {
     assertThat(sourceFields).isEqualTo(expected);
   }
 
+  /** The extension points of the dispatcher's pod, and an extra object, as values. */
+  private static final String POD_EXTENSIONS =
+      """
+      priorityClassName: platform-critical
+      topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}
+      extraEnv:
+        - {name: RELEASE, value: "{{ .Release.Name }}"}
+      extraVolumes:
+        - {name: ca, configMap: {name: corporate-ca}}
+      extraVolumeMounts:
+        - {name: ca, mountPath: /etc/ssl/corporate, readOnly: true}
+      initContainers:
+        - {name: wait, image: busybox:1.36, command: [sh, -c, "true"]}
+      sidecars:
+        - name: cloud-sql-proxy
+          image: gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.11.0
+          args: ["project:region:db"]
+      extraObjects:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata: {name: "{{ .Release.Name }}-extra"}
+          data: {hello: world}
+      """;
+
   @Test
   void theExtensionPointsReachTheDispatchersPod() throws IOException {
     Path values = tmp.resolve("extended.yaml");
@@ -672,27 +703,8 @@ class ChartTest {
         rbac: {create: false}
         podSecurityContext: {runAsUser: null, runAsGroup: null}
         containerSecurityContext: {readOnlyRootFilesystem: null}
-        priorityClassName: platform-critical
-        topologySpreadConstraints:
-          - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}
-        extraEnv:
-          - {name: RELEASE, value: "{{ .Release.Name }}"}
-        extraVolumes:
-          - {name: ca, configMap: {name: corporate-ca}}
-        extraVolumeMounts:
-          - {name: ca, mountPath: /etc/ssl/corporate, readOnly: true}
-        initContainers:
-          - {name: wait, image: busybox:1.36, command: [sh, -c, "true"]}
-        sidecars:
-          - name: cloud-sql-proxy
-            image: gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.11.0
-            args: ["project:region:db"]
-        extraObjects:
-          - apiVersion: v1
-            kind: ConfigMap
-            metadata: {name: "{{ .Release.Name }}-extra"}
-            data: {hello: world}
-        """);
+        """
+            + POD_EXTENSIONS);
     List<HasMetadata> objs = render(t -> t.withValuesFile(values));
     Deployment d = one(objs, Deployment.class, "oneshot");
     var pod = d.getSpec().getTemplate().getSpec();
@@ -779,6 +791,115 @@ class ChartTest {
     all(objs, Role.class).forEach(r -> buildNamespaces.add(r.getMetadata().getNamespace()));
     assertThat(reached).isEqualTo(buildNamespaces).hasSizeGreaterThan(1);
     assertThat(np.getSpec().getIngress()).hasSize(2);
+  }
+
+  /** Values that turn every optional object and extension point of the chart on. */
+  private Path everythingOn() throws IOException {
+    Path values = tmp.resolve("everything.yaml");
+    Files.writeString(
+        values,
+        """
+        networkPolicy: {enabled: true}
+        serviceMonitor: {enabled: true}
+        prometheusRule: {enabled: true}
+        grafanaDashboard: {enabled: true}
+        ingress: {enabled: true, host: oneshot.example.com, className: nginx, tls: {secretName: oneshot-tls}}
+        database: {url: "postgresql://oneshot:secret@db:5432/oneshot"}
+        extraCaCerts: {secret: corp-ca}
+        """
+            + POD_EXTENSIONS);
+    return values;
+  }
+
+  @Test
+  void everyObjectTheChartMakesAndEveryJobItsRoutesLaunchMeetTheKubernetesSchema()
+      throws IOException {
+    Map<String, Path> cases = new java.util.LinkedHashMap<>();
+    cases.put("defaults", null);
+    cases.put("everything on", everythingOn());
+    for (Path example : List.of(ORGS, GPU, OWN_IMAGE, CODER)) {
+      cases.put(example.getFileName().toString(), example);
+    }
+    List<JsonNode> objects = new java.util.ArrayList<>();
+    List<String> from = new java.util.ArrayList<>();
+    for (var c : cases.entrySet()) {
+      java.util.function.UnaryOperator<com.marcnuri.helm.TemplateCommand> values =
+          c.getValue() == null ? t -> t : t -> t.withValuesFile(c.getValue());
+      for (JsonNode doc : Chart.documents(values)) {
+        objects.add(doc);
+        from.add(c.getKey());
+      }
+      // What the dispatcher would launch on each route: the token Secret and the Job.
+      Path root = tmp.resolve("config-" + from.size());
+      OneshotConfig config = loadLikeTheDispatcher(render(values), root);
+      Path templates =
+          root.resolve(config.launcher().kubernetes().templateDir().toString().substring(1));
+      for (HasMetadata o :
+          io.oneshot.launch.kubernetes.LaunchObjects.forEveryRoute(config, templates)) {
+        objects.add(YAML.readTree(K8S.asJson(o)));
+        from.add(c.getKey() + ", launched");
+      }
+    }
+    List<KubeSchema.Verdict> verdicts = KubeSchema.validate(objects);
+
+    List<String> errors = new java.util.ArrayList<>();
+    Set<String> checked = new TreeSet<>();
+    Set<String> unchecked = new TreeSet<>();
+    for (int i = 0; i < verdicts.size(); i++) {
+      KubeSchema.Verdict v = verdicts.get(i);
+      if (!v.schema()) {
+        unchecked.add(v.apiVersion() + " " + v.kind());
+      } else {
+        checked.add(v.kind());
+        for (String e : v.errors()) {
+          errors.add(from.get(i) + ": " + v.kind() + " " + v.name() + ": " + e);
+        }
+      }
+    }
+    assertThat(errors).as("objects the API server would refuse").isEmpty();
+    // Only the Prometheus operator's kinds are outside Kubernetes' own schema.
+    assertThat(unchecked)
+        .containsExactlyInAnyOrder(
+            "monitoring.coreos.com/v1 PrometheusRule", "monitoring.coreos.com/v1 ServiceMonitor");
+    assertThat(checked)
+        .contains(
+            "Deployment",
+            "Service",
+            "ConfigMap",
+            "Secret",
+            "ServiceAccount",
+            "Role",
+            "RoleBinding",
+            "NetworkPolicy",
+            "PodDisruptionBudget",
+            "Ingress",
+            "Job");
+  }
+
+  @Test
+  void theSchemaCheckRefusesWhatAnApiServerWouldRefuse() {
+    JsonNode broken =
+        tree(
+            """
+            apiVersion: batch/v1
+            kind: Job
+            metadata: {name: broken}
+            spec:
+              backoffLimit: "none"
+              template:
+                spec:
+                  restartPolicy: Never
+                  containers:
+                    - image: busybox
+                      ports: [{containerPort: "http"}]
+            """);
+    KubeSchema.Verdict v = KubeSchema.validate(List.of(broken)).get(0);
+    assertThat(v.schema()).isTrue();
+    assertThat(v.errors())
+        .contains(
+            "/spec/backoffLimit must be integer",
+            "/spec/template/spec/containers/0 must have required property name",
+            "/spec/template/spec/containers/0/ports/0/containerPort must be integer");
   }
 
   @Test

@@ -11,6 +11,7 @@ import com.marcnuri.helm.Helm;
 import com.marcnuri.helm.LintResult;
 import io.oneshot.api.Json;
 import io.oneshot.launch.kubernetes.KubernetesLauncher;
+import io.oneshot.testing.Chart;
 import io.oneshot.testing.Ports;
 import io.oneshot.testing.PromText;
 import io.oneshot.testing.Sql;
@@ -35,7 +36,7 @@ import org.junit.jupiter.api.io.TempDir;
  * after builds of every kind (succeeded, failed, requeued) ran through the Kubernetes launcher.
  */
 class MonitoringTest {
-  private static final Path CHART = Path.of("charts", "oneshot");
+  private static final Path CHART = Chart.DIR;
   private static final Pattern METRIC = Pattern.compile("\\b(oneshot|jvm|process)_[a-z0-9_]+\\b");
 
   private static List<JsonNode> rendered;

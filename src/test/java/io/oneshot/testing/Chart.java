@@ -25,7 +25,12 @@ import java.util.function.UnaryOperator;
 
 /** The Helm chart, rendered by Helm (helm-java) as release "oneshot" in namespace "oneshot". */
 public final class Chart {
-  public static final Path DIR = Path.of("charts", "oneshot");
+  /**
+   * The chart: {@code charts/oneshot}, or the copy {@code -Doneshot.chart.dir} names
+   * (scripts/mutate breaks a copy, never the chart itself).
+   */
+  public static final Path DIR = Path.of(System.getProperty("oneshot.chart.dir", "charts/oneshot"));
+
   private static final KubernetesSerialization K8S = new KubernetesSerialization();
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
 
@@ -33,14 +38,23 @@ public final class Chart {
 
   /** Renders the chart with the given values; every object is parsed as its kind. */
   public static List<HasMetadata> render(UnaryOperator<TemplateCommand> values) {
+    return manifests(values).stream().map(Chart::parse).toList();
+  }
+
+  /** Renders the chart with the given values; each object as Helm wrote it, as a tree. */
+  public static List<JsonNode> documents(UnaryOperator<TemplateCommand> values) {
+    return manifests(values).stream().map(Chart::tree).toList();
+  }
+
+  private static List<String> manifests(UnaryOperator<TemplateCommand> values) {
     String yaml =
         values.apply(new Helm(DIR).template().withName("oneshot").withNamespace("oneshot")).call();
-    List<HasMetadata> out = new ArrayList<>();
+    List<String> out = new ArrayList<>();
     for (String doc : yaml.split("(?m)^---\\s*$")) {
       if (doc.lines().allMatch(l -> l.isBlank() || l.startsWith("#"))) {
         continue;
       }
-      out.add(parse(doc));
+      out.add(doc);
     }
     return out;
   }
