@@ -249,6 +249,7 @@ final class AdminApi {
     store
         .reads()
         .list(filter, before, limit, Access.caller(ctx).routes())
+        .compose(list -> store.reads().withWhy(list, globalLimit))
         .onSuccess(list -> json(ctx, 200, Map.of("builds", list)))
         .onFailure(ctx::fail);
   }

@@ -125,16 +125,19 @@ final class WorkspaceStateApi {
   }
 
   /**
-   * Whether the caller may read workspace {@code ws}'s state: the operator role, and routes that
-   * cover every build that used it (a workspace outside them is answered as one that does not
-   * exist). A refusal is answered, audited when {@code entry} is not null, and fails the future.
+   * Whether the caller may read workspace {@code ws}: routes that cover every build that used it (a
+   * workspace outside them is answered as one that does not exist), and for the state itself
+   * ({@code state}) the operator role; a history of versions says no more than the builds the
+   * caller can read already. A refusal is answered, audited when {@code entry} is not null, and
+   * fails the future.
    */
-  private Future<Void> readable(RoutingContext ctx, String ws, AuditStore.Entry entry) {
+  private Future<Void> readable(
+      RoutingContext ctx, String ws, boolean state, AuditStore.Entry entry) {
     Caller caller = Access.caller(ctx);
     if (caller.admin()) {
       return Future.succeededFuture();
     }
-    if (!caller.atLeast(Role.OPERATOR)) {
+    if (state && !caller.atLeast(Role.OPERATOR)) {
       ApiError e = access.role(ctx, Role.OPERATOR, "reading workspace state");
       return refuse(ctx, entry, e);
     }
@@ -159,7 +162,7 @@ final class WorkspaceStateApi {
 
   private void stateVersions(RoutingContext ctx) {
     String ws = requiredParam(ctx, "workspace");
-    readable(ctx, ws, null)
+    readable(ctx, ws, false, null)
         .compose(x -> store.state().stateVersions(ws))
         .onSuccess(list -> json(ctx, 200, Map.of("workspace", ws, "versions", list)))
         .onFailure(e -> answer(ctx, e));
@@ -177,7 +180,7 @@ final class WorkspaceStateApi {
             .withWorkspace(ws)
             .withDetail(
                 v == null ? null : Json.MAPPER.createObjectNode().put("version", v.longValue()));
-    readable(ctx, ws, entry)
+    readable(ctx, ws, true, entry)
         .compose(x -> store.state().state(ws, v == null ? null : v.intValue()))
         .compose(st -> st.isEmpty() ? Future.succeededFuture(st) : access.audit(entry).map(st))
         .onSuccess(

@@ -6,6 +6,7 @@ import io.vertx.sqlclient.Row;
 import io.vertx.sqlclient.Tuple;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -91,85 +92,104 @@ public final class BuildReads {
               if (rows.rowCount() == 0) {
                 return Future.succeededFuture(Optional.empty());
               }
-              Build b = Rows.build(rows.iterator().next());
-              Future<Build> withWhy =
-                  b.status() == BuildState.PENDING
-                      ? waiting(id, globalLimit)
-                          .map(
-                              w ->
-                                  w.map(
-                                          x ->
-                                              b.withReason(
-                                                  x
-                                                      + (b.reason() == null
-                                                              || b.reason().equals("enqueued")
-                                                          ? ""
-                                                          : "; " + b.reason())))
-                                      .orElse(b))
-                      : Future.succeededFuture(b);
-              return withWhy.compose(x -> events(id).map(ev -> Optional.of(x.withEvents(ev))));
+              return withWhy(List.of(Rows.build(rows.iterator().next())), globalLimit)
+                  .compose(b -> events(id).map(ev -> Optional.of(b.get(0).withEvents(ev))));
             });
   }
 
   /**
-   * Why a pending build waits, as a person would say it: "workspace ws-1 is busy with build 41
-   * (running)", "route default is at its limit 2/2; 3 builds ahead of this one", "the global limit
-   * 10/10 is reached", or "next to be claimed on route default". Empty: not pending.
+   * The builds with each pending one's reason saying why it waits (followed by the reason it was
+   * given, unless that was only "enqueued"); the others as they are.
+   *
+   * @param globalLimit {@code dispatch.maxConcurrent}, 0 when unknown
    */
-  public Future<Optional<String>> waiting(long id, int globalLimit) {
+  public Future<List<Build>> withWhy(List<Build> builds, int globalLimit) {
+    Long[] pending =
+        builds.stream()
+            .filter(b -> b.status() == BuildState.PENDING)
+            .map(Build::id)
+            .toArray(Long[]::new);
+    if (pending.length == 0) {
+      return Future.succeededFuture(builds);
+    }
+    return waiting(pending, globalLimit)
+        .map(
+            why ->
+                builds.stream()
+                    .map(
+                        b -> {
+                          String w = why.get(b.id());
+                          if (w == null) {
+                            return b;
+                          }
+                          return b.withReason(
+                              b.reason() == null || b.reason().equals("enqueued")
+                                  ? w
+                                  : w + "; " + b.reason());
+                        })
+                    .toList());
+  }
+
+  /**
+   * Why pending builds wait, as a person would say it: "workspace ws-1 is busy with build 41
+   * (running)", "route default is at its limit 2/2; 3 builds ahead of this one", "the global limit
+   * 10/10 is reached", or "next to be claimed on route default"; by build id. A build that is not
+   * pending has none.
+   */
+  private Future<Map<Long, String>> waiting(Long[] ids, int globalLimit) {
     return pool.preparedQuery(WAITING.text())
-        .execute(Tuple.of(id))
+        .execute(Tuple.of(ids))
         .map(
             rows -> {
-              if (rows.rowCount() == 0) {
-                return Optional.empty();
+              Map<Long, String> out = new HashMap<>();
+              for (Row r : rows) {
+                out.put(r.getLong("id"), why(r, globalLimit));
               }
-              Row r = rows.iterator().next();
-              String route = r.getString("route");
-              int ahead = r.getInteger("ahead");
-              String queue =
-                  ahead == 0
-                      ? "next to be claimed on route " + route
-                      : ahead
-                          + (ahead == 1 ? " build" : " builds")
-                          + " ahead of this one on route "
-                          + route;
-              Long ws = r.getLong("workspace_build");
-              if (ws != null) {
-                return Optional.of(
-                    "workspace "
-                        + r.getString("workspace")
-                        + " is busy with build "
-                        + ws
-                        + " ("
-                        + r.getString("workspace_status")
-                        + "); it runs when that one has ended");
-              }
-              Integer max = r.getInteger("max_concurrent");
-              int live = r.getInteger("route_live");
-              if (max != null && live >= max) {
-                return Optional.of(
-                    "route "
-                        + route
-                        + " is at its limit "
-                        + live
-                        + "/"
-                        + max
-                        + "; "
-                        + (ahead == 0 ? "this build is next" : queue));
-              }
-              int global = r.getInteger("global_live");
-              if (globalLimit > 0 && global >= globalLimit) {
-                return Optional.of(
-                    "the global limit "
-                        + global
-                        + "/"
-                        + globalLimit
-                        + " is reached (dispatch.maxConcurrent); "
-                        + queue);
-              }
-              return Optional.of(queue);
+              return out;
             });
+  }
+
+  private static String why(Row r, int globalLimit) {
+    String route = r.getString("route");
+    int ahead = r.getInteger("ahead");
+    String queue =
+        ahead == 0
+            ? "next to be claimed on route " + route
+            : (ahead > 1000 ? "more than 1000 builds" : ahead + (ahead == 1 ? " build" : " builds"))
+                + " ahead of this one on route "
+                + route;
+    Long ws = r.getLong("workspace_build");
+    if (ws != null) {
+      return "workspace "
+          + r.getString("workspace")
+          + " is busy with build "
+          + ws
+          + " ("
+          + r.getString("workspace_status")
+          + "); it runs when that one has ended";
+    }
+    Integer max = r.getInteger("max_concurrent");
+    int live = r.getInteger("route_live");
+    if (max != null && live >= max) {
+      return "route "
+          + route
+          + " is at its limit "
+          + live
+          + "/"
+          + max
+          + "; "
+          + (ahead == 0 ? "this build is next" : queue);
+    }
+    int global = r.getInteger("global_live");
+    if (globalLimit > 0 && global >= globalLimit) {
+      return "the global limit "
+          + global
+          + "/"
+          + globalLimit
+          + " is reached (dispatch.maxConcurrent); "
+          + queue;
+    }
+    return queue;
   }
 
   public Future<List<BuildEvent>> events(long id) {

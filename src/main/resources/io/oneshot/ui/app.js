@@ -317,13 +317,16 @@ async function builds(query) {
     }
     body.replaceChildren(...list.map((b) => h("tr", { "data-build": b.id },
       h("td", {}, h("a", { href: "#/builds/" + b.id }, "#" + b.id)),
-      h("td", {}, statusBadge(b.status)),
+      // A queued build says why it waits; on a phone, where the reason column is hidden, under
+      // its status.
+      h("td", {}, statusBadge(b.status),
+        b.status === "pending" && b.reason ? h("div", { class: "why show-narrow" }, b.reason) : null),
       h("td", {}, b.route),
       h("td", { class: "hide-narrow" }, chips(b.tags)),
       h("td", { class: "hide-narrow" }, b.workspace || ""),
       h("td", { title: when(b.createdAt) }, ago(b.createdAt)),
       h("td", { class: "hide-narrow num" }, b.finishedAt ? ms(between(b.createdAt, b.finishedAt)) : ""),
-      h("td", { class: "hide-narrow" }, b.reason || ""))));
+      h("td", { class: "hide-narrow" + (b.status === "pending" ? " why" : "") }, b.reason || ""))));
     if (list.length === 0) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No build matches.")));
     const base = new URLSearchParams(q);
     base.delete("before");
@@ -469,6 +472,9 @@ async function buildPage(id) {
  * The build's log through GET /api/v1/builds/:id/logs (NDJSON), following it while the build
  * runs: the same stream `oneshot builds logs -f` reads. Terraform's stages fold like a CI job's.
  */
+/** A log line's time of day; one formatter for every line of a chatty log. */
+const CLOCK = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+
 function streamLog(id, box, state, firstError, running) {
   const ctrl = new AbortController();
   let after = 0;
@@ -486,7 +492,7 @@ function streamLog(id, box, state, firstError, running) {
     }
     const classes = ["line", l.stream, l.level ? "level-" + l.level : ""].join(" ");
     section.append(h("div", { class: classes, "data-seq": l.seq },
-      h("span", { class: "ts" }, l.ts ? new Date(l.ts).toLocaleTimeString() : ""),
+      h("span", { class: "ts" }, l.ts ? CLOCK.format(new Date(l.ts)) : ""),
       h("span", { class: "text" }, l.text)));
     if (l.level === "error" || l.stream === "stderr") firstError.disabled = false;
   };
@@ -570,7 +576,7 @@ async function workspacePage(name) {
         h("td", {}, h("a", { href: "#/builds/" + v.buildId }, "#" + v.buildId), v.finished ? "" : " (applying)"),
         h("td", { class: "num" }, v.serial ?? "—"), h("td", { class: "num" }, v.bytes + " B"),
         h("td", { title: when(v.updatedAt) }, ago(v.updatedAt)),
-        h("td", {}, me.role === "admin" ? h("button", { type: "button", onclick: () => download(name, v.version) }, "Download") : "")))))));
+        h("td", {}, me.may.readState ? h("button", { type: "button", onclick: () => download(name, v.version).catch((e) => body.prepend(notice(describe(e)))) }, "Download") : "")))))));
   } catch (e) {
     body.replaceChildren(notice(describe(e)));
   }
@@ -581,7 +587,7 @@ async function download(name, version) {
   const res = await fetch("/api/v1/workspaces/state?workspace=" + encodeURIComponent(name) + "&version=" + version, {
     headers: { Authorization: "Bearer " + token() },
   });
-  if (!res.ok) return;
+  if (!res.ok) throw new ApiError(res.status, await res.json().catch(() => null));
   const url = URL.createObjectURL(await res.blob());
   const a = h("a", { href: url, download: name + "-v" + version + ".tfstate" });
   document.body.append(a);
@@ -623,5 +629,10 @@ async function route() {
 }
 
 document.getElementById("sign-out").addEventListener("click", () => signOut());
+// The skip link moves focus to the page's content; followed as a link, "#view" would be a route.
+document.querySelector(".skip").addEventListener("click", (ev) => {
+  ev.preventDefault();
+  view.focus();
+});
 window.addEventListener("hashchange", route);
 route();

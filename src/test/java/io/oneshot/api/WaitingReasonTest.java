@@ -4,9 +4,13 @@ import static io.oneshot.testing.TestServer.status;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.testing.Api;
 import io.oneshot.testing.RecordingLauncher;
+import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -85,5 +89,47 @@ class WaitingReasonTest {
             t.api.get("/api/v1/builds/" + w4).json().path("events").get(0).path("reason").asText())
         .isEqualTo("enqueued");
     assertThat(status(w2)).isEqualTo("pending");
+  }
+
+  /** Each listed build's reason by id, from one page of {@code GET /api/v1/builds?query}. */
+  private Map<Long, String> listed(String query) {
+    Map<Long, String> out = new HashMap<>();
+    for (JsonNode b : t.api.get("/api/v1/builds?" + query).json().path("builds")) {
+      out.put(b.path("id").asLong(), b.path("reason").asText());
+    }
+    return out;
+  }
+
+  @Test
+  void aListSaysWhyEachOfItsPendingBuildsWaits() {
+    long s1 = submit("s", null);
+    awaitStatus(s1, "launching");
+    long s2 = submit("s", null);
+    long s3 = submit("s", "ws-2");
+    long s4 = submit("s", "ws-2");
+
+    Map<Long, String> page = listed("route=small");
+    assertThat(page).containsOnlyKeys(s1, s2, s3, s4);
+    // A build that no longer waits keeps the reason it was given.
+    assertThat(page.get(s1)).doesNotContain("ahead", "limit", "next");
+    assertThat(page.get(s2)).isEqualTo("route small is at its limit 1/1; this build is next");
+    assertThat(page.get(s3))
+        .isEqualTo("route small is at its limit 1/1; 1 build ahead of this one on route small");
+    assertThat(page.get(s4))
+        .isEqualTo(
+            "workspace ws-2 is busy with build "
+                + s3
+                + " (pending); it runs when that one has ended");
+
+    // Past a thousand ahead the count stops, so a page of a long queue reads as fast as a short
+    // one.
+    Sql.exec(
+        "SELECT oneshot.enqueue('{\"team\": \"s\"}'::jsonb,"
+            + " '{\"provisioner\": \"script\", \"command\": [\"true\"]}'::jsonb)"
+            + " FROM generate_series(1, 1001)");
+    assertThat(listed("route=small&status=pending&limit=1").values())
+        .containsExactly(
+            "route small is at its limit 1/1; more than 1000 builds ahead of this one on route"
+                + " small");
   }
 }

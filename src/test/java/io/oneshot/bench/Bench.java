@@ -26,7 +26,8 @@ import picocli.CommandLine.Spec;
     description = {
       "Measures oneshot's dispatch against real PostgreSQL: latency at low load, throughput of a"
           + " burst, claim latency as the queue grows, a peer (db-scheduler) and poll-only"
-          + " dispatch side by side, provisionerd's overhead, and the dispatcher's footprint.",
+          + " dispatch side by side, provisionerd's overhead, the dispatcher's footprint, and the web"
+          + " console in Chromium (Debian's chromium and chromium-driver).",
       "",
       "PostgreSQL: ONESHOT_TEST_DATABASE_URL (scripts/bench sets it to 127.0.0.1:5432 when a"
           + " server answers there), else an embedded one. Each run works in a database of its own"
@@ -78,7 +79,8 @@ public final class Bench implements Callable<Integer> {
         new QueueScaleBench(),
         new PeerBench(),
         new ProvisionerdBench(),
-        new FootprintBench());
+        new FootprintBench(),
+        new ConsoleBench());
   }
 
   public static void main(String[] args) {

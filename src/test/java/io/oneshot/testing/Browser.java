@@ -37,6 +37,11 @@ public final class Browser implements AutoCloseable {
     this.shots = shots;
   }
 
+  /** Whether Chromium and its driver are installed here. */
+  public static boolean available() {
+    return first(BINARIES) != null && first(DRIVERS) != null;
+  }
+
   /** Starts one; screenshots go to {@code target/screenshots/<shots>/}. */
   public static Browser start(String shots) {
     String binary = first(BINARIES);
@@ -97,6 +102,24 @@ public final class Browser implements AutoCloseable {
   /** Sets the window's size, e.g. a phone's. */
   public void size(int width, int height) {
     driver.manage().window().setSize(new org.openqa.selenium.Dimension(width, height));
+  }
+
+  /** Makes the page see {@code prefers-color-scheme: dark}, or the light default again. */
+  public void darkMode(boolean dark) {
+    driver.executeCdpCommand(
+        "Emulation.setEmulatedMedia",
+        java.util.Map.of(
+            "features",
+            List.of(
+                java.util.Map.of(
+                    "name", "prefers-color-scheme", "value", dark ? "dark" : "light"))));
+  }
+
+  /** Whether the page is wider than the window, so that a reader must scroll sideways. */
+  public boolean overflowsSideways() {
+    return (Boolean)
+        driver.executeScript(
+            "return document.documentElement.scrollWidth > document.documentElement.clientWidth");
   }
 
   @Override

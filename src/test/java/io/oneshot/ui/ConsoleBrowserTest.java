@@ -21,9 +21,11 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.openqa.selenium.By;
+import org.openqa.selenium.Keys;
 import org.openqa.selenium.StaleElementReferenceException;
 import org.openqa.selenium.WebDriver;
 import org.openqa.selenium.WebElement;
+import org.openqa.selenium.interactions.Actions;
 import org.openqa.selenium.support.ui.ExpectedConditions;
 import org.openqa.selenium.support.ui.WebDriverWait;
 
@@ -223,6 +225,100 @@ class ConsoleBrowserTest {
     d.get(t.api.base() + "/ui/#/builds");
     shown(By.id("builds"));
     assertThat(d.getCurrentUrl()).doesNotContain(TestServer.ADMIN_TOKEN);
+  }
+
+  @Test
+  void onAPhoneAQueuedBuildSaysWhyItWaitsAndByKeyboardAndInTheDarkWorkspacesShowTheirHistory()
+      throws Exception {
+    // Two applies on one workspace: two state versions.
+    long v1 = t.api.submitTerraform("net", "resource \"terraform_data\" \"x\" { input = \"a\" }");
+    await().atMost(90, TimeUnit.SECONDS).until(() -> status(v1).equals("succeeded"));
+    long v2 = t.api.submitTerraform("net", "resource \"terraform_data\" \"x\" { input = \"b\" }");
+    await().atMost(90, TimeUnit.SECONDS).until(() -> status(v2).equals("succeeded"));
+    long running = t.api.submitScript("{\"team\": \"web\"}", "echo busy; exec sleep 600");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(running).equals("running"));
+    long queued = t.api.submitScript("{\"team\": \"web\"}", "echo next");
+    String why = t.api.get("/api/v1/builds/" + queued).json().path("reason").asText();
+    assertThat(why).isEqualTo("route web is at its limit 1/1; this build is next");
+
+    browser = Browser.start("console-phone");
+    d = browser.driver;
+    browser.size(390, 844);
+    signIn(TestServer.ADMIN_TOKEN);
+    shown(By.cssSelector("[data-route='web']"));
+    assertThat(browser.overflowsSideways()).as("the overview is wider than a phone").isFalse();
+    browser.screenshot("1-overview");
+
+    // The list says why the queued build waits, under its status where a phone hides the reason.
+    d.get(t.api.base() + "/ui/#/builds?route=web");
+    WebElement whyShown = shown(By.cssSelector("tr[data-build='" + queued + "'] .why.show-narrow"));
+    assertThat(whyShown.getText()).isEqualTo(why);
+    assertThat(d.findElements(By.cssSelector("tr[data-build='" + running + "'] .why.show-narrow")))
+        .isEmpty();
+    assertThat(browser.overflowsSideways()).as("the list is wider than a phone").isFalse();
+    browser.screenshot("2-builds-why-it-waits");
+
+    d.get(t.api.base() + "/ui/#/builds/" + running);
+    waitUp().until(x -> logTexts().contains("busy"));
+    assertThat(browser.overflowsSideways()).as("a build is wider than a phone").isFalse();
+    browser.screenshot("3-build");
+
+    // On a laptop, by keyboard alone: the skip link, then from the list to a build.
+    browser.size(1280, 900);
+    d.get(t.api.base() + "/ui/#/builds?route=web");
+    By queuedLink = By.cssSelector("tr[data-build='" + queued + "'] a");
+    shown(queuedLink);
+    // From a fresh load, the first Tab reaches the skip link.
+    d.navigate().refresh();
+    shown(queuedLink);
+    new Actions(d).sendKeys(Keys.TAB).perform();
+    assertThat(d.switchTo().activeElement().getText()).isEqualTo("Skip to content");
+    d.switchTo().activeElement().sendKeys(Keys.ENTER);
+    assertThat(d.switchTo().activeElement().getAttribute("id")).isEqualTo("view");
+    assertThat(d.getCurrentUrl()).endsWith("#/builds?route=web");
+    String target = d.findElement(queuedLink).getAttribute("href");
+    for (int i = 0;
+        i < 40 && !target.equals(d.switchTo().activeElement().getAttribute("href"));
+        i++) {
+      d.switchTo().activeElement().sendKeys(Keys.TAB);
+    }
+    assertThat(d.switchTo().activeElement().getAttribute("href")).isEqualTo(target);
+    d.switchTo().activeElement().sendKeys(Keys.ENTER);
+    waitUp().until(x -> x.findElement(By.tagName("h1")).getText().startsWith("Build #" + queued));
+
+    // Workspaces, in the dark: the workspace's two versions, each from its build, downloadable.
+    browser.darkMode(true);
+    d.get(t.api.base() + "/ui/#/workspaces");
+    click(By.linkText("net"));
+    waitUp().until(x -> x.findElements(By.cssSelector("#versions tbody tr")).size() == 2);
+    assertThat(
+            d.findElements(By.cssSelector("#versions tbody tr a")).stream()
+                .map(WebElement::getText)
+                .toList())
+        .containsExactlyInAnyOrder("#" + v1, "#" + v2);
+    assertThat(d.findElements(By.cssSelector("#versions button"))).hasSize(2);
+    Object bg =
+        browser.driver.executeScript("return getComputedStyle(document.body).backgroundColor");
+    assertThat(bg).isEqualTo("rgb(13, 17, 23)");
+    browser.screenshot("4-workspace-dark");
+    browser.darkMode(false);
+    assertThat(
+            browser.driver.executeScript("return getComputedStyle(document.body).backgroundColor"))
+        .isEqualTo("rgb(255, 255, 255)");
+    d.get(t.api.base() + "/ui/#/workspaces");
+    shown(By.id("workspaces"));
+    browser.screenshot("5-workspaces");
+
+    // A viewer sees the history without the downloads.
+    Api.Response created =
+        t.api.post(
+            "/api/v1/tokens", "{\"name\": \"looker\", \"role\": \"viewer\", \"routes\": [\"*\"]}");
+    assertThat(created.status()).as(created.text()).isEqualTo(201);
+    click(By.id("sign-out"));
+    signIn(created.json().path("token").asText());
+    d.get(t.api.base() + "/ui/#/workspaces/net");
+    waitUp().until(x -> x.findElements(By.cssSelector("#versions tbody tr")).size() == 2);
+    assertThat(d.findElements(By.cssSelector("#versions button"))).isEmpty();
   }
 
   /** The log's line texts, as shown, one per line. */

@@ -1,22 +1,25 @@
--- Why a pending build waits, read as it is asked: an earlier unfinished build of its workspace, its
--- route's live builds against its limit, the builds of its route that will be claimed before it
--- (higher priority, or as high and older, and not held back by their own workspace, as the claim
--- counts them), and all live builds (for the global limit).
--- Transition: none (read). Empty: the build is not pending.
-SELECT b.route, b.workspace,
+-- Why pending builds wait, read as it is asked, for one build or a page of a list: an earlier
+-- unfinished build of its workspace, its route's live builds against its limit, the builds of its
+-- route that will be claimed before it (higher priority, or as high and older, and not held back by
+-- their own workspace, as the claim counts them; counted up to 1001, so that a page of a million
+-- queued builds reads as fast as one), and all live builds (for the global limit).
+-- Transition: none (read). A build that is not pending has no row.
+SELECT b.id, b.route, b.workspace,
        r.max_concurrent,
        w.id AS workspace_build, w.status AS workspace_status,
        (SELECT count(*) FROM oneshot.builds x
         WHERE x.route = b.route AND x.status IN ('launching', 'running'))::int AS route_live,
        (SELECT count(*) FROM oneshot.builds x
         WHERE x.status IN ('launching', 'running'))::int AS global_live,
-       (SELECT count(*) FROM oneshot.builds x
-        WHERE x.route = b.route AND x.status = 'pending'
-          AND (x.priority > b.priority OR (x.priority = b.priority AND x.id < b.id))
-          AND (x.workspace IS NULL OR NOT EXISTS (
-            SELECT 1 FROM oneshot.builds y
-            WHERE y.workspace = x.workspace AND y.id < x.id
-              AND y.status IN ('pending', 'launching', 'running'))))::int AS ahead
+       (SELECT count(*) FROM (
+          SELECT 1 FROM oneshot.builds x
+          WHERE x.route = b.route AND x.status = 'pending'
+            AND (x.priority > b.priority OR (x.priority = b.priority AND x.id < b.id))
+            AND (x.workspace IS NULL OR NOT EXISTS (
+              SELECT 1 FROM oneshot.builds y
+              WHERE y.workspace = x.workspace AND y.id < x.id
+                AND y.status IN ('pending', 'launching', 'running')))
+          LIMIT 1001) a)::int AS ahead
 FROM oneshot.builds b
 LEFT JOIN oneshot.routes r ON r.name = b.route
 LEFT JOIN LATERAL (
@@ -25,4 +28,4 @@ LEFT JOIN LATERAL (
     AND x.status IN ('pending', 'launching', 'running')
   ORDER BY x.id LIMIT 1
 ) w ON true
-WHERE b.id = $1 AND b.status = 'pending'
+WHERE b.id = ANY($1) AND b.status = 'pending'
