@@ -33,9 +33,12 @@ public final class RunnerStore {
 
   private final Sealer sealer;
 
+  private final Wakes wakes;
+
   public RunnerStore(Pool pool, Sealer sealer) {
     this.pool = pool;
     this.sealer = sealer;
+    this.wakes = new Wakes(pool);
   }
 
   /**
@@ -285,12 +288,21 @@ public final class RunnerStore {
             .addString(c.outputs() == null ? null : Json.write(c.outputs()))
             .addString(c.reason())
             .addString(runnerId);
+    Future<Optional<Completed>> done;
     if (c.state() == null) {
-      return pool.preparedQuery(COMPLETE.text()).execute(t).map(rows -> firstCompleted(rows, null));
+      done = pool.preparedQuery(COMPLETE.text()).execute(t).map(rows -> firstCompleted(rows, null));
+    } else {
+      done = completeWithState(t, tokenHash, runnerId, c.state());
     }
+    // Committed: now its notifications (runner/complete.sql leaves them out).
+    return done.onSuccess(x -> x.ifPresent(d -> wakes.ended(d.id())));
+  }
+
+  private Future<Optional<Completed>> completeWithState(
+      Tuple t, byte[] tokenHash, String runnerId, StateUpload state) {
     return pool.withTransaction(
         conn ->
-            StateStore.saveState(conn, sealer, tokenHash, runnerId, c.state(), true)
+            StateStore.saveState(conn, sealer, tokenHash, runnerId, state, true)
                 .compose(
                     saved ->
                         conn.preparedQuery(COMPLETE.text())

@@ -94,12 +94,64 @@ final class PeerBench implements Scenario {
         Harness.Producer p = new Harness.Producer()) {
       Harness.awaitLeader(t);
       long[] ids = p.burst(n);
-      Harness.awaitBuilds(ids, "status = 'succeeded'", Duration.ofMinutes(10));
+      // Counted in memory while it drains, as db-scheduler's side is: a count over the builds
+      // every 20 ms would take CPU from the database the drain runs on. Then checked once.
+      Harness.await(
+          "every build completed",
+          Duration.ofMinutes(10),
+          () -> launcher.completed.get() + launcher.errors.get() >= n);
+      Harness.awaitBuilds(ids, "status = 'succeeded'", Duration.ofSeconds(30));
       Instant last = Harness.latest(ids, "finished_at");
       double rate = n / (Duration.between(p.committed.get(ids[0]), last).toNanos() / 1e9);
       String variant = "oneshot, " + CONCURRENCY + " at once, acquire + complete over HTTP";
       report.add("peer", variant, "drained per second", rate, "builds/s");
+      breakdown(ids, variant, report);
       return rate;
+    }
+  }
+
+  /**
+   * Where a slot's time goes, from the builds' own timestamps: a slot cycles through claim ->
+   * acquired -> completed, then waits until a claim fills it again (the k-th claim after the first
+   * {@link #CONCURRENCY} fills the slot the (k - CONCURRENCY)-th finish freed). The first three
+   * means add up to the time a slot takes per build, so the drain rate is about CONCURRENCY over
+   * their sum.
+   */
+  private static void breakdown(long[] ids, String variant, Report report) {
+    Map<String, Object> r =
+        Sql.rows(
+                """
+                WITH b AS (
+                  SELECT claimed_at, launched_at, started_at, finished_at
+                  FROM oneshot.builds WHERE id BETWEEN ? AND ?
+                ), c AS (
+                  SELECT claimed_at, row_number() OVER (ORDER BY claimed_at) AS k FROM b
+                ), f AS (
+                  SELECT finished_at, row_number() OVER (ORDER BY finished_at) AS k FROM b
+                )
+                SELECT
+                  (SELECT avg(extract(epoch FROM started_at - claimed_at)) FROM b) AS acquire,
+                  (SELECT avg(extract(epoch FROM launched_at - claimed_at)) FROM b) AS launch,
+                  (SELECT avg(extract(epoch FROM finished_at - started_at)) FROM b) AS complete,
+                  (SELECT avg(extract(epoch FROM c.claimed_at - f.finished_at))
+                   FROM c JOIN f ON f.k = c.k - ?) AS refill
+                """,
+                ids[0],
+                ids[1],
+                CONCURRENCY)
+            .get(0);
+    String[][] parts = {
+      {"acquire", "slot: claimed -> acquired, mean"},
+      {"complete", "slot: acquired -> completed, mean"},
+      {"refill", "slot: completed -> claimed again, mean"},
+      // Beside the slot's path, not on it: the runner may acquire before the launch is recorded.
+      {"launch", "claimed -> launch recorded, mean"},
+    };
+    for (String[] p : parts) {
+      Object v = r.get(p[0]);
+      if (v != null) {
+        report.add("peer", variant, p[1], ((Number) v).doubleValue() * 1000, "ms");
+      }
     }
   }
 

@@ -35,9 +35,12 @@ class CoderReplicasTest {
   @AfterEach
   void tearDown() {
     dispatchers.forEach(DispatcherProcess::kill);
-    String runs = tmp.resolve("runs").toString();
+    // The attempts (their command lines name the runs directory) and the fake daemons they started
+    // (theirs name the fake coder's path, under tmp too): a provisionerd killed with its dispatcher
+    // leaves its daemon behind, which would poll Coder's database through the tests after this one.
+    String mine = tmp.toString();
     ProcessHandle.allProcesses()
-        .filter(p -> p.info().commandLine().map(c -> c.contains(runs)).orElse(false))
+        .filter(p -> p.info().commandLine().map(c -> c.contains(mine)).orElse(false))
         .forEach(ProcessHandle::destroyForcibly);
     if (service != null) {
       service.close();

@@ -282,6 +282,9 @@ public final class FakeCoder {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.addAll(List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx64m", "-Xshare:auto"));
+    // Names where it was installed, so that a test can find the daemons it started and stop those
+    // whose provisionerd was killed before it could (their command line holds this path).
+    cmd.add("-Doneshot.fakecoder=" + bin.toAbsolutePath());
     cmd.add("-cp");
     cmd.add(
         String.join(

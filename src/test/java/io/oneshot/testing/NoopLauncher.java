@@ -25,8 +25,14 @@ import java.util.concurrent.atomic.AtomicInteger;
  * For load: the whole dispatch path runs, and a build costs no process start.
  */
 public final class NoopLauncher implements Launcher {
+  // HTTP/1.1, a connection per call in flight, as provisionerd's RunnerClient: left to its default,
+  // this client upgrades to HTTP/2 and multiplexes every attempt over one connection, which the
+  // API serves on one event loop, a load no real set of runners makes.
   private final HttpClient http =
-      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+      HttpClient.newBuilder()
+          .version(HttpClient.Version.HTTP_1_1)
+          .connectTimeout(Duration.ofSeconds(5))
+          .build();
   private final ExecutorService runner = Executors.newVirtualThreadPerTaskExecutor();
   private final Map<String, AttemptState> states = new ConcurrentHashMap<>();
   public final AtomicInteger completed = new AtomicInteger();
