@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import concurrent.futures
 import sys
 import time
 from dataclasses import dataclass, field
@@ -290,11 +291,18 @@ def main(argv):
     WORK.mkdir(parents=True, exist_ok=True)
     results = []
     total = time.monotonic()
-    for i, b in enumerate(breaks, 1):
-        print(f"[{i}/{len(breaks)}] {b.name} ...", end="", flush=True)
-        verdict, detail, took = run(b, i, cp)
-        print(f" {verdict} in {took:.0f} s: {detail}", flush=True)
-        results.append((b, verdict, detail))
+    # Breaks run side by side (MUTATE_JOBS; default one more than the machine's cores, at most
+    # 3): each works in a directory, a database and ports of its own, and most of a run is waiting
+    # on PostgreSQL, a process or a timeout. A loaded machine can only make a break's tests fail
+    # sooner, never let a break pass.
+    jobs = max(1, int(os.environ.get("MUTATE_JOBS", min(3, (os.cpu_count() or 1) + 1))))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run, b, i, cp): (i, b) for i, b in enumerate(breaks, 1)}
+        for f in concurrent.futures.as_completed(futures):
+            i, b = futures[f]
+            verdict, detail, took = f.result()
+            print(f"[{i}/{len(breaks)}] {b.name} ... {verdict} in {took:.0f} s: {detail}", flush=True)
+            results.append((b, verdict, detail))
     print()
     survived = [r for r in results if r[1] == "SURVIVED"]
     stale = [r for r in results if r[1] in ("STALE", "NOCOMPILE", "ERROR")]
