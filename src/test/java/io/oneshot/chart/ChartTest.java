@@ -825,13 +825,14 @@ class ChartTest {
     for (var c : cases.entrySet()) {
       java.util.function.UnaryOperator<com.marcnuri.helm.TemplateCommand> values =
           c.getValue() == null ? t -> t : t -> t.withValuesFile(c.getValue());
-      for (JsonNode doc : Chart.documents(values)) {
+      Chart.Rendered rendered = Chart.renderBoth(values);
+      for (JsonNode doc : rendered.documents()) {
         objects.add(doc);
         from.add(c.getKey());
       }
       // What the dispatcher would launch on each route: the token Secret and the Job.
       Path root = tmp.resolve("config-" + from.size());
-      OneshotConfig config = loadLikeTheDispatcher(render(values), root);
+      OneshotConfig config = loadLikeTheDispatcher(rendered.objects(), root);
       Path templates =
           root.resolve(config.launcher().kubernetes().templateDir().toString().substring(1));
       for (HasMetadata o :

@@ -41,9 +41,14 @@ public final class Chart {
     return manifests(values).stream().map(Chart::parse).toList();
   }
 
-  /** Renders the chart with the given values; each object as Helm wrote it, as a tree. */
-  public static List<JsonNode> documents(UnaryOperator<TemplateCommand> values) {
-    return manifests(values).stream().map(Chart::tree).toList();
+  /** One rendering, read both ways: each object as Helm wrote it (a tree), and as its kind. */
+  public record Rendered(List<JsonNode> documents, List<HasMetadata> objects) {}
+
+  /** Renders the chart with the given values once, for both {@link Rendered} readings. */
+  public static Rendered renderBoth(UnaryOperator<TemplateCommand> values) {
+    List<String> m = manifests(values);
+    return new Rendered(
+        m.stream().map(Chart::tree).toList(), m.stream().map(Chart::parse).toList());
   }
 
   private static List<String> manifests(UnaryOperator<TemplateCommand> values) {
