@@ -30,8 +30,7 @@ class BenchSmokeTest {
       assertThat(f.value()).as(f.toString()).isFinite().isGreaterThanOrEqualTo(0);
     }
     Set<String> all = new TreeSet<>(Bench.scenarios().stream().map(Scenario::name).toList());
-    if (!io.oneshot.testing.Browser.available()
-        && !"1".equals(System.getenv("ONESHOT_REQUIRE_CHROMIUM"))) {
+    if (!io.oneshot.testing.Browser.available() && !io.oneshot.testing.Browser.required()) {
       // Without a browser the console's scenario cannot run (CI installs one and requires it).
       all.remove("console");
     }

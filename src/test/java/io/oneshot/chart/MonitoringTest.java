@@ -216,11 +216,11 @@ class MonitoringTest {
     } catch (IOException e) {
       found = false;
     }
-    if (!found && "1".equals(System.getenv("ONESHOT_REQUIRE_PROMTOOL"))) {
-      throw new AssertionError("promtool is not on PATH, and ONESHOT_REQUIRE_PROMTOOL=1");
-    }
-    org.junit.jupiter.api.Assumptions.assumeTrue(
-        found, "promtool is not on PATH (Debian's prometheus package): the rule tests are skipped");
+    io.oneshot.testing.Required.tool(
+        found,
+        "ONESHOT_REQUIRE_PROMTOOL",
+        "promtool is not on PATH (Debian's prometheus package)",
+        "the rule tests are skipped");
     Path dir = Files.createDirectories(tmp.resolve("promtool"));
     for (String ns : List.of("team-a", "team-b")) {
       assertThat(run(dir, "promtool", "check", "rules", rulesOf(ns, dir).toString()))

@@ -1,7 +1,5 @@
 package io.oneshot.testing;
 
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-
 import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -42,20 +40,21 @@ public final class Browser implements AutoCloseable {
     return first(BINARIES) != null && first(DRIVERS) != null;
   }
 
+  /** Whether the browser must be here ({@code ONESHOT_REQUIRE_CHROMIUM=1}, CI): then none fails. */
+  public static boolean required() {
+    return Required.required("ONESHOT_REQUIRE_CHROMIUM");
+  }
+
   /** Starts one; screenshots go to {@code target/screenshots/<shots>/}. */
   public static Browser start(String shots) {
     String binary = first(BINARIES);
     String driverPath = first(DRIVERS);
-    boolean found = binary != null && driverPath != null;
-    if (!found && "1".equals(System.getenv("ONESHOT_REQUIRE_CHROMIUM"))) {
-      throw new AssertionError(
-          "chromium or chromedriver is missing, and ONESHOT_REQUIRE_CHROMIUM=1"
-              + " (Debian: apt-get install -y chromium chromium-driver)");
-    }
-    assumeTrue(
-        found,
-        "chromium and chromedriver are not installed (Debian: apt-get install -y chromium"
-            + " chromium-driver): the browser tests are skipped");
+    Required.tool(
+        binary != null && driverPath != null,
+        "ONESHOT_REQUIRE_CHROMIUM",
+        "chromium or chromedriver is missing (Debian: apt-get install -y chromium"
+            + " chromium-driver)",
+        "the browser tests are skipped");
     try {
       Path profile = Files.createTempDirectory("oneshot-chromium-");
       ChromeOptions options = new ChromeOptions();

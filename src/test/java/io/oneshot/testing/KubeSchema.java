@@ -1,7 +1,5 @@
 package io.oneshot.testing;
 
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
@@ -38,17 +36,13 @@ public final class KubeSchema {
   /** Validates each object (as JSON trees); one verdict per object, in order. */
   public static List<Verdict> validate(List<JsonNode> objects) {
     boolean installed = Files.isDirectory(DIR.resolve("node_modules/kubernetes-models"));
-    if (!installed && "1".equals(System.getenv("ONESHOT_REQUIRE_K8S_SCHEMA"))) {
-      throw new AssertionError(
-          "the Kubernetes schema is not installed in "
-              + DIR
-              + " (scripts/test runs npm ci there), and ONESHOT_REQUIRE_K8S_SCHEMA=1");
-    }
-    assumeTrue(
+    Required.tool(
         installed,
+        "ONESHOT_REQUIRE_K8S_SCHEMA",
         "the Kubernetes schema is not installed in "
             + DIR
-            + " (scripts/test runs npm ci there when npm is found): schema checks are skipped");
+            + " (scripts/test runs npm ci there when npm is found)",
+        "schema checks are skipped");
     try {
       Path in = Files.createTempFile("oneshot-k8s-objects", ".json");
       try {

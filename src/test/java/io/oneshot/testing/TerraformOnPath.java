@@ -1,7 +1,6 @@
 package io.oneshot.testing;
 
 import java.io.IOException;
-import org.junit.jupiter.api.Assumptions;
 
 /**
  * Tests that run real terraform: skipped without it, unless {@code ONESHOT_REQUIRE_TERRAFORM=1}.
@@ -19,9 +18,10 @@ public final class TerraformOnPath {
       Thread.currentThread().interrupt();
       found = false;
     }
-    if (!found && "1".equals(System.getenv("ONESHOT_REQUIRE_TERRAFORM"))) {
-      throw new AssertionError("terraform is not on PATH, and ONESHOT_REQUIRE_TERRAFORM=1");
-    }
-    Assumptions.assumeTrue(found, "terraform is not on PATH: the terraform tests are skipped");
+    Required.tool(
+        found,
+        "ONESHOT_REQUIRE_TERRAFORM",
+        "terraform is not on PATH",
+        "the terraform tests are skipped");
   }
 }
