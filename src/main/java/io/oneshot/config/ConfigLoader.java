@@ -57,6 +57,22 @@ public final class ConfigLoader {
           "untagged",
           "retention");
 
+  /**
+   * The Kubernetes client's default rate: a launch is three requests (docs/performance.md), so the
+   * burst lets the first 100 launches of a 9:00 burst go at once and {@code qps} carries the rest:
+   * 200 builds are created within about 3 seconds. The API server's priority and fairness still has
+   * the last word (docs/operating.md).
+   */
+  public static final int DEFAULT_QPS = 100;
+
+  public static final int DEFAULT_BURST = 300;
+
+  /**
+   * Launches talking to the API server at once: enough to keep {@link #DEFAULT_QPS} busy at 0.6 s a
+   * launch, few enough to hold a small share of the API server's seats.
+   */
+  public static final int DEFAULT_LAUNCHES_IN_FLIGHT = 64;
+
   static final Pattern NAMESPACE = Pattern.compile("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$");
   private static final String NAMESPACE_RULE =
       "must be a Kubernetes namespace: 1 to 63 lowercase letters, digits or '-', starting and"
@@ -239,7 +255,13 @@ public final class ConfigLoader {
             cache == null ? null : Path.of(cache));
     ConfigNode kn = ln.object("kubernetes");
     kn.allowOnly(
-        "namespace", "templateDir", "qps", "burst", "ttlSecondsAfterFinished", "requestTimeout");
+        "namespace",
+        "templateDir",
+        "qps",
+        "burst",
+        "launchesInFlight",
+        "ttlSecondsAfterFinished",
+        "requestTimeout");
     String namespace = kn.string("namespace", "default");
     if (!NAMESPACE.matcher(namespace).matches()) {
       kn.child("namespace").report(NAMESPACE_RULE, namespace);
@@ -248,8 +270,9 @@ public final class ConfigLoader {
         new OneshotConfig.Kubernetes(
             namespace,
             Path.of(kn.string("templateDir", "job-templates")),
-            kn.integer("qps", 20, 1, 10_000),
-            kn.integer("burst", 40, 1, 10_000),
+            kn.integer("qps", DEFAULT_QPS, 1, 10_000),
+            kn.integer("burst", DEFAULT_BURST, 1, 10_000),
+            kn.integer("launchesInFlight", DEFAULT_LAUNCHES_IN_FLIGHT, 1, 10_000),
             kn.integer("ttlSecondsAfterFinished", 3600, 0, 30 * 24 * 3600),
             kn.duration("requestTimeout", "30s", Duration.ofSeconds(1)));
     Launcher launcher = new Launcher(kind, local, kubernetes);

@@ -148,14 +148,16 @@ public record OneshotConfig(
   /**
    * The Kubernetes launcher: one Job per attempt from the route's template in {@code templateDir},
    * in the route's namespace (else {@code namespace}). {@code qps} and {@code burst} limit this
-   * dispatcher's calls to the API server; finished Jobs are removed {@code ttlSecondsAfterFinished}
-   * after they end (unless the template says otherwise).
+   * dispatcher's calls to the API server, and at most {@code launchesInFlight} launches talk to it
+   * at once; finished Jobs are removed {@code ttlSecondsAfterFinished} after they end (unless the
+   * template says otherwise).
    */
   public record Kubernetes(
       String namespace,
       Path templateDir,
       double qps,
       int burst,
+      int launchesInFlight,
       int ttlSecondsAfterFinished,
       Duration requestTimeout) {}
 

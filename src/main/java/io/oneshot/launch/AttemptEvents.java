@@ -8,7 +8,7 @@ package io.oneshot.launch;
  */
 public interface AttemptEvents {
 
-  /** The attempt may have ended or changed: look at it again. */
+  /** The attempt may have ended or gone: look at it again (not for every step of a live one). */
   void changed(AttemptRef ref);
 
   /** A line for the build's log; with {@code milestone}, also a step in its timeline. */

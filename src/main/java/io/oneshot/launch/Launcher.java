@@ -48,6 +48,18 @@ public interface Launcher extends AutoCloseable {
    */
   default void start() {}
 
+  /** Launches the dispatcher runs at once unless a launcher says otherwise. */
+  int LAUNCHES_AT_ONCE = 64;
+
+  /**
+   * How many {@link #launch} calls the dispatcher makes at once, at most: the launcher's own
+   * capacity (the Kubernetes launcher's {@code launchesInFlight}). A burst claims thousands of
+   * builds in a few cycles; the others wait their turn, in claim order.
+   */
+  default int launchesAtOnce() {
+    return LAUNCHES_AT_ONCE;
+  }
+
   /**
    * Whether an attempt whose process ended still holds something worth keeping until the platform
    * removes it (a Job, whose pod's log {@code kubectl logs} reads, until its TTL): then the rescuer

@@ -96,6 +96,42 @@ class DispatcherTest {
     assertThat(launcher.last().buildId()).isEqualTo(id);
   }
 
+  /**
+   * The dispatcher makes no more launch calls at once than its launcher takes: each launch here
+   * holds until the test lets one go, one at a time, so every launch the bound let through piles
+   * up.
+   */
+  @Test
+  void noMoreLaunchesAreUnderWayAtOnceThanTheLauncherTakes() {
+    RecordingLauncher launcher = new RecordingLauncher();
+    launcher.launchesAtOnce(3);
+    java.util.concurrent.atomic.AtomicInteger under =
+        new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicInteger most =
+        new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.Semaphore letGo = new java.util.concurrent.Semaphore(0);
+    launcher.answer(
+        a -> {
+          most.accumulateAndGet(under.incrementAndGet(), Math::max);
+          letGo.acquireUninterruptibly();
+          under.decrementAndGet();
+          return new LaunchOutcome.Launched(null, "recorded");
+        });
+    leadWithoutPolling(launcher, null);
+    Sql.exec("SELECT oneshot.enqueue('{}', ?::jsonb) FROM generate_series(1, 9)", SCRIPT);
+
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () -> {
+              if (under.get() > 0 && letGo.availablePermits() == 0) {
+                letGo.release();
+              }
+              return launcher.launched.size() == 9;
+            });
+    assertThat(most).as("launches under way at once").hasValue(3);
+  }
+
   /** The poll is jittered (±20%), so that replicas and restarts do not poll in step. */
   @Test
   void thePollIntervalIsJitteredWithinAFifthEitherWay() {
@@ -315,13 +351,18 @@ class DispatcherTest {
     launcher.answer(
         a -> {
           tries.incrementAndGet();
-          return new LaunchOutcome.RetryLater(Duration.ofSeconds(1), "quota exceeded");
+          return new LaunchOutcome.RetryLater(Duration.ofSeconds(3), "quota exceeded");
         });
+    // A leader check that stalls past its interval on a loaded machine would depose the leader,
+    // and the fence, not the attempt check under test, would then stop the try: a long interval
+    // keeps the leadership as it was for the few seconds this takes.
     t =
         TestServer.with()
+            .dispatch("leaderInterval: 10s")
             .routes("routes: [{name: a, launchTimeout: 1h}]")
             .launcher(launcher)
             .start();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> t.server.leader());
     long id = enqueueDirectly();
     // The first try failed and the next is scheduled (its reason says when): none is under way.
     await()
@@ -329,11 +370,15 @@ class DispatcherTest {
         .until(
             () ->
                 String.valueOf(Sql.value("SELECT reason FROM oneshot.builds WHERE id = ?", id))
-                    .contains("try 2 in 1s"));
+                    .contains("try 2 in 3s"));
     assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
     assertThat(tries.get()).isEqualTo(1);
-    // The scheduled try comes and finds the attempt no longer current: the launcher is not called.
-    await().during(2, TimeUnit.SECONDS).atMost(3, TimeUnit.SECONDS).until(() -> tries.get() == 1);
+    // The scheduled try comes and finds the attempt no longer current: it ends the launch without
+    // calling the launcher. Waiting for that end, not for a while, keeps a late try from passing
+    // unseen on a loaded machine; a try that did call the launcher ends the launch too (its retry
+    // finds the attempt canceled), so the count below tells the two apart.
+    await().atMost(20, TimeUnit.SECONDS).until(() -> !t.server.dispatcher().launching(id));
+    assertThat(tries.get()).isEqualTo(1);
     assertThat(status(id)).isEqualTo("canceled");
   }
 

@@ -61,6 +61,11 @@ public abstract class DelegatingLauncher implements Launcher {
   }
 
   @Override
+  public int launchesAtOnce() {
+    return real.launchesAtOnce();
+  }
+
+  @Override
   public boolean keepsEndedAttempts() {
     return real.keepsEndedAttempts();
   }

@@ -37,6 +37,18 @@ public final class RecordingLauncher implements Launcher {
       new java.util.concurrent.atomic.AtomicInteger();
   private final List<Runnable> whenReachable = new CopyOnWriteArrayList<>();
 
+  private volatile int launchesAtOnce = LAUNCHES_AT_ONCE;
+
+  /** How many launches the dispatcher may have under way here at once (set before it starts). */
+  public void launchesAtOnce(int n) {
+    launchesAtOnce = n;
+  }
+
+  @Override
+  public int launchesAtOnce() {
+    return launchesAtOnce;
+  }
+
   /** The next {@code n} kills throw, as an API server that does not answer would make them. */
   public void failKills(int n) {
     killsToFail.set(n);

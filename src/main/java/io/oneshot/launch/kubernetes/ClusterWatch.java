@@ -241,7 +241,9 @@ final class ClusterWatch {
       return;
     }
     notes.job(job).forEach(n -> events.note(ref.get(), n));
-    events.changed(ref.get());
+    if (JobStatus.finished(job)) {
+      events.changed(ref.get());
+    }
   }
 
   private void podsChanged() {
@@ -263,7 +265,9 @@ final class ClusterWatch {
       events.runsIn(ref.get(), pod.getMetadata().getName());
     }
     notes.pod(ref.get().name(), pod).forEach(n -> events.note(ref.get(), n));
-    events.changed(ref.get());
+    if (JobStatus.exited(pod) || pod.getMetadata().getDeletionTimestamp() != null) {
+      events.changed(ref.get());
+    }
   }
 
   /** The attempt an object belongs to, from its labels. */

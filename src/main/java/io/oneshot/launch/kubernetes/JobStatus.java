@@ -28,6 +28,11 @@ final class JobStatus {
         && cs.stream().allMatch(c -> c.getState() != null && c.getState().getTerminated() != null);
   }
 
+  /** Whether the Job has ended: it has a Complete or a Failed condition. */
+  static boolean finished(Job job) {
+    return condition(job, "Complete") != null || condition(job, "Failed") != null;
+  }
+
   static JobCondition condition(Job job, String type) {
     if (job.getStatus() == null || job.getStatus().getConditions() == null) {
       return null;

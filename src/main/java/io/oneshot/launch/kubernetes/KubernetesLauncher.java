@@ -42,8 +42,10 @@ import org.slf4j.LoggerFactory;
  * deterministic name; the outcome of every API call is classified for the dispatcher (created,
  * already there, refused for good, or to be retried). Jobs, their Pods and Secrets are watched with
  * informers filtered by the {@code oneshot.io/build} label, in every namespace the routes use: what
- * explains a wait or a failure goes into the build's log and timeline, and every change wakes the
- * rescuer. Every call here blocks; the dispatcher makes them from its own threads.
+ * explains a wait or a failure goes into the build's log and timeline, and a Job or pod that ended
+ * or went away wakes the rescuer (a Job being created, or a pod starting, gives it nothing to do:
+ * in a burst, waking it for those made it read every live build a thousand times a second). Every
+ * call here blocks; the dispatcher makes them from its own threads.
  */
 public final class KubernetesLauncher implements Launcher {
   private static final Logger log = LoggerFactory.getLogger(KubernetesLauncher.class);
@@ -51,16 +53,22 @@ public final class KubernetesLauncher implements Launcher {
   private final KubernetesClient client;
   private final JobFactory factory;
   private final RateLimiter limiter;
+  private final int launchesInFlight;
   private final ClusterWatch watch;
   private final DroppedFields dropped = new DroppedFields();
   private final ApiReachability api;
   private volatile AttemptEvents events = AttemptEvents.NONE;
 
   KubernetesLauncher(
-      KubernetesClient client, JobFactory factory, RateLimiter limiter, Set<String> namespaces) {
+      KubernetesClient client,
+      JobFactory factory,
+      RateLimiter limiter,
+      int launchesInFlight,
+      Set<String> namespaces) {
     this.client = client;
     this.factory = factory;
     this.limiter = limiter;
+    this.launchesInFlight = launchesInFlight;
     this.api = new ApiReachability(String.valueOf(client.getMasterUrl()));
     this.watch = new ClusterWatch(client, namespaces, api);
   }
@@ -79,8 +87,9 @@ public final class KubernetesLauncher implements Launcher {
     }
     return new KubernetesLauncher(
         client,
-        new JobFactory(templates, serialization, k.namespace(), k.ttlSecondsAfterFinished()),
+        new JobFactory(templates, k.namespace(), k.ttlSecondsAfterFinished()),
         new RateLimiter(k.qps(), k.burst()),
+        k.launchesInFlight(),
         namespaces);
   }
 
@@ -240,6 +249,16 @@ public final class KubernetesLauncher implements Launcher {
     }
   }
 
+  /** {@code launchesInFlight}: the dispatcher makes no more launch calls than this at once. */
+  @Override
+  public int launchesAtOnce() {
+    return launchesInFlight;
+  }
+
+  /**
+   * Creates the attempt's Secret and Job and makes the Job own the Secret: three requests
+   * (docs/performance.md says what each is for).
+   */
   @Override
   public LaunchOutcome launch(Attempt a) {
     Job job = factory.job(a);
@@ -325,8 +344,7 @@ public final class KubernetesLauncher implements Launcher {
       return;
     }
     try {
-      mergePatch(
-          secret, Map.of("metadata", Map.of("ownerReferences", List.of(JobFactory.ownedBy(job)))));
+      mergePatch(secret, JobFactory.ownerPatch(job));
     } catch (KubernetesClientException e) {
       // The Job runs either way; an unowned Secret is removed with the attempt by the rescuer.
       log.warn(
@@ -421,8 +439,7 @@ public final class KubernetesLauncher implements Launcher {
           .ifPresent(
               r -> {
                 seen.add(r.toString());
-                if (JobStatus.condition(j, "Complete") == null
-                    && JobStatus.condition(j, "Failed") == null) {
+                if (!JobStatus.finished(j)) {
                   out.add(r);
                 }
               });

@@ -26,7 +26,7 @@ class JobFactoryTest {
   @TempDir Path dir;
 
   private JobFactory factory(OneshotConfig c) {
-    return new JobFactory(JobTemplates.load(dir, c.routes(), SER), SER, "builds", 600);
+    return new JobFactory(JobTemplates.load(dir, c.routes(), SER), "builds", 600);
   }
 
   private OneshotConfig config(String routes) {
@@ -176,5 +176,36 @@ class JobFactoryTest {
   void namesStayWithinKubernetesLimits() {
     String longest = Attempt.nameOf(Long.MAX_VALUE, 999);
     assertThat(longest).hasSizeLessThanOrEqualTo(63).matches("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
+  }
+
+  @Test
+  void eachAttemptGetsAJobOfItsOwnAndTheTemplateStaysAsItWasRead() throws Exception {
+    Files.copy(Path.of("job-templates/terraform.yaml"), dir.resolve("terraform.yaml"));
+    OneshotConfig c = config("routes: [{name: tf, template: terraform.yaml, namespace: team-a}]");
+    JobTemplates templates = JobTemplates.load(dir, c.routes(), SER);
+    String read = SER.asJson(templates.get("terraform.yaml"));
+    JobFactory f = new JobFactory(templates, "builds", 600);
+    Attempt first =
+        new Attempt(
+            7, 1, Attempt.nameOf(7, 1), c.routes().get(0), BuildToken.generate(), "http://x");
+    Attempt second =
+        new Attempt(
+            8, 1, Attempt.nameOf(8, 1), c.routes().get(0), BuildToken.generate(), "http://x");
+
+    Job a = f.job(first);
+    String aAsMade = SER.asJson(a);
+    Job b = f.job(second);
+
+    assertThat(SER.asJson(templates.get("terraform.yaml"))).isEqualTo(read);
+    assertThat(SER.asJson(a))
+        .as("the second attempt's Job shares nothing with the first")
+        .isEqualTo(aAsMade);
+    assertThat(
+            env(b.getSpec().getTemplate().getSpec().getContainers().get(0))
+                .get("ONESHOT_BUILD_ID")
+                .getValue())
+        .isEqualTo("8");
+    assertThat(b.getSpec().getTemplate().getMetadata().getLabels())
+        .containsEntry("oneshot.io/build", "8");
   }
 }

@@ -34,6 +34,7 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -139,6 +140,7 @@ class KubernetesLauncherTest {
   }
 
   @Test
+  @Tag("slow")
   void aHundredBuildsAcrossTwoRoutesRunAsJobs() {
     t = server().start();
     Limits.track();
@@ -328,6 +330,7 @@ class KubernetesLauncherTest {
    * the answer lost): every build still runs once, through exactly one Job.
    */
   @Test
+  @Tag("slow")
   void underRandomApiFaultsEveryBuildRunsOnceThroughOneJob() {
     cluster.dispatcher.chaos(0.1, io.oneshot.testing.k8s.MockCluster.DISPATCHER_AGENT);
     t = server().start();
@@ -500,6 +503,7 @@ class KubernetesLauncherTest {
   }
 
   @Test
+  @Tag("slow")
   void aPodThatFailsAfterAcquireFailsTheBuildWithThePodsReason() {
     Path gate = tmp.resolve("never");
     t = server().start();

@@ -1,6 +1,11 @@
 package io.oneshot.launch.kubernetes;
 
 import io.fabric8.kubernetes.api.model.HasMetadata;
+import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.batch.v1.Job;
+import io.fabric8.kubernetes.client.KubernetesClient;
+import io.fabric8.kubernetes.client.dsl.base.PatchContext;
+import io.fabric8.kubernetes.client.dsl.base.PatchType;
 import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
 import io.oneshot.build.BuildToken;
 import io.oneshot.config.OneshotConfig;
@@ -18,14 +23,7 @@ public final class LaunchObjects {
    */
   public static List<HasMetadata> forEveryRoute(
       OneshotConfig config, java.nio.file.Path templateDir) {
-    KubernetesSerialization ser = new KubernetesSerialization();
-    OneshotConfig.Kubernetes k = config.launcher().kubernetes();
-    JobFactory f =
-        new JobFactory(
-            JobTemplates.load(templateDir, config.routes(), ser),
-            ser,
-            k.namespace(),
-            k.ttlSecondsAfterFinished());
+    JobFactory f = factory(config, templateDir);
     List<HasMetadata> out = new ArrayList<>();
     long build = 1;
     for (OneshotConfig.Route r : config.routes()) {
@@ -42,5 +40,51 @@ public final class LaunchObjects {
       build++;
     }
     return out;
+  }
+
+  /** The launcher's factory for the configuration's routes, templates read from templateDir. */
+  private static JobFactory factory(OneshotConfig config, java.nio.file.Path templateDir) {
+    OneshotConfig.Kubernetes k = config.launcher().kubernetes();
+    return new JobFactory(
+        JobTemplates.load(templateDir, config.routes(), new KubernetesSerialization()),
+        k.namespace(),
+        k.ttlSecondsAfterFinished());
+  }
+
+  /** The token Secret and the Job of one attempt. */
+  public record Objects(Secret secret, Job job) {}
+
+  /**
+   * What the launcher would create for attempt 1 of builds {@code first} to {@code first + n - 1}
+   * on the configuration's route {@code route}.
+   */
+  public static List<Objects> forBuilds(
+      OneshotConfig config, java.nio.file.Path templateDir, String route, long first, int n) {
+    JobFactory f = factory(config, templateDir);
+    OneshotConfig.Route r = config.route(route).orElseThrow();
+    List<Objects> out = new ArrayList<>(n);
+    for (long b = first; b < first + n; b++) {
+      Attempt a =
+          new Attempt(
+              b, 1, Attempt.nameOf(b, 1), r, BuildToken.generate(), config.api().publicUrl());
+      out.add(new Objects(f.secret(a), f.job(a)));
+    }
+    return out;
+  }
+
+  /**
+   * The requests of one launch, made by a plain client with nothing around them: create the Secret,
+   * create the Job, make the Job own the Secret.
+   */
+  public static void createPlainly(KubernetesClient client, Objects o) {
+    String ns = o.job().getMetadata().getNamespace();
+    client.secrets().inNamespace(ns).resource(o.secret()).create();
+    Job created = client.batch().v1().jobs().inNamespace(ns).resource(o.job()).create();
+    String owner = client.getKubernetesSerialization().asJson(JobFactory.ownerPatch(created));
+    client
+        .secrets()
+        .inNamespace(ns)
+        .resource(o.secret())
+        .patch(PatchContext.of(PatchType.JSON_MERGE), owner);
   }
 }
