@@ -75,6 +75,7 @@ public final class Bench implements Callable<Integer> {
     return List.of(
         new LatencyBench(),
         new ThroughputBench(),
+        new LaunchBench(),
         new BackpressureBench(),
         new QueueScaleBench(),
         new PeerBench(),

@@ -43,15 +43,17 @@ final class Setups {
     }
   }
 
-  /** The Kubernetes launcher against {@code cluster}, its client-side rate limit as given. */
-  static TestServer.Builder kubernetes(
-      MockCluster cluster, int qps, int burst, TimedLauncher[] made) {
-    return kubernetes(cluster::clientFor, qps, burst, made);
+  /**
+   * The Kubernetes launcher against {@code cluster}; {@code settings} are added to its {@code
+   * launcher.kubernetes} section (empty: the defaults).
+   */
+  static TestServer.Builder kubernetes(MockCluster cluster, String settings, TimedLauncher[] made) {
+    return kubernetes(cluster::clientFor, settings, made);
   }
 
   /** The Kubernetes launcher with the client {@code api} makes on the server's Vert.x. */
   static TestServer.Builder kubernetes(
-      Function<Vertx, KubernetesClient> api, int qps, int burst, TimedLauncher[] made) {
+      Function<Vertx, KubernetesClient> api, String settings, TimedLauncher[] made) {
     return TestServer.with()
         .routes(
             "routes: [{name: bench, template: script.yaml, namespace: bench, maxConcurrent:"
@@ -62,13 +64,17 @@ final class Setups {
             "{listen: \"127.0.0.1:0\", publicUrl: \"http://127.0.0.1:9\", adminToken: \"%s\"}"
                 .formatted(TestServer.ADMIN_TOKEN))
         .launcherYaml(
-            "{kind: kubernetes, kubernetes: {namespace: bench, templateDir: job-templates, qps: %s,"
-                    .formatted(qps)
-                + " burst: %d}}".formatted(burst))
+            "{kind: kubernetes, kubernetes: {namespace: bench, templateDir: job-templates%s}}"
+                .formatted(settings.isEmpty() ? "" : ", " + settings))
         .launchers(
             (vertx, cfg) -> {
               made[0] = new TimedLauncher(KubernetesLauncher.create(cfg, api.apply(vertx)));
               return made[0];
             });
+  }
+
+  /** The client-side rate limit at {@code qps} and {@code burst}. */
+  static String rate(int qps, int burst) {
+    return "qps: %d, burst: %d".formatted(qps, burst);
   }
 }

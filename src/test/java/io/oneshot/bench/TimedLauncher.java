@@ -11,6 +11,7 @@ import java.util.concurrent.ConcurrentHashMap;
 /** Any launcher, noting when the dispatcher first called it for each build (wall clock). */
 final class TimedLauncher extends DelegatingLauncher {
   final Map<Long, Instant> called = new ConcurrentHashMap<>();
+  final Map<Long, Long> calledNanos = new ConcurrentHashMap<>();
 
   TimedLauncher(Launcher inner) {
     super(inner);
@@ -18,6 +19,7 @@ final class TimedLauncher extends DelegatingLauncher {
 
   @Override
   public LaunchOutcome launch(Attempt a) {
+    calledNanos.putIfAbsent(a.buildId(), System.nanoTime());
     called.putIfAbsent(a.buildId(), Instant.now());
     return super.launch(a);
   }
