@@ -152,8 +152,48 @@ public final class TestServer implements AutoCloseable {
     return (String) Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", id);
   }
 
+  /**
+   * Stops the server, then the attempts its local launcher left running. A dispatcher leaves them
+   * for its successor to adopt, but no test server reuses another's run directory, so none would:
+   * they would heartbeat a server that is gone until their lease ran out, taking CPU from the tests
+   * after this one.
+   */
   @Override
   public void close() {
-    server.close();
+    try {
+      server.close();
+    } finally {
+      stopAttemptsIn(runDir);
+      if ("local".equals(config.launcher().kind())
+          && config.launcher().local() != null
+          && config.launcher().local().runDir() != null) {
+        stopAttemptsIn(config.launcher().local().runDir());
+      }
+    }
+  }
+
+  /**
+   * Kills every provisionerd whose attempt directory is under {@code runDir}, with its children.
+   */
+  public static void stopAttemptsIn(Path runDir) {
+    String marker = "-Doneshot.attempt=" + runDir.toAbsolutePath() + "/";
+    ProcessHandle.allProcesses()
+        .filter(p -> commandLine(p).contains(marker))
+        .forEach(
+            p -> {
+              p.descendants().forEach(ProcessHandle::destroyForcibly);
+              p.destroyForcibly();
+            });
+  }
+
+  /** Read whole from /proc: the JDK's own reading may stop short of a long class path. */
+  private static String commandLine(ProcessHandle p) {
+    try {
+      return new String(
+          Files.readAllBytes(Path.of("/proc", Long.toString(p.pid()), "cmdline")),
+          java.nio.charset.StandardCharsets.UTF_8);
+    } catch (IOException | RuntimeException e) {
+      return "";
+    }
   }
 }
