@@ -30,7 +30,8 @@ public final class AdvisoryLocks {
   /**
    * Takes lock {@code key} for the rest of {@code conn}'s transaction ({@code queue/claim-lock}),
    * and checks that {@code fence} (null: no check) still holds the leader lock: fails with {@link
-   * FencedOutException} when it does not, so that nothing the transaction goes on to write commits.
+   * FencedOutException} when it does not, having aborted the transaction, so that nothing it goes
+   * on to write commits, even what was sent behind this statement before its answer came.
    */
   static io.vertx.core.Future<Void> takeFenced(
       io.vertx.sqlclient.SqlConnection conn, int key, LeaderFence fence) {
@@ -44,10 +45,15 @@ public final class AdvisoryLocks {
             (long) LEADER);
     return conn.preparedQuery(FENCED_LOCK.text())
         .execute(args)
-        .compose(
-            x ->
-                x.iterator().next().getBoolean("fenced")
-                    ? io.vertx.core.Future.<Void>succeededFuture()
-                    : io.vertx.core.Future.failedFuture(new FencedOutException(fence)));
+        .<Void>mapEmpty()
+        .recover(
+            e ->
+                io.vertx.core.Future.failedFuture(
+                    fencedOut(e) ? new FencedOutException(fence) : e));
+  }
+
+  /** The error {@code oneshot.fenced_out} raises (SQLSTATE OS412): the fence did not hold. */
+  static boolean fencedOut(Throwable e) {
+    return e instanceof io.vertx.pgclient.PgException pg && "OS412".equals(pg.getSqlState());
   }
 }

@@ -38,7 +38,8 @@ public final class Migrator {
           "006_untagged_rerun_retention.sql",
           "007_sources.sql",
           "008_access.sql",
-          "009_wakes.sql");
+          "009_wakes.sql",
+          "010_fenced_out.sql");
 
   /** What a run did: the schema version before and after, and the migrations it applied. */
   public record Result(int from, int to, List<String> applied) {}

@@ -268,43 +268,60 @@ public final class QueueStore {
 
   /**
    * Claims up to {@code tokens.size()} builds, all limits holding, in one transaction that commits
-   * before any launch. Each claimed build gets one of the given tokens (by hash). {@code
-   * beforeCommit} sees the claimed builds while the transaction is still open, so that the caller
-   * can register them before anyone else can see them claimed; if the commit then fails, the
-   * returned future fails and nothing was claimed. With a {@code fence}, the claim commits only
-   * while that leadership session holds the leader lock; otherwise it fails with {@link
-   * FencedOutException} and claims nothing.
+   * before any launch. Each claimed build gets one of the given tokens (by hash). The transaction
+   * is sent in one round trip: BEGIN, the claim lock with the fence check, the claim and COMMIT go
+   * out together on one connection, and an error in any of them rolls all of it back (the COMMIT of
+   * an aborted transaction is a rollback). The builds are returned once the commit is known; {@code
+   * answered} sees them as soon as the claim's rows arrive (for timing). With a {@code fence}, the
+   * claim commits only while that leadership session holds the leader lock; otherwise it fails with
+   * {@link FencedOutException} and claims nothing.
    */
   public Future<List<Claimed>> claim(
       int globalLimit,
       String launchKind,
       List<BuildToken> tokens,
       LeaderFence fence,
-      Consumer<List<Claimed>> beforeCommit) {
+      Consumer<List<Claimed>> answered) {
     Buffer[] hashes = tokens.stream().map(t -> Buffer.buffer(t.hash())).toArray(Buffer[]::new);
-    return pool.withTransaction(
-        conn ->
-            AdvisoryLocks.takeFenced(conn, AdvisoryLocks.CLAIM, fence)
-                .compose(
-                    x ->
-                        conn.preparedQuery(CLAIM.with(Map.of("batch", tokens.size())))
-                            .execute(Tuple.of(globalLimit, hashes, launchKind))
-                            .map(
-                                rows -> {
-                                  List<Claimed> out = new ArrayList<>(rows.rowCount());
-                                  for (Row r : rows) {
-                                    out.add(
-                                        new Claimed(
-                                            r.getLong("id"),
-                                            r.getInteger("attempt"),
-                                            r.getString("route"),
-                                            r.getString("launch_name"),
-                                            tokens.get(r.getInteger("n") - 1),
-                                            r.getDouble("wait")));
-                                  }
-                                  beforeCommit.accept(out);
-                                  return out;
-                                })));
+    return pool.getConnection()
+        .compose(
+            conn -> {
+              Future<?> begin = conn.query("BEGIN").execute();
+              Future<Void> lock = AdvisoryLocks.takeFenced(conn, AdvisoryLocks.CLAIM, fence);
+              Future<List<Claimed>> claim =
+                  conn.preparedQuery(CLAIM.with(Map.of("batch", tokens.size())))
+                      .execute(Tuple.of(globalLimit, hashes, launchKind))
+                      .map(
+                          rows -> {
+                            List<Claimed> out = new ArrayList<>(rows.rowCount());
+                            for (Row r : rows) {
+                              out.add(
+                                  new Claimed(
+                                      r.getLong("id"),
+                                      r.getInteger("attempt"),
+                                      r.getString("route"),
+                                      r.getString("launch_name"),
+                                      tokens.get(r.getInteger("n") - 1),
+                                      r.getDouble("wait")));
+                            }
+                            answered.accept(out);
+                            return out;
+                          });
+              Future<?> commit = conn.query("COMMIT").execute();
+              return Future.join(begin, lock, claim, commit)
+                  .transform(
+                      done -> {
+                        // The first failure in the order sent is the cause; what follows it failed
+                        // because the transaction was aborted. A fence that did not hold says so.
+                        for (Future<?> f : List.of(begin, lock, claim, commit)) {
+                          if (f.failed()) {
+                            return Future.<List<Claimed>>failedFuture(f.cause());
+                          }
+                        }
+                        return claim;
+                      })
+                  .andThen(done -> conn.close());
+            });
   }
 
   /**

@@ -68,6 +68,21 @@ public final class Dispatcher implements AutoCloseable {
   private final AtomicLong cycles = new AtomicLong();
   private volatile long lastWake;
   private volatile Consumer<CycleTimes> cycleTimes;
+  private volatile Consumer<List<Long>> claimCommitted;
+
+  /**
+   * Claims sent, and claims whose builds are registered as launching here (or that failed), by
+   * number. A claim commits before its answer reaches this replica, so between the two a reader of
+   * the queue sees its builds claimed while {@link #launching} does not know them yet: the rescuer
+   * waits for the claims sent before its read ({@link #awaitClaimsSentBefore}). Cycles run one at a
+   * time, so every claim up to {@code claimsSettled} is settled.
+   */
+  private long claimsSent;
+
+  private long claimsSettled;
+  private int claimWaiters;
+  private final Object claims = new Object();
+  private final AtomicLong relaunches = new AtomicLong();
   private final AtomicLong polls = new AtomicLong();
   private final AtomicLong pollsWithWork = new AtomicLong();
   private final Metrics metrics;
@@ -108,8 +123,8 @@ public final class Dispatcher implements AutoCloseable {
   /**
    * When the steps of a cycle that claimed builds happened, on {@link System#nanoTime}'s clock: the
    * last wake before it (a notification heard, for one), its start on the dispatch thread, the
-   * claim statement's answer (the transaction still open), and the commit. What the benchmark
-   * breaks dispatch latency down with.
+   * claim's rows arriving (its COMMIT, sent with it, not yet answered), and the commit's answer.
+   * What the benchmark breaks dispatch latency down with.
    */
   public record CycleTimes(
       long wokenAt, long startedAt, long answeredAt, long committedAt, List<Long> ids) {}
@@ -117,6 +132,52 @@ public final class Dispatcher implements AutoCloseable {
   /** Hears the times of every cycle that claimed builds, on the dispatch thread (keep it quick). */
   public void onCycle(Consumer<CycleTimes> observer) {
     cycleTimes = observer;
+  }
+
+  /**
+   * For tests: runs on the dispatch thread after a claim committed and before its builds are
+   * registered as launching here, with their ids.
+   */
+  public void onClaimCommitted(Consumer<List<Long>> hook) {
+    claimCommitted = hook;
+  }
+
+  /**
+   * Waits until every claim sent before this call has its builds registered as launching here, or
+   * failed: after it, {@link #launching} knows every build that a read of the queue made before the
+   * call saw claimed by this replica. False when {@code max} passed first (the database is slow to
+   * answer a claim): the caller must then not act on builds it found launching.
+   */
+  public boolean awaitClaimsSentBefore(Duration max) throws InterruptedException {
+    long deadline = System.nanoTime() + max.toNanos();
+    synchronized (claims) {
+      long sent = claimsSent;
+      claimWaiters++;
+      try {
+        while (claimsSettled < sent) {
+          long left = deadline - System.nanoTime();
+          if (left <= 0) {
+            return false;
+          }
+          TimeUnit.NANOSECONDS.timedWait(claims, left);
+        }
+        return true;
+      } finally {
+        claimWaiters--;
+      }
+    }
+  }
+
+  /** Threads in {@link #awaitClaimsSentBefore} now (for tests). */
+  public int claimWaiters() {
+    synchronized (claims) {
+      return claimWaiters;
+    }
+  }
+
+  /** Launches the rescuer asked for again (its builds' launches were lost), so far. */
+  public long relaunches() {
+    return relaunches.get();
   }
 
   /** Cycles run so far (for tests and diagnostics). */
@@ -189,9 +250,11 @@ public final class Dispatcher implements AutoCloseable {
     List<BuildToken> tokens = takeTokens(batch);
     List<Long> registered = new ArrayList<>();
     List<Claimed> claimed;
+    long claim;
+    synchronized (claims) {
+      claim = ++claimsSent;
+    }
     try {
-      // Registered before the claim commits: the rescuer never sees these builds claimed
-      // without also seeing that a launch of them is under way here.
       claimed =
           Database.await(
               store
@@ -201,13 +264,17 @@ public final class Dispatcher implements AutoCloseable {
                       launcher.kind(),
                       tokens,
                       leading,
-                      c -> {
-                        answeredAt[0] = System.nanoTime();
-                        for (Claimed x : c) {
-                          inFlight.add(x.id());
-                          registered.add(x.id());
-                        }
-                      }));
+                      c -> answeredAt[0] = System.nanoTime()));
+      Consumer<List<Long>> hook = claimCommitted;
+      if (hook != null && !claimed.isEmpty()) {
+        hook.accept(claimed.stream().map(Claimed::id).toList());
+      }
+      // The rescuer, having read these builds claimed, waits for this before it looks at them:
+      // it never takes them for builds whose launch was lost.
+      for (Claimed x : claimed) {
+        inFlight.add(x.id());
+        registered.add(x.id());
+      }
     } catch (FencedOutException e) {
       returnUnused(tokens, List.of());
       if (!fencedOut) {
@@ -220,6 +287,10 @@ public final class Dispatcher implements AutoCloseable {
       registered.forEach(inFlight::remove);
       throw e;
     } finally {
+      synchronized (claims) {
+        claimsSettled = claim;
+        claims.notifyAll();
+      }
       cycles.incrementAndGet();
     }
     fencedOut = false;
@@ -263,6 +334,7 @@ public final class Dispatcher implements AutoCloseable {
     if (leading == null || !inFlight.add(buildId)) {
       return;
     }
+    relaunches.incrementAndGet();
     Optional<OneshotConfig.Route> route = config.route(routeName);
     if (route.isEmpty()) {
       launches.execute(() -> unknownRoute(buildId, attempt, routeName));

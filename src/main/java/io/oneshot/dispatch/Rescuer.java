@@ -54,6 +54,9 @@ public final class Rescuer implements AutoCloseable {
   /** How long an attempt that reported its outcome gets to exit before it is removed. */
   static final Duration FINISHING = Duration.ofSeconds(30);
 
+  /** How long a tick waits for a claim sent before its read to be registered, at most. */
+  static final Duration CLAIM_WAIT = Duration.ofSeconds(10);
+
   private static final OneshotConfig.Route UNKNOWN_ROUTE =
       new OneshotConfig.Route(
           "(unknown)",
@@ -127,6 +130,19 @@ public final class Rescuer implements AutoCloseable {
       kill(k.ref(), k.why());
     }
     List<LiveBuild> live = Database.await(store.attempts().live());
+    // A claim commits before this replica registers its builds as launching: one this read saw
+    // claimed may not be registered yet, and would look like a build whose launch was lost.
+    try {
+      if (!dispatcher.awaitClaimsSentBefore(CLAIM_WAIT)) {
+        log.warn(
+            "Rescue tick skipped: a claim has not been answered within {}. Will try again.",
+            Units.format(CLAIM_WAIT));
+        return;
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return;
+    }
     Set<String> needed = new HashSet<>();
     for (LiveBuild b : live) {
       needed.add(key(b.id(), b.attempt()));

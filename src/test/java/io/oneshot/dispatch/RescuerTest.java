@@ -83,6 +83,54 @@ class RescuerTest {
         .toList();
   }
 
+  /**
+   * A claim commits before its answer reaches the dispatcher, so for a moment its builds are
+   * launching in the queue and unknown to the dispatcher: a rescue pass that reads them then waits
+   * for the claim to be registered, instead of taking them for builds whose launch was lost and
+   * launching them a second time with a new token.
+   */
+  @Test
+  void aBuildClaimedButNotYetRegisteredIsNotLaunchedAgainByTheRescuer() throws Exception {
+    // The rescuer's own ticks are left out (a long interval); this test ticks it by hand.
+    t =
+        TestServer.with()
+            .routes(ROUTES)
+            .dispatch("pollInterval: 200ms, rescueInterval: 1h, leaderInterval: 10s")
+            .launcher(launcher)
+            .start();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> t.server.leader());
+    java.util.concurrent.CountDownLatch committed = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch register = new java.util.concurrent.CountDownLatch(1);
+    Dispatcher dispatcher = t.server.dispatcher();
+    dispatcher.onClaimCommitted(
+        ids -> {
+          committed.countDown();
+          try {
+            register.await();
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+        });
+    long id = enqueue("{}");
+    assertThat(committed.await(10, TimeUnit.SECONDS)).isTrue();
+    assertThat(status(id)).isEqualTo("launching");
+    assertThat(dispatcher.launching(id)).isFalse();
+
+    java.util.concurrent.CompletableFuture<Void> tick =
+        java.util.concurrent.CompletableFuture.runAsync(() -> t.server.rescuer().tick());
+    // The pass has read the queue (it waits for the claim) or is done with it.
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(() -> dispatcher.claimWaiters() > 0 || tick.isDone());
+    register.countDown();
+    tick.get(10, TimeUnit.SECONDS);
+
+    assertThat(dispatcher.relaunches()).isZero();
+    Attempt a = awaitLaunch(id, 1);
+    acquire(a);
+    assertThat(status(id)).isEqualTo("running");
+  }
+
   @Test
   void anAttemptThatEndsBeforeAcquiringIsRequeuedUntilItsAttemptsRunOut() {
     start();
