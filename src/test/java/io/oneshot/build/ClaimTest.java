@@ -367,6 +367,39 @@ class ClaimTest {
     }
   }
 
+  /**
+   * The claim goes out with its BEGIN and COMMIT in one round trip: when its statement fails, the
+   * COMMIT sent behind it rolls the transaction back, the caller hears the statement's own error,
+   * and the connection goes back to the pool clean.
+   */
+  @Test
+  void aClaimWhoseStatementFailsClaimsNothingAndLeavesItsConnectionClean() {
+    f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 10}\n");
+    long first = enqueue("{}", 0, null);
+    List<BuildToken> tokens = StoreFixture.tokens(1);
+    assertThat(claim(f.store, 10, tokens)).containsExactly(first);
+    long second = enqueue("{}", 0, null);
+    // The same token again: its hash is unique, so the claim's update fails.
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> claim(f.store, 10, tokens))
+        .isInstanceOf(io.vertx.pgclient.PgException.class)
+        .hasMessageContaining("builds_token_hash_key");
+    assertThat(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", second))
+        .isEqualTo("pending");
+    assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", second)).isEqualTo(0);
+    // Every connection of the pool still claims: none was left inside the failed transaction.
+    for (int i = 0; i < 20; i++) {
+      assertThat(claim(f.store, 10, StoreFixture.tokens(1))).isSubsetOf(List.of(second));
+    }
+    assertThat(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", second))
+        .isEqualTo("launching");
+  }
+
+  private List<Long> claim(BuildStore store, int global, List<BuildToken> tokens) {
+    return Database.await(store.queue().claim(global, "test", tokens)).stream()
+        .map(QueueStore.Claimed::id)
+        .toList();
+  }
+
   private void assertThatFencedOut(LeaderFence stale) {
     org.assertj.core.api.Assertions.assertThatThrownBy(
             () ->
