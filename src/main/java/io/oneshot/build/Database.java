@@ -47,6 +47,9 @@ public final class Database implements AutoCloseable {
     this.readPool = readPool;
   }
 
+  /** The longest statement text prepared once per connection; every statement file is shorter. */
+  static final int STATEMENT_SQL_LIMIT = 64 * 1024;
+
   /**
    * Opens a pool. Connections give up a statement after {@code statement_timeout} (30 s) so that a
    * stuck query never holds a dispatcher thread forever, and run without JIT compilation.
@@ -54,8 +57,13 @@ public final class Database implements AutoCloseable {
   public static Database open(Vertx vertx, String url, int poolSize, String applicationName) {
     PgConnectOptions options = withApplicationName(parseUrl(url), applicationName);
     options.setReconnectAttempts(0);
-    // Every statement is a constant of BuildStore: prepare each once per connection.
-    options.setCachePreparedStatements(true).setPreparedStatementCacheMaxSize(128);
+    // Every statement is a constant of BuildStore: prepare each once per connection, however long
+    // (the client's default leaves statements over 2,048 characters unprepared: parsed and planned
+    // again on every call, as the claim, the acquire and the log append were).
+    options
+        .setCachePreparedStatements(true)
+        .setPreparedStatementCacheMaxSize(128)
+        .setPreparedStatementCacheSqlLimit(STATEMENT_SQL_LIMIT);
     // The main pool's connections carry a name of this process's own, so that pg_stat_activity
     // tells them apart from other replicas' (poolUse).
     String instance = Long.toHexString(ThreadLocalRandom.current().nextLong() >>> 32);

@@ -400,6 +400,32 @@ class ClaimTest {
         .toList();
   }
 
+  /**
+   * The claim is prepared once per connection and planned from its cached plan afterwards: a
+   * statement text the client would not cache is parsed and planned again on every call.
+   */
+  @Test
+  void theClaimIsPreparedOncePerConnection() {
+    f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 10}\n");
+    Database one = Database.open(f.vertx, io.oneshot.testing.TestDatabase.url(), 1, "test-one");
+    try {
+      BuildStore store = new BuildStore(one.pool());
+      enqueue("{}", 0, null);
+      for (int i = 0; i < 3; i++) {
+        Database.await(store.queue().claim(10, "test", StoreFixture.tokens(4)));
+      }
+      List<String> prepared =
+          Database.await(one.pool().query("SELECT statement FROM pg_prepared_statements").execute())
+              .stream()
+              .map(r -> r.getString(0))
+              .toList();
+      assertThat(prepared).anyMatch(s -> s.contains("FOR UPDATE OF b SKIP LOCKED"));
+      assertThat(prepared).anyMatch(s -> s.contains("pg_advisory_xact_lock"));
+    } finally {
+      one.close();
+    }
+  }
+
   private void assertThatFencedOut(LeaderFence stale) {
     org.assertj.core.api.Assertions.assertThatThrownBy(
             () ->

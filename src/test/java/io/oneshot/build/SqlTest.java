@@ -59,6 +59,16 @@ class SqlTest {
     }
   }
 
+  /** Each statement is short enough to be prepared once per connection by the pool's client. */
+  @Test
+  void everyStatementFitsThePreparedStatementCache() {
+    f = new StoreFixture("routes: [{name: a}]");
+    for (Sql s : Sql.loaded()) {
+      String text = s.name().equals("queue/claim") ? s.with(Map.of("batch", 10_000)) : s.text();
+      assertThat(text.length()).as(s.name()).isLessThan(Database.STATEMENT_SQL_LIMIT);
+    }
+  }
+
   @Test
   void aStatementThatDoesNotParseFailsTheCheckByName() {
     f = new StoreFixture("routes: [{name: a}]");
