@@ -5,11 +5,16 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.fabric8.kubernetes.api.model.Pod;
+import io.fabric8.kubernetes.api.model.PodBuilder;
+import io.fabric8.kubernetes.api.model.PodStatusBuilder;
 import io.fabric8.kubernetes.api.model.Secret;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.oneshot.build.BuildToken;
 import io.oneshot.build.Database;
 import io.oneshot.build.QueueStore;
+import io.oneshot.build.Runner;
+import io.oneshot.launch.AttemptRef;
 import io.oneshot.testing.Api;
 import io.oneshot.testing.Audit;
 import io.oneshot.testing.Limits;
@@ -684,6 +689,82 @@ class KubernetesLauncherTest {
     assertThat(cluster.kubelet.podsOf("team-a", "oneshot-" + id + "-1")).hasSize(1);
     assertThat(Audit.conflicts(id)).isZero();
     assertThat(Audit.lines(marker)).containsExactly("run");
+  }
+
+  /**
+   * A refused second runner's pod is deleted only when it is the pod the runner named, by UID too:
+   * a pod of the same name made since (a Job controller that replaced it) is another pod, and is
+   * left alone; the pod of the runner that holds the attempt is never touched.
+   */
+  @Test
+  void aSecondRunnersPodIsDeletedOnlyWhenItsUidIsTheOneTheRunnerGave() {
+    KubernetesLauncher[] made = new KubernetesLauncher[1];
+    t =
+        server()
+            .launchers(
+                (vertx, cfg) -> made[0] = KubernetesLauncher.create(cfg, cluster.clientFor(vertx)))
+            .start();
+    AttemptRef ref = new AttemptRef(41, 1, "oneshot-41-1", "team-a");
+    Pod pod =
+        cluster
+            .admin
+            .pods()
+            .inNamespace("team-a")
+            .resource(
+                new PodBuilder()
+                    .withNewMetadata()
+                    .withName("oneshot-41-1-abcde")
+                    .withNamespace("team-a")
+                    .addToLabels(JobFactory.MANAGED_BY, "oneshot")
+                    .addToLabels(JobFactory.BUILD, "41")
+                    .addToLabels(JobFactory.ATTEMPT, "1")
+                    .endMetadata()
+                    .withNewSpec()
+                    .addNewContainer()
+                    .withName("provisionerd")
+                    .withImage("oneshot")
+                    .endContainer()
+                    .endSpec()
+                    .build())
+            .create();
+    // The refused provisionerd has exited, as it does at once.
+    pod.setStatus(new PodStatusBuilder().withPhase("Failed").build());
+    cluster.admin.pods().inNamespace("team-a").resource(pod).updateStatus();
+    String uid = pod.getMetadata().getUid();
+    assertThat(uid).isNotNull();
+    Runner holder = new Runner("holder", "oneshot-41-1-fghij", "uid-of-holder", null, null);
+
+    made[0].removeRunner(
+        ref,
+        new Runner("intruder", pod.getMetadata().getName(), "uid-of-another", null, null),
+        holder);
+    assertThat(
+            cluster.admin.pods().inNamespace("team-a").withName(pod.getMetadata().getName()).get())
+        .as("a pod of that name but another UID is left alone")
+        .isNotNull();
+
+    made[0].removeRunner(
+        new AttemptRef(41, 2, "oneshot-41-2", "team-a"),
+        new Runner("intruder", pod.getMetadata().getName(), uid, null, null),
+        holder);
+    assertThat(
+            cluster.admin.pods().inNamespace("team-a").withName(pod.getMetadata().getName()).get())
+        .as("a pod of another attempt is left alone")
+        .isNotNull();
+
+    made[0].removeRunner(
+        ref, new Runner("intruder", pod.getMetadata().getName(), uid, null, null), holder);
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(
+            () ->
+                cluster
+                        .admin
+                        .pods()
+                        .inNamespace("team-a")
+                        .withName(pod.getMetadata().getName())
+                        .get()
+                    == null);
   }
 
   /**
