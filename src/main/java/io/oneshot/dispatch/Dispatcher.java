@@ -155,11 +155,11 @@ public final class Dispatcher implements AutoCloseable {
       claimWaiters++;
       try {
         while (claimsSettled < sent) {
-          long left = deadline - System.nanoTime();
-          if (left <= 0) {
+          long remaining = deadline - System.nanoTime();
+          if (remaining <= 0) {
             return false;
           }
-          TimeUnit.NANOSECONDS.timedWait(claims, left);
+          TimeUnit.NANOSECONDS.timedWait(claims, remaining);
         }
         return true;
       } finally {
