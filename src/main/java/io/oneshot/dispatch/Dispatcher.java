@@ -248,8 +248,8 @@ public final class Dispatcher implements AutoCloseable {
     long[] answeredAt = {0};
     int batch = Math.min(config.dispatch().claimBatch(), config.dispatch().maxConcurrent());
     List<BuildToken> tokens = takeTokens(batch);
-    List<Long> registered = new ArrayList<>();
     List<Claimed> claimed;
+    List<Long> ids;
     long claim;
     synchronized (claims) {
       claim = ++claimsSent;
@@ -265,16 +265,14 @@ public final class Dispatcher implements AutoCloseable {
                       tokens,
                       leading,
                       c -> answeredAt[0] = System.nanoTime()));
+      ids = claimed.stream().map(Claimed::id).toList();
       Consumer<List<Long>> hook = claimCommitted;
-      if (hook != null && !claimed.isEmpty()) {
-        hook.accept(claimed.stream().map(Claimed::id).toList());
+      if (hook != null && !ids.isEmpty()) {
+        hook.accept(ids);
       }
       // The rescuer, having read these builds claimed, waits for this before it looks at them:
       // it never takes them for builds whose launch was lost.
-      for (Claimed x : claimed) {
-        inFlight.add(x.id());
-        registered.add(x.id());
-      }
+      inFlight.addAll(ids);
     } catch (FencedOutException e) {
       returnUnused(tokens, List.of());
       if (!fencedOut) {
@@ -283,9 +281,6 @@ public final class Dispatcher implements AutoCloseable {
             "Claimed nothing: {}. Claims wait until this replica leads again.", e.getMessage());
       }
       return 0;
-    } catch (RuntimeException e) {
-      registered.forEach(inFlight::remove);
-      throw e;
     } finally {
       synchronized (claims) {
         claimsSettled = claim;
@@ -297,7 +292,7 @@ public final class Dispatcher implements AutoCloseable {
     long claimedAt = System.nanoTime();
     Consumer<CycleTimes> observer = cycleTimes;
     if (observer != null && !claimed.isEmpty()) {
-      observer.accept(new CycleTimes(wokenAt, startedAt, answeredAt[0], claimedAt, registered));
+      observer.accept(new CycleTimes(wokenAt, startedAt, answeredAt[0], claimedAt, ids));
     }
     if (!claimed.isEmpty()) {
       FaultPoint.AFTER_CLAIM.reach();

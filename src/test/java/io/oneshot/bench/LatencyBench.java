@@ -101,8 +101,9 @@ final class LatencyBench implements Scenario {
    * Where enqueue -> launcher called goes, step by step, each step's p50 and p99 over the builds
    * claimed alone (a cycle that claimed one build): the enqueue's commit to the notification heard
    * (NOTIFY's delivery, the listener's connection and event loop), to the cycle's start on the
-   * dispatch thread (the wake-up), to the claim statement's answer (BEGIN, the claim lock and
-   * fence, the claim), to its commit, to the launcher's call (the hand-over to a launch thread).
+   * dispatch thread (the wake-up), to the claim's rows (BEGIN, the claim lock and fence, the claim
+   * and COMMIT, sent together), to the commit's answer, to the launcher's call (the hand-over to a
+   * launch thread).
    */
   static void breakdown(
       long[] ids,

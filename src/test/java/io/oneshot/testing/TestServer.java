@@ -3,6 +3,7 @@ package io.oneshot.testing;
 import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.Launcher;
+import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.server.OneshotServer;
 import io.vertx.core.Vertx;
 import java.io.IOException;
@@ -163,37 +164,23 @@ public final class TestServer implements AutoCloseable {
     try {
       server.close();
     } finally {
-      stopAttemptsIn(runDir);
-      if ("local".equals(config.launcher().kind())
-          && config.launcher().local() != null
-          && config.launcher().local().runDir() != null) {
+      // The default launcher's run directory is runDir; a launcher block may name another.
+      if ("local".equals(config.launcher().kind()) && config.launcher().local() != null) {
         stopAttemptsIn(config.launcher().local().runDir());
       }
     }
   }
 
-  /**
-   * Kills every provisionerd whose attempt directory is under {@code runDir}, with its children.
-   */
+  /** Kills every provisionerd whose attempt directory is in {@code runDir}, with its children. */
   public static void stopAttemptsIn(Path runDir) {
-    String marker = "-Doneshot.attempt=" + runDir.toAbsolutePath() + "/";
+    Path dir = runDir.toAbsolutePath();
     ProcessHandle.allProcesses()
-        .filter(p -> commandLine(p).contains(marker))
+        .filter(
+            p -> LocalLauncher.attemptDirOf(p).map(d -> dir.equals(d.getParent())).orElse(false))
         .forEach(
             p -> {
               p.descendants().forEach(ProcessHandle::destroyForcibly);
               p.destroyForcibly();
             });
-  }
-
-  /** Read whole from /proc: the JDK's own reading may stop short of a long class path. */
-  private static String commandLine(ProcessHandle p) {
-    try {
-      return new String(
-          Files.readAllBytes(Path.of("/proc", Long.toString(p.pid()), "cmdline")),
-          java.nio.charset.StandardCharsets.UTF_8);
-    } catch (IOException | RuntimeException e) {
-      return "";
-    }
   }
 }

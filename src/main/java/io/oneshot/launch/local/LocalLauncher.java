@@ -360,11 +360,11 @@ public final class LocalLauncher implements Launcher {
     if (!Files.isDirectory(dir)) {
       return false;
     }
-    String marker = MARKER + dir.toAbsolutePath();
+    Path attempt = dir.toAbsolutePath();
     Optional<ProcessHandle> found =
         ProcessHandle.allProcesses()
             .filter(ProcessHandle::isAlive)
-            .filter(h -> commandLine(h).contains(marker))
+            .filter(h -> attemptDirOf(h).filter(attempt::equals).isPresent())
             .findFirst();
     if (found.isEmpty()) {
       return false;
@@ -381,6 +381,19 @@ public final class LocalLauncher implements Launcher {
       log.warn("Attempt {}: cannot record process {}: {}.", ref, found.get().pid(), e.toString());
       return false;
     }
+  }
+
+  /**
+   * The attempt directory a provisionerd this launcher started carries on its command line ({@link
+   * #MARKER}); empty for any other process.
+   */
+  public static Optional<Path> attemptDirOf(ProcessHandle h) {
+    for (String arg : commandLine(h)) {
+      if (arg.startsWith(MARKER)) {
+        return Optional.of(Path.of(arg.substring(MARKER.length())));
+      }
+    }
+    return Optional.empty();
   }
 
   /**
