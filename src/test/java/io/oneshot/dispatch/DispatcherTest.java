@@ -18,6 +18,13 @@ import org.junit.jupiter.api.Test;
 
 /** Wakes, the poll backstop, the listener's reconnects, and what the claim loop does with them. */
 class DispatcherTest {
+  /**
+   * pg_locks shows every database's locks: without this, a test here would end the leader session
+   * of another test database on the same server (another JVM's test, run beside this one).
+   */
+  private static final String THIS_DATABASE =
+      " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+
   private static final String SCRIPT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
 
   /** With this poll, nothing but a notification or a reconnect wakes the dispatcher. */
@@ -423,13 +430,15 @@ class DispatcherTest {
               });
       String lockRows =
           "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
-              + " AND classid::bigint = ? AND objid::bigint = ? AND granted = ?";
+              + " AND classid::bigint = ? AND objid::bigint = ? AND granted = ?"
+              + THIS_DATABASE;
       await()
           .atMost(10, TimeUnit.SECONDS)
           .until(() -> Sql.count(lockRows, lockClass, leaderLock, false) == 1);
       Sql.exec(
           "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
-              + " AND granted AND objsubid = 2 AND classid::bigint = ? AND objid::bigint = ?",
+              + " AND granted AND objsubid = 2 AND classid::bigint = ? AND objid::bigint = ?"
+              + THIS_DATABASE,
           lockClass,
           leaderLock);
       assertThat(queued).succeedsWithin(Duration.ofSeconds(10));

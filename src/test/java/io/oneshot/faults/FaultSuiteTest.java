@@ -271,7 +271,8 @@ class FaultSuiteTest {
           if (round % 12 == 4 && databaseAnswers()) {
             Sql.exec(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    + " WHERE application_name LIKE 'oneshot-%' AND pid <> pg_backend_pid()");
+                    + " WHERE application_name LIKE 'oneshot-%' AND pid <> pg_backend_pid()"
+                    + " AND datname = current_database()");
             faults.merge("sessions terminated", 1, Integer::sum);
           } else if (round % 12 == 10) {
             db.cut();

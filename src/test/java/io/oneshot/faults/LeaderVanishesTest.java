@@ -91,7 +91,7 @@ class LeaderVanishesTest {
         ResultSet r =
             st.executeQuery(
                 "SELECT host(a.client_addr) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-                    + " WHERE l.locktype = 'advisory' AND l.granted"
+                    + " WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()"
                     + " AND a.application_name = 'oneshot-leader'")) {
       return r.next() ? r.getString(1) : null;
     } catch (Exception e) {

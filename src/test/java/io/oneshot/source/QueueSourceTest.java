@@ -374,7 +374,9 @@ class QueueSourceTest {
                   look.isDone()
                       || Sql.count(
                               "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT"
-                                  + " granted AND classid = ? AND objid = ?",
+                                  + " granted AND classid = ? AND objid = ? AND database ="
+                                  + " (SELECT oid FROM pg_database WHERE datname ="
+                                  + " current_database())",
                               (long) io.oneshot.build.AdvisoryLocks.CLASS,
                               (long) io.oneshot.build.AdvisoryLocks.SOURCES)
                           > 0);
