@@ -48,7 +48,7 @@ class CompareAndSetTest {
   private static final Pattern ATTEMPT =
       Pattern.compile("\\b(attempt\\s*=|token_hash\\s*=)", Pattern.CASE_INSENSITIVE);
   private static final Pattern STATUS =
-      Pattern.compile("\\bstatus\\s*(=|IN\\s*\\()", Pattern.CASE_INSENSITIVE);
+      Pattern.compile("\\bstatus\\s*(=|(NOT\\s+)?IN\\s*\\()", Pattern.CASE_INSENSITIVE);
 
   @Test
   void everyUpdateOfABuildIsACompareAndSetOnBuildAttemptAndStatus() {
