@@ -9,6 +9,7 @@ import io.prometheus.metrics.core.metrics.Histogram;
 import io.prometheus.metrics.expositionformats.PrometheusTextFormatWriter;
 import io.prometheus.metrics.instrumentation.jvm.JvmMetrics;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import io.prometheus.metrics.model.snapshots.MetricSnapshots;
 import io.vertx.core.Future;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -62,6 +63,20 @@ public final class Metrics {
   }
 
   private final PrometheusRegistry registry = new PrometheusRegistry();
+
+  /**
+   * The JVM's memory, GC, threads and the process's CPU and open files ({@code jvm_*}, {@code
+   * process_*}): one set per JVM, scraped with every instance's own. JvmMetrics keeps every
+   * registry it was given in a static set, so registering them in each instance's registry kept
+   * every instance alive, and with it all its gauges' callbacks reach: a whole dispatcher, its
+   * informers' caches included, for each server a test or benchmark had started and closed.
+   */
+  private static final PrometheusRegistry JVM = new PrometheusRegistry();
+
+  static {
+    JvmMetrics.builder().register(JVM);
+  }
+
   private final Gauge queued;
   private final Gauge running;
   private final Histogram queueWait;
@@ -85,8 +100,6 @@ public final class Metrics {
   private volatile Supplier<Future<Void>> beforeScrape = Future::succeededFuture;
 
   public Metrics() {
-    // The JVM's memory, GC, threads and the process's CPU and open files: jvm_*, process_*.
-    JvmMetrics.builder().register(registry);
     queued =
         Gauge.builder()
             .name("oneshot_builds_queued")
@@ -398,6 +411,11 @@ public final class Metrics {
     dispatch.labelValues(route).observe(dispatchSeconds);
   }
 
+  /** First attempts on {@code route} whose launch was recorded since start. */
+  public long launches(String route) {
+    return dispatch.labelValues(route).getCount();
+  }
+
   public void acquired(String route, double startSeconds) {
     start.labelValues(route).observe(startSeconds);
   }
@@ -479,11 +497,18 @@ public final class Metrics {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     try {
       PrometheusTextFormatWriter.create()
-          .write(out, registry.scrape(), io.prometheus.metrics.config.EscapingScheme.ALLOW_UTF8);
+          .write(out, snapshots(), io.prometheus.metrics.config.EscapingScheme.ALLOW_UTF8);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
     return out.toString(StandardCharsets.UTF_8);
+  }
+
+  private MetricSnapshots snapshots() {
+    MetricSnapshots.Builder all = MetricSnapshots.builder();
+    registry.scrape().forEach(all::metricSnapshot);
+    JVM.scrape().forEach(all::metricSnapshot);
+    return all.build();
   }
 
   public static String contentType() {
