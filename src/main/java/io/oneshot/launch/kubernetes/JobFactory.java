@@ -18,6 +18,7 @@ import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.api.model.batch.v1.JobBuilder;
 import io.fabric8.kubernetes.api.model.batch.v1.JobSpec;
 import io.fabric8.kubernetes.api.model.batch.v1.PodFailurePolicyBuilder;
+import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.Attempt;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -25,6 +26,7 @@ import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Makes the Job and the token Secret of one attempt from its route's template. The template's shape
@@ -83,29 +85,81 @@ final class JobFactory {
     return l;
   }
 
+  /**
+   * The attempt's Job: its route's prepared Job, with the attempt's identity and environment set on
+   * copies of the few objects that hold them ({@link ShallowCopy}); the rest is shared with the
+   * prepared Job, which nobody changes. A deep copy of the template for every launch (the model's
+   * builders, or before them a JSON round trip) was the largest part of a launch's own CPU in a
+   * burst (docs/performance.md).
+   */
   Job job(Attempt a) {
-    // A deep copy through the model's builders: a JSON round trip through Jackson took a sixth of
-    // the dispatcher's CPU in a burst of launches (docs/performance.md).
-    Job job = new JobBuilder(templates.get(a.route().template())).build();
+    Prepared p = prepared.computeIfAbsent(a.route(), this::prepare);
+    Job job = ShallowCopy.of(p.job);
+    ObjectMeta meta = ShallowCopy.of(p.job.getMetadata());
+    meta.setName(a.name());
+    meta.setLabels(merged(p.job.getMetadata().getLabels(), labels(a)));
+    job.setMetadata(meta);
+
+    JobSpec spec = ShallowCopy.of(p.job.getSpec());
+    job.setSpec(spec);
+    PodTemplateSpec template = ShallowCopy.of(spec.getTemplate());
+    spec.setTemplate(template);
+    ObjectMeta podMeta = ShallowCopy.of(template.getMetadata());
+    podMeta.setLabels(merged(template.getMetadata().getLabels(), labels(a)));
+    template.setMetadata(podMeta);
+    PodSpec pod = ShallowCopy.of(template.getSpec());
+    template.setSpec(pod);
+
+    List<Container> containers = new ArrayList<>(pod.getContainers());
+    Container c = ShallowCopy.of(containers.get(p.container));
+    List<EnvVar> env = new ArrayList<>(p.env.size() + 6);
+    env.addAll(p.env);
+    env.add(new EnvVar("ONESHOT_API_URL", a.apiUrl(), null));
+    env.add(
+        new EnvVarBuilder()
+            .withName("ONESHOT_TOKEN")
+            .withNewValueFrom()
+            .withNewSecretKeyRef(TOKEN_KEY, a.name(), false)
+            .endValueFrom()
+            .build());
+    env.add(new EnvVar("ONESHOT_BUILD_ID", Long.toString(a.buildId()), null));
+    env.add(new EnvVar("ONESHOT_ATTEMPT", Integer.toString(a.attempt()), null));
+    // The runner's identity: the first acquire binds the attempt to this pod.
+    env.add(POD_NAME);
+    env.add(POD_UID);
+    c.setEnv(env);
+    containers.set(p.container, c);
+    pod.setContainers(containers);
+    return job;
+  }
+
+  private static final EnvVar POD_NAME = fieldRef("ONESHOT_POD_NAME", "metadata.name");
+  private static final EnvVar POD_UID = fieldRef("ONESHOT_POD_UID", "metadata.uid");
+
+  /**
+   * A route's Job without an attempt: the template deep-copied once, with the route's namespace and
+   * every safe default the template left unset; {@code container} is the provisionerd container's
+   * index, {@code env} the template's environment of it without the variables oneshot sets.
+   */
+  private record Prepared(Job job, int container, List<EnvVar> env) {}
+
+  private final Map<OneshotConfig.Route, Prepared> prepared = new ConcurrentHashMap<>();
+
+  private Prepared prepare(OneshotConfig.Route route) {
+    Job job = new JobBuilder(templates.get(route.template())).build();
     ObjectMeta meta = job.getMetadata() == null ? new ObjectMeta() : job.getMetadata();
     job.setMetadata(meta);
-    meta.setName(a.name());
-    meta.setNamespace(namespace(a));
+    meta.setNamespace(route.namespace() != null ? route.namespace() : defaultNamespace);
     meta.setGenerateName(null);
     meta.setResourceVersion(null);
     meta.setUid(null);
-    meta.setLabels(merged(meta.getLabels(), labels(a)));
 
     JobSpec spec = job.getSpec();
     spec.setBackoffLimit(0);
     if (spec.getActiveDeadlineSeconds() == null) {
       // From the Job's creation: the pod may take up to the launch timeout to start.
       spec.setActiveDeadlineSeconds(
-          a.route()
-                  .launchTimeout()
-                  .plus(a.route().timeout())
-                  .plus(a.route().cancelGrace())
-                  .toSeconds()
+          route.launchTimeout().plus(route.timeout()).plus(route.cancelGrace()).toSeconds()
               + DEADLINE_SLACK_SECONDS);
     }
     // Never a second pod while the first is terminating (a template may not say otherwise).
@@ -127,14 +181,13 @@ final class JobFactory {
     }
 
     PodTemplateSpec template = spec.getTemplate();
-    ObjectMeta podMeta = template.getMetadata() == null ? new ObjectMeta() : template.getMetadata();
-    template.setMetadata(podMeta);
-    podMeta.setLabels(merged(podMeta.getLabels(), labels(a)));
-
+    if (template.getMetadata() == null) {
+      template.setMetadata(new ObjectMeta());
+    }
     PodSpec pod = template.getSpec();
     pod.setRestartPolicy("Never");
     if (pod.getTerminationGracePeriodSeconds() == null) {
-      pod.setTerminationGracePeriodSeconds(JobTemplates.minimumGraceSeconds(a.route()));
+      pod.setTerminationGracePeriodSeconds(JobTemplates.minimumGraceSeconds(route));
     }
     if (pod.getAutomountServiceAccountToken() == null) {
       pod.setAutomountServiceAccountToken(false);
@@ -149,11 +202,11 @@ final class JobFactory {
       psc.setSeccompProfile(new SeccompProfile(null, "RuntimeDefault"));
     }
 
-    Container c =
-        pod.getContainers().stream()
-            .filter(x -> JobTemplates.CONTAINER.equals(x.getName()))
-            .findFirst()
-            .orElseThrow();
+    int index = 0;
+    while (!JobTemplates.CONTAINER.equals(pod.getContainers().get(index).getName())) {
+      index++;
+    }
+    Container c = pod.getContainers().get(index);
     List<EnvVar> env = new ArrayList<>();
     if (c.getEnv() != null) {
       for (EnvVar e : c.getEnv()) {
@@ -162,20 +215,6 @@ final class JobFactory {
         }
       }
     }
-    env.add(new EnvVar("ONESHOT_API_URL", a.apiUrl(), null));
-    env.add(
-        new EnvVarBuilder()
-            .withName("ONESHOT_TOKEN")
-            .withNewValueFrom()
-            .withNewSecretKeyRef(TOKEN_KEY, a.name(), false)
-            .endValueFrom()
-            .build());
-    env.add(new EnvVar("ONESHOT_BUILD_ID", Long.toString(a.buildId()), null));
-    env.add(new EnvVar("ONESHOT_ATTEMPT", Integer.toString(a.attempt()), null));
-    // The runner's identity: the first acquire binds the attempt to this pod.
-    env.add(fieldRef("ONESHOT_POD_NAME", "metadata.name"));
-    env.add(fieldRef("ONESHOT_POD_UID", "metadata.uid"));
-    c.setEnv(env);
     if (empty(c.getCommand()) && empty(c.getArgs())) {
       c.setArgs(List.of("provisionerd"));
     }
@@ -188,7 +227,7 @@ final class JobFactory {
     if (sc.getCapabilities() == null) {
       sc.setCapabilities(new Capabilities(null, List.of("ALL")));
     }
-    return job;
+    return new Prepared(job, index, List.copyOf(env));
   }
 
   private static EnvVar fieldRef(String name, String path) {
