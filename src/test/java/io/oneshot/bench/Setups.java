@@ -15,8 +15,11 @@ import java.util.function.Function;
 final class Setups {
   private Setups() {}
 
+  /** The route every benchmark server has, and its builds go to. */
+  static final String ROUTE = "bench";
+
   /** One route without tags and without a practical limit: nothing but the dispatcher waits. */
-  static final String OPEN_ROUTE = "routes: [{name: bench, maxConcurrent: 100000}]";
+  static final String OPEN_ROUTE = "routes: [{name: " + ROUTE + ", maxConcurrent: 100000}]";
 
   /** Builds one claim may take: 1,000 (the default, 100, is the default global limit). */
   static final int CLAIM_BATCH = Integer.getInteger("bench.claimBatch", 1_000);
@@ -56,8 +59,9 @@ final class Setups {
       Function<Vertx, KubernetesClient> api, String settings, TimedLauncher[] made) {
     return TestServer.with()
         .routes(
-            "routes: [{name: bench, template: script.yaml, namespace: bench, maxConcurrent:"
-                + " 100000}]")
+            "routes: [{name: "
+                + ROUTE
+                + ", template: script.yaml, namespace: bench, maxConcurrent: 100000}]")
         .dispatch(DISPATCH)
         // Pods never run here, so they need no reachable API.
         .api(

@@ -450,6 +450,11 @@ public final class KubernetesLauncher implements Launcher {
     return out;
   }
 
+  /** The informers' view of the cluster (for tests in this package). */
+  ClusterWatch watch() {
+    return watch;
+  }
+
   @Override
   public void close() {
     watch.close();

@@ -73,6 +73,23 @@ public final class LaunchObjects {
   }
 
   /**
+   * Whether the informers of {@code launcher} (a Kubernetes launcher, or one delegating to it) have
+   * seen every event of {@code n} launches: n Jobs and n Secrets, each Secret owned by its Job when
+   * {@code owned} (an API server that tells its watchers of patches).
+   */
+  public static boolean seenAll(io.oneshot.launch.Launcher launcher, int n, boolean owned) {
+    while (launcher instanceof io.oneshot.testing.DelegatingLauncher d) {
+      launcher = d.real();
+    }
+    ClusterWatch w = ((KubernetesLauncher) launcher).watch();
+    return w.jobs().size() >= n
+        && w.secrets().stream()
+                .filter(s -> !owned || !s.getMetadata().getOwnerReferences().isEmpty())
+                .count()
+            >= n;
+  }
+
+  /**
    * The requests of one launch, made by a plain client with nothing around them: create the Secret,
    * create the Job, make the Job own the Secret.
    */
