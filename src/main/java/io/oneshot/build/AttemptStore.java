@@ -7,9 +7,11 @@ import io.vertx.sqlclient.Row;
 import io.vertx.sqlclient.Tuple;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 
 /**
  * A claimed build's attempt as the dispatcher and the rescuer handle it: its launch recorded, its
@@ -42,20 +44,31 @@ public final class AttemptStore {
 
   /**
    * Records that the launcher confirmed the attempt. Empty: the attempt is no longer current;
-   * otherwise the seconds from enqueue to launch.
+   * otherwise the seconds from enqueue to launch. Tried again while another transaction holds the
+   * build's row (a rare call: the dispatcher's launches go through its recorder, in batches).
    */
   public Future<Optional<Double>> markLaunched(
       long id, int attempt, String kind, String name, String namespace, String detail) {
     return markLaunched(List.of(new Launch(id, attempt, kind, name, namespace, detail)))
-        .map(m -> Optional.ofNullable(m.get(id)));
+        .compose(
+            m ->
+                m.held().isEmpty()
+                    ? Future.succeededFuture(Optional.ofNullable(m.recorded().get(id)))
+                    : markLaunched(id, attempt, kind, name, namespace, detail));
   }
 
   /**
-   * Records many confirmed launches in one statement and one commit. The answer maps each build
-   * whose attempt was still current to the seconds from its enqueue to its launch; a build missing
-   * from it was no longer current.
+   * What one write of launches did: each build recorded, with the seconds from its enqueue to its
+   * launch; the builds whose rows another transaction held, not recorded (their attempt was current
+   * as far as the write could see: try them again). A build in neither was no longer current.
    */
-  public Future<Map<Long, Double>> markLaunched(List<Launch> launches) {
+  public record Marked(Map<Long, Double> recorded, Set<Long> held) {}
+
+  /**
+   * Records many confirmed launches in one statement and one commit, without waiting for a row
+   * another transaction holds (attempts/mark-launched.sql says why).
+   */
+  public Future<Marked> markLaunched(List<Launch> launches) {
     int n = launches.size();
     Long[] ids = new Long[n];
     Integer[] attempts = new Integer[n];
@@ -76,11 +89,16 @@ public final class AttemptStore {
         .execute(Tuple.of(ids, attempts, kinds, names, namespaces, details))
         .map(
             rows -> {
-              Map<Long, Double> out = new HashMap<>();
+              Map<Long, Double> recorded = new HashMap<>();
+              Set<Long> held = new HashSet<>();
               for (Row r : rows) {
-                out.put(r.getLong("id"), r.getDouble("dispatch"));
+                if (r.getBoolean("held")) {
+                  held.add(r.getLong("id"));
+                } else {
+                  recorded.put(r.getLong("id"), r.getDouble("dispatch"));
+                }
               }
-              return out;
+              return new Marked(recorded, held);
             });
   }
 

@@ -101,11 +101,11 @@ public final class Dispatcher implements AutoCloseable {
     this.config = config;
     this.apiUrl = apiUrl;
     this.fence = fence;
-    this.recorder = new LaunchRecorder(store);
     this.launchSlots = new Semaphore(Math.max(1, launcher.launchesAtOnce()), true);
     this.retries =
         Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().name("oneshot-launch-retry").daemon().factory());
+    this.recorder = new LaunchRecorder(store, retries);
     launcher.whenReachable(this::retryWaitingNow);
   }
 
