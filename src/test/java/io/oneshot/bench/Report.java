@@ -52,15 +52,30 @@ final class Report {
   private final boolean smoke;
   private final Map<String, String> machine;
 
+  private final boolean quiet;
+
   Report(boolean smoke, Map<String, String> machine) {
+    this(smoke, machine, false);
+  }
+
+  private Report(boolean smoke, Map<String, String> machine, boolean quiet) {
     this.smoke = smoke;
     this.machine = machine;
+    this.quiet = quiet;
+  }
+
+  /** A report nobody reads: for the warm-up runs before what is measured. */
+  static Report scratch() {
+    return new Report(false, Map.of(), true);
   }
 
   synchronized void add(
       String scenario, String variant, String metric, double value, String unit, Goal goal) {
     Figure f = new Figure(scenario, variant, metric, value, unit, goal);
     figures.add(f);
+    if (quiet) {
+      return;
+    }
     System.out.printf(
         Locale.ROOT,
         "  %s / %s: %s = %s %s%s%n",
