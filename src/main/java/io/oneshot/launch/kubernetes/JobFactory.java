@@ -73,7 +73,11 @@ final class JobFactory {
   }
 
   String namespace(Attempt a) {
-    return a.route().namespace() != null ? a.route().namespace() : defaultNamespace;
+    return namespace(a.route());
+  }
+
+  private String namespace(OneshotConfig.Route route) {
+    return route.namespace() != null ? route.namespace() : defaultNamespace;
   }
 
   static Map<String, String> labels(Attempt a) {
@@ -149,7 +153,7 @@ final class JobFactory {
     Job job = new JobBuilder(templates.get(route.template())).build();
     ObjectMeta meta = job.getMetadata() == null ? new ObjectMeta() : job.getMetadata();
     job.setMetadata(meta);
-    meta.setNamespace(route.namespace() != null ? route.namespace() : defaultNamespace);
+    meta.setNamespace(namespace(route));
     meta.setGenerateName(null);
     meta.setResourceVersion(null);
     meta.setUid(null);
