@@ -44,7 +44,7 @@ final class LaunchBench implements Scenario {
           plain(echo::clientFor, 3_000, 64);
         }
         try (EchoApi echo = new EchoApi()) {
-          dispatched(echo::clientFor, unlimited(64), 3_000, false);
+          dispatched(echo::clientFor, unlimited(64), 3_000);
         }
       }
     }
@@ -70,7 +70,7 @@ final class LaunchBench implements Scenario {
       }
       double ours;
       try (EchoApi echo = new EchoApi()) {
-        ours = n / dispatched(echo::clientFor, unlimited(f), n, false);
+        ours = n / dispatched(echo::clientFor, unlimited(f), n);
         report.add(
             "launch", variant, "API requests per launch", (double) echo.requests.get() / n, "");
       }
@@ -140,12 +140,6 @@ final class LaunchBench implements Scenario {
    * added to its section): seconds from the burst's commit to the last launch recorded.
    */
   static double dispatched(Function<Vertx, KubernetesClient> api, String settings, int n) {
-    return dispatched(api, settings, n, true);
-  }
-
-  /** As above; {@code patchEvents}: whether the API server tells its watchers of patches. */
-  static double dispatched(
-      Function<Vertx, KubernetesClient> api, String settings, int n, boolean patchEvents) {
     TimedLauncher[] made = new TimedLauncher[1];
     try (TestServer t = Setups.kubernetes(api, settings, made).start()) {
       double seconds = Harness.burstSeconds(t, n);
@@ -155,7 +149,7 @@ final class LaunchBench implements Scenario {
       Harness.await(
           "the informers saw every launch",
           Duration.ofMinutes(2),
-          () -> LaunchObjects.seenAll(made[0], n, patchEvents));
+          () -> LaunchObjects.seenAll(made[0], n));
       return seconds;
     }
   }

@@ -75,7 +75,6 @@ class ChartTest {
           "/pods delete",
           "/secrets create",
           "/secrets list",
-          "/secrets watch",
           "/secrets patch",
           "/secrets delete");
 

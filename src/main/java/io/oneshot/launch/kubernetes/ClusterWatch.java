@@ -2,7 +2,6 @@ package io.oneshot.launch.kubernetes;
 
 import io.fabric8.kubernetes.api.model.HasMetadata;
 import io.fabric8.kubernetes.api.model.Pod;
-import io.fabric8.kubernetes.api.model.Secret;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.client.KubernetesClient;
 import io.fabric8.kubernetes.client.KubernetesClientException;
@@ -27,10 +26,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * oneshot's Jobs, Pods and token Secrets, watched with informers (filtered by the {@code
- * oneshot.io/build} label) in every namespace the routes use: the launcher reads its caches instead
- * of calling the API server, and each change is told to the dispatcher ({@link AttemptEvents}) with
- * what explains a wait or a failure ({@link PodNotes}).
+ * oneshot's Jobs and Pods, watched with informers (filtered by the {@code oneshot.io/build} label)
+ * in every namespace the routes use: the launcher reads its caches instead of calling the API
+ * server, and each change is told to the dispatcher ({@link AttemptEvents}) with what explains a
+ * wait or a failure ({@link PodNotes}).
  */
 final class ClusterWatch {
   private static final Logger log = LoggerFactory.getLogger(ClusterWatch.class);
@@ -41,7 +40,6 @@ final class ClusterWatch {
   private final Set<String> namespaces;
   private final Map<String, SharedIndexInformer<Job>> jobs = new LinkedHashMap<>();
   private final Map<String, SharedIndexInformer<Pod>> pods = new LinkedHashMap<>();
-  private final Map<String, SharedIndexInformer<Secret>> secrets = new LinkedHashMap<>();
   private final PodNotes notes = new PodNotes();
   private final ReentrantLock podEvents = new ReentrantLock();
   private final Condition podChanged = podEvents.newCondition();
@@ -86,20 +84,10 @@ final class ClusterWatch {
           watch(
               client.pods().inNamespace(ns).withLabel(JobFactory.BUILD).runnableInformer(RESYNC_MS),
               this::onPod));
-      secrets.put(
-          ns,
-          watch(
-              client
-                  .secrets()
-                  .inNamespace(ns)
-                  .withLabel(JobFactory.BUILD)
-                  .runnableInformer(RESYNC_MS),
-              s -> {}));
     }
     List<SharedIndexInformer<?>> all = new ArrayList<>();
     all.addAll(jobs.values());
     all.addAll(pods.values());
-    all.addAll(secrets.values());
     for (SharedIndexInformer<?> inf : all) {
       try {
         inf.start().toCompletableFuture().get(SYNC_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
@@ -117,7 +105,7 @@ final class ClusterWatch {
       }
     }
     log.info(
-        "Watching oneshot's Jobs, Pods and Secrets in namespaces {} on {}: {} Jobs found.",
+        "Watching oneshot's Jobs and Pods in namespaces {} on {}: {} Jobs found.",
         namespaces,
         client.getMasterUrl(),
         jobs.values().stream().mapToInt(i -> i.getStore().list().size()).sum());
@@ -130,11 +118,9 @@ final class ClusterWatch {
     return out;
   }
 
-  /** Every token Secret seen, in every namespace. */
-  List<Secret> secrets() {
-    List<Secret> out = new ArrayList<>();
-    secrets.values().forEach(inf -> out.addAll(inf.getStore().list()));
-    return out;
+  /** The namespaces watched: every one the routes use. */
+  Set<String> namespaces() {
+    return namespaces;
   }
 
   /**
@@ -317,7 +303,6 @@ final class ClusterWatch {
     List<SharedIndexInformer<?>> all = new ArrayList<>();
     all.addAll(jobs.values());
     all.addAll(pods.values());
-    all.addAll(secrets.values());
     all.forEach(SharedIndexInformer::stop);
   }
 }

@@ -16,6 +16,7 @@ import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
 import io.fabric8.kubernetes.client.vertx.VertxHttpClientFactory;
 import io.oneshot.build.Runner;
 import io.oneshot.config.OneshotConfig;
+import io.oneshot.config.Units;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.AttemptEvents;
 import io.oneshot.launch.AttemptRef;
@@ -40,12 +41,13 @@ import org.slf4j.LoggerFactory;
  * Runs each attempt as a Kubernetes Job made from its route's template ({@link JobFactory}), with
  * the attempt's token in a Secret the Job owns. Creation is idempotent by the attempt's
  * deterministic name; the outcome of every API call is classified for the dispatcher (created,
- * already there, refused for good, or to be retried). Jobs, their Pods and Secrets are watched with
+ * already there, refused for good, or to be retried). Jobs and their Pods are watched with
  * informers filtered by the {@code oneshot.io/build} label, in every namespace the routes use: what
  * explains a wait or a failure goes into the build's log and timeline, and a Job or pod that ended
  * or went away wakes the rescuer (a Job being created, or a pod starting, gives it nothing to do:
- * in a burst, waking it for those made it read every live build a thousand times a second). Every
- * call here blocks; the dispatcher makes them from its own threads.
+ * in a burst, waking it for those made it read every live build a thousand times a second). The
+ * token Secrets are not watched: see {@link #SECRET_SWEEP}. Every call here blocks; the dispatcher
+ * makes them from its own threads.
  */
 public final class KubernetesLauncher implements Launcher {
   private static final Logger log = LoggerFactory.getLogger(KubernetesLauncher.class);
@@ -58,6 +60,21 @@ public final class KubernetesLauncher implements Launcher {
   private final DroppedFields dropped = new DroppedFields();
   private final ApiReachability api;
   private volatile AttemptEvents events = AttemptEvents.NONE;
+
+  /**
+   * How often the rescuer's pass also lists the token Secrets, for one left without its Job: its
+   * dispatcher stopped between the two creates, its launch was given up after the Secret was made,
+   * or its Job never became its owner and is gone. Such a Secret holds the token of an attempt that
+   * has ended, which the API refuses: it is clutter, not a risk, and a minute is soon enough. The
+   * Secrets are not watched: an informer heard of each one twice a launch (made, then owned), which
+   * the API server sent and the dispatcher decoded, and it kept every live token in this process.
+   */
+  static final Duration SECRET_SWEEP = Duration.ofMinutes(1);
+
+  /** When the Secrets were last listed ({@link System#nanoTime}); guarded by {@code this}. */
+  private long lastSweep;
+
+  private boolean swept;
 
   KubernetesLauncher(
       KubernetesClient client,
@@ -265,8 +282,10 @@ public final class KubernetesLauncher implements Launcher {
     Secret secret = factory.secret(a);
     String ns = job.getMetadata().getNamespace();
     String where = ns + "/" + a.name();
+    boolean secretMade = false;
     try {
       putSecret(secret);
+      secretMade = true;
       Job created;
       boolean existed = false;
       try {
@@ -287,6 +306,7 @@ public final class KubernetesLauncher implements Launcher {
                 ClusterWatch.refOf(created)
                     .map(r -> new AttemptRef(r.buildId(), r.attempt(), r.name(), null))
                     .orElse(null))) {
+          dropSecret(secret);
           return new LaunchOutcome.Rejected(
               "a Job named " + where + " exists and is not this attempt's; delete it");
         }
@@ -300,10 +320,34 @@ public final class KubernetesLauncher implements Launcher {
           ? new LaunchOutcome.AlreadyLaunched(ns, "Job " + where + " exists")
           : new LaunchOutcome.Launched(ns, "Job " + where + " created");
     } catch (KubernetesClientException e) {
-      return ApiErrors.classify(e, where, api);
+      LaunchOutcome refused = ApiErrors.classify(e, where, api);
+      if (secretMade && refused instanceof LaunchOutcome.Rejected) {
+        dropSecret(secret);
+      }
+      return refused;
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return new LaunchOutcome.RetryLater(Duration.ofSeconds(1), "interrupted");
+    }
+  }
+
+  /**
+   * Deletes the token Secret of a launch refused for good: no Job will own it. One that cannot be
+   * deleted now is left to {@link #SECRET_SWEEP}.
+   */
+  private void dropSecret(Secret secret) {
+    String ns = secret.getMetadata().getNamespace();
+    String name = secret.getMetadata().getName();
+    try {
+      call("delete", () -> client.secrets().inNamespace(ns).withName(name).delete());
+    } catch (KubernetesClientException e) {
+      log.warn(
+          "Cannot delete Secret {}/{} of a refused launch: {}. It is removed later.",
+          ns,
+          name,
+          e.getMessage());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
   }
 
@@ -426,12 +470,15 @@ public final class KubernetesLauncher implements Launcher {
   }
 
   /**
-   * Every attempt whose Job has not finished, and every token Secret left without its Job. Finished
-   * Jobs stay until their {@code ttlSecondsAfterFinished}, so that {@code kubectl logs} can still
-   * read them.
+   * Every attempt whose Job has not finished, and, once every {@link #SECRET_SWEEP}, every token
+   * Secret left without its Job. Finished Jobs stay until their {@code ttlSecondsAfterFinished}, so
+   * that {@code kubectl logs} can still read them.
    */
   @Override
   public List<AttemptRef> attempts() {
+    // Listed before the Jobs are read: a Secret whose Job is created meanwhile is then seen with
+    // it.
+    List<Secret> secrets = sweepDue() ? listSecrets() : List.of();
     List<AttemptRef> out = new ArrayList<>();
     Set<String> seen = new HashSet<>();
     for (Job j : watch.jobs()) {
@@ -444,8 +491,43 @@ public final class KubernetesLauncher implements Launcher {
                 }
               });
     }
-    for (Secret s : watch.secrets()) {
+    for (Secret s : secrets) {
       ClusterWatch.refOf(s).filter(r -> !seen.contains(r.toString())).ifPresent(out::add);
+    }
+    return out;
+  }
+
+  /** Whether the Secrets are to be listed now: on the first pass, then once a sweep interval. */
+  private synchronized boolean sweepDue() {
+    long now = System.nanoTime();
+    if (swept && now - lastSweep < SECRET_SWEEP.toNanos()) {
+      return false;
+    }
+    swept = true;
+    lastSweep = now;
+    return true;
+  }
+
+  /**
+   * oneshot's token Secrets in every namespace the routes use; those it could not list, left out.
+   */
+  private List<Secret> listSecrets() {
+    List<Secret> out = new ArrayList<>();
+    for (String ns : watch.namespaces()) {
+      try {
+        out.addAll(
+            call("list", () -> client.secrets().inNamespace(ns).withLabel(JobFactory.BUILD).list())
+                .getItems());
+      } catch (KubernetesClientException e) {
+        log.warn(
+            "Cannot list the token Secrets in namespace {}: {}. Will try again in {}.",
+            ns,
+            e.getMessage(),
+            Units.format(SECRET_SWEEP));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
     }
     return out;
   }

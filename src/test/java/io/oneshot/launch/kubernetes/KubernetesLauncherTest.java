@@ -223,6 +223,10 @@ class KubernetesLauncherTest {
         .anyMatch(s -> s.startsWith("container provisionerd started in pod"));
   }
 
+  private Secret secret(String name) {
+    return cluster.admin.secrets().inNamespace("team-a").withName(name).get();
+  }
+
   /** A build that waits for a file, so that tests can hold it running. */
   private long gated(String team, Path gate) {
     return t.api.submitScript(
@@ -277,6 +281,24 @@ class KubernetesLauncherTest {
       assertThat(c).extracting(QueueStore.Claimed::id).containsExactly(claimed);
     }
     assertThat(jobsOf(claimed)).isEmpty();
+    // Token Secrets whose Jobs never came (a dispatcher stopped between its two creates): one of
+    // the claimed build, which its launch takes over, and one of a build that no longer exists.
+    for (long build : List.of(claimed, 999_998L)) {
+      cluster
+          .admin
+          .secrets()
+          .inNamespace("team-a")
+          .resource(
+              new io.fabric8.kubernetes.api.model.SecretBuilder()
+                  .withNewMetadata()
+                  .withName("oneshot-" + build + "-1")
+                  .addToLabels("oneshot.io/build", Long.toString(build))
+                  .addToLabels("oneshot.io/attempt", "1")
+                  .endMetadata()
+                  .addToStringData("token", "left-over")
+                  .build())
+          .create();
+    }
 
     t = server().keepQueue().start();
     await()
@@ -294,6 +316,10 @@ class KubernetesLauncherTest {
                     == null);
     assertThat(awaitEnd(claimed)).isEqualTo("succeeded");
     assertThat(jobsOf(claimed)).hasSize(1);
+    await().atMost(1, TimeUnit.MINUTES).until(() -> secret("oneshot-999998-1") == null);
+    assertThat(secret("oneshot-" + claimed + "-1").getMetadata().getOwnerReferences())
+        .extracting(o -> o.getUid())
+        .containsExactly(jobsOf(claimed).get(0).getMetadata().getUid());
     Files.writeString(gate, "open");
     assertThat(awaitEnd(a)).isEqualTo("succeeded");
     assertThat(awaitEnd(b)).isEqualTo("succeeded");
@@ -397,19 +423,16 @@ class KubernetesLauncherTest {
     assertThat(error(id)).isEqualTo(error.replace("ID", Long.toString(id)));
     assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
     assertThat(jobsOf(id)).isEmpty();
-    // A token Secret made before the refusal is removed with the attempt.
-    await()
-        .atMost(30, TimeUnit.SECONDS)
-        .until(
-            () ->
-                cluster
-                    .admin
-                    .secrets()
-                    .inAnyNamespace()
-                    .withLabel("oneshot.io/build", Long.toString(id))
-                    .list()
-                    .getItems()
-                    .isEmpty());
+    // A token Secret made before the refusal is deleted by the launch, before it is refused.
+    assertThat(
+            cluster
+                .admin
+                .secrets()
+                .inAnyNamespace()
+                .withLabel("oneshot.io/build", Long.toString(id))
+                .list()
+                .getItems())
+        .isEmpty();
   }
 
   /**
