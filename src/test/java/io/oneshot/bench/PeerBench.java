@@ -12,10 +12,12 @@ import io.oneshot.testing.TestServer;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Predicate;
 
 /**
  * oneshot beside its peers, in the same run on the same database: db-scheduler draining the same
@@ -102,6 +104,7 @@ final class PeerBench implements Scenario {
                 .start();
         Harness.Producer p = new Harness.Producer()) {
       Harness.awaitLeader(t);
+      CpuMeter cpu = CpuMeter.start();
       long[] ids = p.burst(n);
       // Counted in memory while it drains, as db-scheduler's side is: a count over the builds
       // every 20 ms would take CPU from the database the drain runs on. Then checked once.
@@ -109,14 +112,45 @@ final class PeerBench implements Scenario {
           "every build completed",
           Duration.ofMinutes(10),
           () -> launcher.completed.get() + launcher.errors.get() >= n);
+      CpuMeter.Used used = cpu.stop(ONESHOT_THREADS);
       Harness.awaitBuilds(ids, "status = 'succeeded'", Duration.ofSeconds(30));
       Instant last = Harness.latest(ids, "finished_at");
       double rate = n / (Duration.between(p.committed.get(ids[0]), last).toNanos() / 1e9);
       String variant = "oneshot, " + CONCURRENCY + " at once, acquire + complete over HTTP";
       report.add("peer", variant, "drained per second", rate, "builds/s");
       breakdown(ids, variant, report);
+      cpu(report, variant, "build", n, used);
       return rate;
     }
+  }
+
+  /**
+   * oneshot's side of the drain, by thread name: its own threads (the API's and the database
+   * client's event loops, the dispatcher, the rescuer), and the simulated runners (their virtual
+   * threads' carriers, which also carry the dispatcher's no-op launch calls, and the JDK's
+   * HttpClient). What neither takes is the JIT and the collector.
+   */
+  private static final Map<String, Predicate<String>> ONESHOT_THREADS = new LinkedHashMap<>();
+
+  static {
+    ONESHOT_THREADS.put(
+        "oneshot's threads (API, database client, dispatcher)",
+        n -> n.startsWith("vert.x-") || n.startsWith("oneshot-"));
+    ONESHOT_THREADS.put(
+        "the simulated runners (HttpClient, virtual threads)",
+        n -> n.startsWith("HttpClient-") || n.startsWith("ForkJoinPool-"));
+  }
+
+  /** CPU per unit of work over a drain, by process and, for the JVM, by thread group. */
+  private static void cpu(Report report, String variant, String unit, int n, CpuMeter.Used used) {
+    if (used.postgresMs() >= 0) {
+      report.add("peer", variant, "CPU a " + unit + ": PostgreSQL", used.postgresMs() / n, "ms");
+    }
+    report.add("peer", variant, "CPU a " + unit + ": this JVM", used.jvmMs() / n, "ms");
+    used.byThreadGroupMs()
+        .forEach(
+            (group, ms) ->
+                report.add("peer", variant, "CPU a " + unit + ": " + group, ms / n, "ms"));
   }
 
   /**
@@ -195,6 +229,7 @@ final class PeerBench implements Scenario {
             + " SELECT 'noop', i::text, now(), false, 1 FROM generate_series(1, ?) i",
         n);
     AtomicInteger done = new AtomicInteger();
+    CpuMeter.Used[] used = new CpuMeter.Used[1];
     OneTimeTask<Void> task = Tasks.oneTime("noop").execute((inst, ctx) -> done.incrementAndGet());
     HikariConfig hc = new HikariConfig();
     hc.setJdbcUrl(TestDatabase.jdbcUrl());
@@ -206,10 +241,12 @@ final class PeerBench implements Scenario {
               .pollUsingLockAndFetch(0.5, 1.0)
               .pollingInterval(Duration.ofSeconds(1))
               .build();
+      CpuMeter cpu = CpuMeter.start();
       long t0 = System.nanoTime();
       s.start();
       try {
         Harness.await("db-scheduler drains", Duration.ofMinutes(10), () -> done.get() >= n);
+        used[0] = cpu.stop(Map.of());
         Harness.await(
             "db-scheduler removes its executions",
             Duration.ofMinutes(1),
@@ -218,12 +255,10 @@ final class PeerBench implements Scenario {
         s.stop();
       }
       double rate = n / ((System.nanoTime() - t0) / 1e9);
-      report.add(
-          "peer",
-          "db-scheduler 16.12, " + CONCURRENCY + " threads, lock-and-fetch, in process",
-          "drained per second",
-          rate,
-          "tasks/s");
+      String variant =
+          "db-scheduler 16.12, " + CONCURRENCY + " threads, lock-and-fetch, in process";
+      report.add("peer", variant, "drained per second", rate, "tasks/s");
+      cpu(report, variant, "task", n, used[0]);
       return rate;
     } finally {
       Sql.exec("DROP TABLE IF EXISTS scheduled_tasks");

@@ -1,0 +1,116 @@
+package io.oneshot.bench;
+
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadInfo;
+import java.lang.management.ThreadMXBean;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.function.Predicate;
+
+/**
+ * The CPU a stretch of a scenario took, by whom: this JVM in all, the threads a predicate picks (by
+ * name), and PostgreSQL when its server runs on this machine (every process named {@code postgres},
+ * read from {@code /proc}: backends, WAL writer, checkpointer). A backend that exits within the
+ * stretch takes its time with it; the scenarios keep their connections open while measured.
+ */
+final class CpuMeter {
+  /** /proc counts in USER_HZ, which Linux fixes at 100 a second for user space. */
+  private static final double MS_PER_TICK = 10;
+
+  private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+  private static final com.sun.management.OperatingSystemMXBean OS =
+      (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+
+  private final long jvm;
+  private final Map<Long, Long> postgres;
+  private final Map<Long, Long> threads;
+
+  private CpuMeter() {
+    jvm = OS.getProcessCpuTime();
+    postgres = postgresTicks();
+    threads = threadNanos();
+  }
+
+  static CpuMeter start() {
+    return new CpuMeter();
+  }
+
+  /** CPU milliseconds since the start: the JVM's and PostgreSQL's (-1: not on this machine). */
+  record Used(double jvmMs, double postgresMs, Map<String, Double> byThreadGroupMs) {}
+
+  /**
+   * What was used since the start; {@code groups} name the JVM's threads to sum separately (a
+   * thread counts in the first group whose test its name passes).
+   */
+  Used stop(Map<String, Predicate<String>> groups) {
+    double jvmMs = (OS.getProcessCpuTime() - jvm) / 1e6;
+    Map<Long, Long> pgNow = postgresTicks();
+    double pgMs = -1;
+    if (!pgNow.isEmpty()) {
+      long ticks = 0;
+      for (Map.Entry<Long, Long> e : pgNow.entrySet()) {
+        ticks += e.getValue() - postgres.getOrDefault(e.getKey(), 0L);
+      }
+      pgMs = ticks * MS_PER_TICK;
+    }
+    Map<String, Double> byGroup = new java.util.LinkedHashMap<>();
+    groups.keySet().forEach(g -> byGroup.put(g, 0.0));
+    Map<Long, Long> now = threadNanos();
+    for (ThreadInfo t : THREADS.getThreadInfo(now.keySet().stream().mapToLong(x -> x).toArray())) {
+      if (t == null) {
+        continue;
+      }
+      long used = now.get(t.getThreadId()) - threads.getOrDefault(t.getThreadId(), 0L);
+      for (Map.Entry<String, Predicate<String>> g : groups.entrySet()) {
+        if (g.getValue().test(t.getThreadName())) {
+          byGroup.merge(g.getKey(), used / 1e6, Double::sum);
+          break;
+        }
+      }
+    }
+    return new Used(jvmMs, pgMs, byGroup);
+  }
+
+  private static Map<Long, Long> threadNanos() {
+    Map<Long, Long> out = new HashMap<>();
+    for (long id : THREADS.getAllThreadIds()) {
+      long ns = THREADS.getThreadCpuTime(id);
+      if (ns >= 0) {
+        out.put(id, ns);
+      }
+    }
+    return out;
+  }
+
+  /** utime + stime of every process named postgres, by pid; empty where there is no /proc. */
+  private static Map<Long, Long> postgresTicks() {
+    Map<Long, Long> out = new HashMap<>();
+    try (DirectoryStream<Path> procs = Files.newDirectoryStream(Path.of("/proc"), "[0-9]*")) {
+      for (Path p : procs) {
+        String stat;
+        try {
+          stat = Files.readString(p.resolve("stat"));
+        } catch (IOException e) {
+          continue; // exited meanwhile
+        }
+        int open = stat.indexOf('(');
+        int close = stat.lastIndexOf(')');
+        if (open < 0 || close < 0 || !stat.substring(open + 1, close).equals("postgres")) {
+          continue;
+        }
+        // After the command: state is field 3, utime field 14, stime field 15.
+        String[] f = stat.substring(close + 2).split(" ");
+        out.put(
+            Long.parseLong(p.getFileName().toString()),
+            Long.parseLong(f[11]) + Long.parseLong(f[12]));
+      }
+    } catch (IOException | RuntimeException e) {
+      return Map.of();
+    }
+    return out;
+  }
+}
