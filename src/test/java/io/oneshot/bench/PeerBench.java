@@ -229,7 +229,6 @@ final class PeerBench implements Scenario {
             + " SELECT 'noop', i::text, now(), false, 1 FROM generate_series(1, ?) i",
         n);
     AtomicInteger done = new AtomicInteger();
-    CpuMeter.Used[] used = new CpuMeter.Used[1];
     OneTimeTask<Void> task = Tasks.oneTime("noop").execute((inst, ctx) -> done.incrementAndGet());
     HikariConfig hc = new HikariConfig();
     hc.setJdbcUrl(TestDatabase.jdbcUrl());
@@ -242,11 +241,12 @@ final class PeerBench implements Scenario {
               .pollingInterval(Duration.ofSeconds(1))
               .build();
       CpuMeter cpu = CpuMeter.start();
+      CpuMeter.Used used;
       long t0 = System.nanoTime();
       s.start();
       try {
         Harness.await("db-scheduler drains", Duration.ofMinutes(10), () -> done.get() >= n);
-        used[0] = cpu.stop(Map.of());
+        used = cpu.stop(Map.of());
         Harness.await(
             "db-scheduler removes its executions",
             Duration.ofMinutes(1),
@@ -258,7 +258,7 @@ final class PeerBench implements Scenario {
       String variant =
           "db-scheduler 16.12, " + CONCURRENCY + " threads, lock-and-fetch, in process";
       report.add("peer", variant, "drained per second", rate, "tasks/s");
-      cpu(report, variant, "task", n, used[0]);
+      cpu(report, variant, "task", n, used);
       return rate;
     } finally {
       Sql.exec("DROP TABLE IF EXISTS scheduled_tasks");

@@ -71,10 +71,11 @@ public final class KubernetesLauncher implements Launcher {
    */
   static final Duration SECRET_SWEEP = Duration.ofMinutes(1);
 
-  /** When the Secrets were last listed ({@link System#nanoTime}); guarded by {@code this}. */
-  private long lastSweep;
-
-  private boolean swept;
+  /**
+   * When the Secrets are next listed ({@link System#nanoTime}): from the first pass on; guarded by
+   * {@code this}.
+   */
+  private long nextSweep = System.nanoTime();
 
   KubernetesLauncher(
       KubernetesClient client,
@@ -500,11 +501,10 @@ public final class KubernetesLauncher implements Launcher {
   /** Whether the Secrets are to be listed now: on the first pass, then once a sweep interval. */
   private synchronized boolean sweepDue() {
     long now = System.nanoTime();
-    if (swept && now - lastSweep < SECRET_SWEEP.toNanos()) {
+    if (now - nextSweep < 0) {
       return false;
     }
-    swept = true;
-    lastSweep = now;
+    nextSweep = now + SECRET_SWEEP.toNanos();
     return true;
   }
 
