@@ -10,9 +10,12 @@ import io.vertx.sqlclient.Pool;
 import io.vertx.sqlclient.Row;
 import io.vertx.sqlclient.RowSet;
 import io.vertx.sqlclient.Tuple;
+import java.nio.ByteBuffer;
 import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Optional;
 
@@ -23,10 +26,12 @@ import java.util.Optional;
  */
 public final class RunnerStore {
   private static final Sql ACQUIRE = Sql.load("runner/acquire");
+  private static final Sql ACQUIRE_MANY = Sql.load("runner/acquire-many");
   private static final Sql CONFLICT = Sql.load("runner/conflict");
   private static final Sql HEARTBEAT = Sql.load("runner/heartbeat");
   private static final Sql APPEND_LOGS = Sql.load("runner/append-logs");
   private static final Sql COMPLETE = Sql.load("runner/complete");
+  private static final Sql COMPLETE_MANY = Sql.load("runner/complete-many");
   private static final Sql TOKEN_STATE = Sql.load("runner/token-state");
 
   private final Pool pool;
@@ -35,10 +40,49 @@ public final class RunnerStore {
 
   private final Wakes wakes;
 
+  /**
+   * Most calls of one kind written by one statement, and most such statements under way at once:
+   * runners' acquires and completions go by group commit ({@link GroupCommit}), and take at most
+   * this many of the pool's connections each.
+   */
+  static final int MAX_BATCH = 64;
+
+  static final int STATEMENTS_AT_ONCE = 2;
+
+  private final GroupCommit<AcquireCall, Acquire> acquires;
+
+  private final GroupCommit<CompleteCall, Optional<Completed>> completions;
+
+  GroupCommit<AcquireCall, Acquire> acquires() {
+    return acquires;
+  }
+
+  GroupCommit<CompleteCall, Optional<Completed>> completions() {
+    return completions;
+  }
+
+  record AcquireCall(byte[] tokenHash, Runner runner) {}
+
+  record CompleteCall(byte[] tokenHash, String runnerId, Completion completion) {}
+
   public RunnerStore(Pool pool, Sealer sealer) {
     this.pool = pool;
     this.sealer = sealer;
     this.wakes = new Wakes(pool);
+    this.acquires =
+        new GroupCommit<>(
+            MAX_BATCH,
+            STATEMENTS_AT_ONCE,
+            c -> ByteBuffer.wrap(c.tokenHash()),
+            this::acquireAlone,
+            this::acquireTogether);
+    this.completions =
+        new GroupCommit<>(
+            MAX_BATCH,
+            STATEMENTS_AT_ONCE,
+            c -> ByteBuffer.wrap(c.tokenHash()),
+            this::completeAlone,
+            this::completeTogether);
   }
 
   /**
@@ -92,31 +136,69 @@ public final class RunnerStore {
     record Unsealable(long buildId, int attempt, String route, String why) implements Acquire {}
   }
 
+  /**
+   * Acquires the attempt {@code tokenHash} names for {@code runner}. Acquires that arrive together
+   * are written together, each with the answer it would get alone.
+   */
   public Future<Acquire> acquire(byte[] tokenHash, Runner runner) {
+    return acquires.submit(new AcquireCall(tokenHash, runner));
+  }
+
+  private Future<Acquire> acquireAlone(AcquireCall c) {
     return pool.preparedQuery(ACQUIRE.text())
-        .execute(Tuple.of(Buffer.buffer(tokenHash), runner.id(), Json.write(runner.details())))
+        .execute(
+            Tuple.of(
+                Buffer.buffer(c.tokenHash()), c.runner().id(), Json.write(c.runner().details())))
+        .map(
+            rows ->
+                rows.rowCount() == 0 ? new Acquire.NoAttempt() : acquired(rows.iterator().next()));
+  }
+
+  Future<List<Acquire>> acquireTogether(List<AcquireCall> calls) {
+    int n = calls.size();
+    Buffer[] hashes = new Buffer[n];
+    String[] ids = new String[n];
+    String[] details = new String[n];
+    for (int i = 0; i < n; i++) {
+      AcquireCall c = calls.get(i);
+      hashes[i] = Buffer.buffer(c.tokenHash());
+      ids[i] = c.runner().id();
+      details[i] = Json.write(c.runner().details());
+    }
+    return pool.preparedQuery(ACQUIRE_MANY.text())
+        .execute(Tuple.of(hashes, ids, details))
         .map(
             rows -> {
-              if (rows.rowCount() == 0) {
-                return new Acquire.NoAttempt();
+              List<Acquire> out = new ArrayList<>(Collections.nCopies(n, new Acquire.NoAttempt()));
+              for (Row r : rows) {
+                out.set(call(r), acquired(r));
               }
-              Row r = rows.iterator().next();
-              if (r.getLong("id") == null) {
-                return new Acquire.HeldByOther(
-                    new Holder(
-                        r.getLong("held_id"),
-                        r.getInteger("held_attempt"),
-                        r.getString("held_route"),
-                        Rows.runner(r, "held_by", "held_runner"),
-                        Rows.instant(r, "held_since")));
-              }
-              try {
-                return granted(r);
-              } catch (Sealer.SealedException e) {
-                return new Acquire.Unsealable(
-                    r.getLong("id"), r.getInteger("attempt"), r.getString("route"), e.getMessage());
-              }
+              return out;
             });
+  }
+
+  /** The call a row of a statement for several answers: its place in the statement's arrays. */
+  private static int call(Row r) {
+    return r.getLong("call").intValue() - 1;
+  }
+
+  /** An acquire's row: granted, held by another runner, or granted but not to be opened here. */
+  private Acquire acquired(Row r) {
+    if (r.getLong("id") == null) {
+      return new Acquire.HeldByOther(
+          new Holder(
+              r.getLong("held_id"),
+              r.getInteger("held_attempt"),
+              r.getString("held_route"),
+              Rows.runner(r, "held_by", "held_runner"),
+              Rows.instant(r, "held_since")));
+    }
+    try {
+      return granted(r);
+    } catch (Sealer.SealedException e) {
+      return new Acquire.Unsealable(
+          r.getLong("id"), r.getInteger("attempt"), r.getString("route"), e.getMessage());
+    }
   }
 
   private Acquire granted(Row r) {
@@ -258,18 +340,19 @@ public final class RunnerStore {
       String stateRefused) {}
 
   private static Optional<Completed> firstCompleted(RowSet<Row> rows, String stateRefused) {
-    if (rows.rowCount() == 0) {
-      return Optional.empty();
-    }
-    Row r = rows.iterator().next();
-    return Optional.of(
-        new Completed(
-            r.getLong("id"),
-            r.getInteger("attempt"),
-            BuildState.ofWire(r.getString("status")),
-            r.getString("route"),
-            r.getDouble("ran"),
-            stateRefused));
+    return rows.rowCount() == 0
+        ? Optional.empty()
+        : Optional.of(completed(rows.iterator().next(), stateRefused));
+  }
+
+  private static Completed completed(Row r, String stateRefused) {
+    return new Completed(
+        r.getLong("id"),
+        r.getInteger("attempt"),
+        BuildState.ofWire(r.getString("status")),
+        r.getString("route"),
+        r.getDouble("ran"),
+        stateRefused);
   }
 
   /**
@@ -277,25 +360,73 @@ public final class RunnerStore {
    * transaction, from the bound runner alone. A final state that is refused (see {@link
    * #saveState}) is not stored; the outcome still is, and {@code stateRefused} says why. Empty: the
    * token is not the running attempt's, or the caller not its runner (see {@link #tokenState}).
+   * Completions without a state that arrive together are written together, each with the answer it
+   * would get alone.
    */
   public Future<Optional<Completed>> complete(byte[] tokenHash, String runnerId, Completion c) {
-    Tuple t =
-        Tuple.tuple()
-            .addBuffer(Buffer.buffer(tokenHash))
-            .addString(c.outcome().wire())
-            .addInteger(c.exitCode())
-            .addString(c.error())
-            .addString(c.outputs() == null ? null : Json.write(c.outputs()))
-            .addString(c.reason())
-            .addString(runnerId);
     Future<Optional<Completed>> done;
     if (c.state() == null) {
-      done = pool.preparedQuery(COMPLETE.text()).execute(t).map(rows -> firstCompleted(rows, null));
+      done = completions.submit(new CompleteCall(tokenHash, runnerId, c));
     } else {
-      done = completeWithState(t, tokenHash, runnerId, c.state());
+      done =
+          completeWithState(completeTuple(tokenHash, runnerId, c), tokenHash, runnerId, c.state());
     }
     // Committed: now its notifications (runner/complete.sql leaves them out).
     return done.onSuccess(x -> x.ifPresent(d -> wakes.ended(d.id())));
+  }
+
+  private static Tuple completeTuple(byte[] tokenHash, String runnerId, Completion c) {
+    return Tuple.tuple()
+        .addBuffer(Buffer.buffer(tokenHash))
+        .addString(c.outcome().wire())
+        .addInteger(c.exitCode())
+        .addString(c.error())
+        .addString(outputs(c))
+        .addString(c.reason())
+        .addString(runnerId);
+  }
+
+  private static String outputs(Completion c) {
+    return c.outputs() == null ? null : Json.write(c.outputs());
+  }
+
+  private Future<Optional<Completed>> completeAlone(CompleteCall c) {
+    return pool.preparedQuery(COMPLETE.text())
+        .execute(completeTuple(c.tokenHash(), c.runnerId(), c.completion()))
+        .map(rows -> firstCompleted(rows, null));
+  }
+
+  Future<List<Optional<Completed>>> completeTogether(List<CompleteCall> calls) {
+    int n = calls.size();
+    Buffer[] hashes = new Buffer[n];
+    String[] status = new String[n];
+    Integer[] exitCode = new Integer[n];
+    String[] error = new String[n];
+    String[] outputs = new String[n];
+    String[] reason = new String[n];
+    String[] runnerId = new String[n];
+    for (int i = 0; i < n; i++) {
+      CompleteCall call = calls.get(i);
+      Completion c = call.completion();
+      hashes[i] = Buffer.buffer(call.tokenHash());
+      status[i] = c.outcome().wire();
+      exitCode[i] = c.exitCode();
+      error[i] = c.error();
+      outputs[i] = outputs(c);
+      reason[i] = c.reason();
+      runnerId[i] = call.runnerId();
+    }
+    return pool.preparedQuery(COMPLETE_MANY.text())
+        .execute(Tuple.of(hashes, status, exitCode, error, outputs, reason, runnerId))
+        .map(
+            rows -> {
+              List<Optional<Completed>> out =
+                  new ArrayList<>(Collections.nCopies(n, Optional.empty()));
+              for (Row r : rows) {
+                out.set(call(r), Optional.of(completed(r, null)));
+              }
+              return out;
+            });
   }
 
   private Future<Optional<Completed>> completeWithState(

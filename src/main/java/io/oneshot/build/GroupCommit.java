@@ -1,0 +1,162 @@
+package io.oneshot.build;
+
+import io.vertx.core.AsyncResult;
+import io.vertx.core.Context;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Set;
+import java.util.function.Function;
+
+/**
+ * Runs one kind of runner call by group commit. A call that finds fewer than {@code maxInFlight}
+ * statements under way is written at once, alone, with the call's own statement; calls that arrive
+ * while every slot is busy wait for the first to free and go together, as one statement and one
+ * commit. At low load nothing waits; when many runners call at once, a burst of calls costs a few
+ * transactions instead of one each.
+ *
+ * <p>Two calls with the same key (the same build token) never share a statement: each must see the
+ * other's outcome, as it would one at a time. A statement for many that fails is not an answer for
+ * any of them: nothing of it committed, so each of its calls is written again alone, and gets its
+ * own answer or its own error (a transition the table refuses, a deadlock with another writer).
+ *
+ * @param <Q> a call
+ * @param <R> its answer
+ */
+final class GroupCommit<Q, R> {
+  private record Waiting<Q, R>(Q call, Object key, Promise<R> answer, Context context) {}
+
+  private final int maxBatch;
+  private final int maxInFlight;
+  private final Function<Q, Object> key;
+  private final Function<Q, Future<R>> alone;
+  private final Function<List<Q>, Future<List<R>>> together;
+  private final ArrayDeque<Waiting<Q, R>> queue = new ArrayDeque<>();
+  private int inFlight;
+  private long statements;
+
+  /**
+   * @param key calls with equal keys go in different statements
+   * @param alone the statement for one call
+   * @param together the statement for several calls; its answers in the calls' order
+   */
+  GroupCommit(
+      int maxBatch,
+      int maxInFlight,
+      Function<Q, Object> key,
+      Function<Q, Future<R>> alone,
+      Function<List<Q>, Future<List<R>>> together) {
+    if (maxBatch < 1 || maxInFlight < 1) {
+      throw new IllegalArgumentException("maxBatch and maxInFlight must be at least 1");
+    }
+    this.maxBatch = maxBatch;
+    this.maxInFlight = maxInFlight;
+    this.key = key;
+    this.alone = alone;
+    this.together = together;
+  }
+
+  /** Writes {@code call}; its answer completes on the caller's Vert.x context, when it has one. */
+  Future<R> submit(Q call) {
+    Promise<R> answer = Promise.promise();
+    synchronized (this) {
+      queue.add(new Waiting<>(call, key.apply(call), answer, Vertx.currentContext()));
+    }
+    writeNext();
+    return answer.future();
+  }
+
+  /** Calls waiting for a slot (for tests). */
+  synchronized int waiting() {
+    return queue.size();
+  }
+
+  /** Statements written so far, each for one call or several (for tests). */
+  synchronized long statements() {
+    return statements;
+  }
+
+  private void writeNext() {
+    List<Waiting<Q, R>> batch;
+    synchronized (this) {
+      if (inFlight >= maxInFlight || queue.isEmpty()) {
+        return;
+      }
+      inFlight++;
+      statements++;
+      batch = take();
+    }
+    Future<List<R>> written;
+    if (batch.size() == 1) {
+      written = run(() -> alone.apply(batch.getFirst().call())).map(List::of);
+    } else {
+      List<Q> calls = new ArrayList<>(batch.size());
+      batch.forEach(w -> calls.add(w.call()));
+      written = run(() -> together.apply(calls));
+    }
+    written.onComplete(
+        ar -> {
+          synchronized (this) {
+            inFlight--;
+          }
+          if (ar.succeeded() && ar.result().size() == batch.size()) {
+            for (int i = 0; i < batch.size(); i++) {
+              answer(batch.get(i), Future.succeededFuture(ar.result().get(i)));
+            }
+          } else if (batch.size() == 1) {
+            answer(
+                batch.getFirst(),
+                Future.failedFuture(
+                    ar.failed()
+                        ? ar.cause()
+                        : new IllegalStateException("a statement for one call gave no answer")));
+          } else {
+            // Nothing of it committed: each call alone, in turn, for its own answer.
+            for (Waiting<Q, R> w : batch) {
+              run(() -> alone.apply(w.call())).onComplete(one -> answer(w, one));
+            }
+          }
+          writeNext();
+        });
+    // Slots left: the rest of the queue need not wait for this statement.
+    writeNext();
+  }
+
+  /** The next statement's calls: the oldest first, at most one per key. */
+  private List<Waiting<Q, R>> take() {
+    List<Waiting<Q, R>> batch = new ArrayList<>(Math.min(queue.size(), maxBatch));
+    Set<Object> keys = new HashSet<>();
+    Iterator<Waiting<Q, R>> it = queue.iterator();
+    while (it.hasNext() && batch.size() < maxBatch) {
+      Waiting<Q, R> w = it.next();
+      if (keys.add(w.key())) {
+        batch.add(w);
+        it.remove();
+      }
+    }
+    return batch;
+  }
+
+  /** A statement that throws instead of failing its future ends the same way. */
+  private static <T> Future<T> run(java.util.function.Supplier<Future<T>> statement) {
+    try {
+      return statement.get();
+    } catch (RuntimeException e) {
+      return Future.failedFuture(e);
+    }
+  }
+
+  private void answer(Waiting<Q, R> w, AsyncResult<R> outcome) {
+    Context here = Vertx.currentContext();
+    if (w.context() == null || w.context() == here) {
+      w.answer().handle(outcome);
+    } else {
+      w.context().runOnContext(v -> w.answer().handle(outcome));
+    }
+  }
+}

@@ -1,0 +1,210 @@
+package io.oneshot.build;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.StoreFixture;
+import io.vertx.core.Future;
+import java.sql.Connection;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Runners' acquires and completions by group commit, on the database: calls written together get
+ * what each would get alone, and two runners with one token never share a statement (in one, both
+ * would be granted the build).
+ */
+class RunnerGroupCommitTest {
+  private static final String SCRIPT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
+
+  private final StoreFixture f = new StoreFixture("routes: [{name: a, maxConcurrent: 20}]");
+
+  @AfterEach
+  void tearDown() {
+    f.close();
+  }
+
+  private static Runner runner(String id) {
+    return new Runner(id, null, null, "host", 1L);
+  }
+
+  private List<QueueStore.Claimed> claimed(int n) {
+    for (int i = 0; i < n; i++) {
+      Database.await(f.store.queue().enqueue("{}", SCRIPT, 0, null));
+    }
+    List<QueueStore.Claimed> c = f.claim(100, n, "test");
+    assertThat(c).hasSize(n);
+    return c;
+  }
+
+  private RunnerStore.AcquireCall acquire(QueueStore.Claimed c, Runner r) {
+    return new RunnerStore.AcquireCall(c.token().hash(), r);
+  }
+
+  private static Map<String, Object> row(long id) {
+    return Sql.rows(
+            "SELECT status, runner_id, exit_code, reason FROM oneshot.builds WHERE id = ?", id)
+        .get(0);
+  }
+
+  @Test
+  void acquiresTogetherGetWhatEachWouldGetAlone() {
+    List<QueueStore.Claimed> c = claimed(3);
+    Runner a = runner("runner-a");
+    Runner b = runner("runner-b");
+    Runner d = runner("runner-d");
+    // The second build is already its runner's.
+    assertThat(Database.await(f.store.runner().acquire(c.get(1).token().hash(), a)))
+        .isInstanceOf(RunnerStore.Acquire.Granted.class);
+
+    List<RunnerStore.Acquire> got =
+        Database.await(
+            f.store
+                .runner()
+                .acquireTogether(
+                    List.of(
+                        acquire(c.get(0), a),
+                        acquire(c.get(1), b),
+                        new RunnerStore.AcquireCall(BuildToken.generate().hash(), d),
+                        acquire(c.get(2), d))));
+
+    assertThat(got.get(0)).isInstanceOf(RunnerStore.Acquire.Granted.class);
+    RunnerStore.Acquired first = ((RunnerStore.Acquire.Granted) got.get(0)).build();
+    assertThat(first.id()).isEqualTo(c.get(0).id());
+    assertThat(first.first()).isTrue();
+    assertThat(got.get(1)).isInstanceOf(RunnerStore.Acquire.HeldByOther.class);
+    RunnerStore.Holder holder = ((RunnerStore.Acquire.HeldByOther) got.get(1)).holder();
+    assertThat(holder.buildId()).isEqualTo(c.get(1).id());
+    assertThat(holder.runner().id()).isEqualTo("runner-a");
+    assertThat(got.get(2)).isInstanceOf(RunnerStore.Acquire.NoAttempt.class);
+    assertThat(((RunnerStore.Acquire.Granted) got.get(3)).build().id()).isEqualTo(c.get(2).id());
+
+    assertThat(row(c.get(0).id())).containsEntry("status", "running");
+    assertThat(row(c.get(0).id())).containsEntry("runner_id", "runner-a");
+    assertThat(row(c.get(1).id())).containsEntry("runner_id", "runner-a");
+    assertThat(row(c.get(2).id())).containsEntry("runner_id", "runner-d");
+    assertThat(Sql.transitions(c.get(0).id()))
+        .containsExactly("pending>launching", "launching>running");
+
+    // A repeat by the holder, together with another: the same build, not a first acquire.
+    List<RunnerStore.Acquire> again =
+        Database.await(
+            f.store.runner().acquireTogether(List.of(acquire(c.get(2), b), acquire(c.get(0), a))));
+    assertThat(again.get(0)).isInstanceOf(RunnerStore.Acquire.HeldByOther.class);
+    assertThat(((RunnerStore.Acquire.Granted) again.get(1)).build().first()).isFalse();
+  }
+
+  @Test
+  void completionsTogetherGetWhatEachWouldGetAlone() {
+    List<QueueStore.Claimed> c = claimed(3);
+    List<Runner> runners = List.of(runner("r0"), runner("r1"), runner("r2"));
+    for (int i = 0; i < 3; i++) {
+      Database.await(f.store.runner().acquire(c.get(i).token().hash(), runners.get(i)));
+    }
+
+    List<Optional<RunnerStore.Completed>> got =
+        Database.await(
+            f.store
+                .runner()
+                .completeTogether(
+                    List.of(
+                        complete(c.get(0), "r0", BuildState.SUCCEEDED, 0),
+                        complete(c.get(1), "r2", BuildState.SUCCEEDED, 0),
+                        new RunnerStore.CompleteCall(
+                            BuildToken.generate().hash(),
+                            "r9",
+                            completion(BuildState.SUCCEEDED, 0)),
+                        complete(c.get(2), "r2", BuildState.FAILED, 3))));
+
+    assertThat(got.get(0)).get().extracting(RunnerStore.Completed::id).isEqualTo(c.get(0).id());
+    assertThat(got.get(0).get().status()).isEqualTo(BuildState.SUCCEEDED);
+    assertThat(got.get(1)).as("not its runner").isEmpty();
+    assertThat(got.get(2)).as("no such attempt").isEmpty();
+    assertThat(got.get(3).get().status()).isEqualTo(BuildState.FAILED);
+    assertThat(got.get(3).get().id()).isEqualTo(c.get(2).id());
+
+    assertThat(row(c.get(0).id())).containsEntry("status", "succeeded");
+    assertThat(row(c.get(1).id())).containsEntry("status", "running");
+    assertThat(row(c.get(2).id()))
+        .containsEntry("status", "failed")
+        .containsEntry("exit_code", 3)
+        .containsEntry("reason", "provisionerd reported failure");
+    assertThat(Sql.transitions(c.get(2).id()))
+        .containsExactly("pending>launching", "launching>running", "running>failed");
+  }
+
+  private RunnerStore.CompleteCall complete(
+      QueueStore.Claimed c, String runnerId, BuildState outcome, int exitCode) {
+    return new RunnerStore.CompleteCall(c.token().hash(), runnerId, completion(outcome, exitCode));
+  }
+
+  private static RunnerStore.Completion completion(BuildState outcome, int exitCode) {
+    return new RunnerStore.Completion(
+        outcome,
+        exitCode,
+        null,
+        null,
+        outcome == BuildState.SUCCEEDED
+            ? "provisionerd reported success"
+            : "provisionerd reported failure",
+        null);
+  }
+
+  /**
+   * Two runners acquire with one token while every slot is busy, beside a third call: the first of
+   * the two goes with the third in one statement, the second in the next, and finds the first the
+   * holder. In one statement both would be granted the build.
+   */
+  @Test
+  void twoRunnersWithOneTokenQueuedTogetherAreNeverBothGranted() throws Exception {
+    List<QueueStore.Claimed> c = claimed(4);
+    RunnerStore runners = f.store.runner();
+    GroupCommit<RunnerStore.AcquireCall, RunnerStore.Acquire> commit = runners.acquires();
+    List<Future<RunnerStore.Acquire>> blockers = new ArrayList<>();
+    List<Future<RunnerStore.Acquire>> contested = new ArrayList<>();
+    Future<RunnerStore.Acquire> beside;
+    long before;
+    try (Connection lock = Sql.connect()) {
+      lock.setAutoCommit(false);
+      Sql.rows(
+          lock,
+          "SELECT id FROM oneshot.builds WHERE id IN (?, ?) FOR UPDATE",
+          c.get(0).id(),
+          c.get(1).id());
+      before = commit.statements();
+      // Each slot's statement waits for a row this connection holds.
+      for (int i = 0; i < RunnerStore.STATEMENTS_AT_ONCE; i++) {
+        blockers.add(runners.acquire(c.get(i).token().hash(), runner("blocker-" + i)));
+      }
+      contested.add(runners.acquire(c.get(2).token().hash(), runner("runner-x")));
+      contested.add(runners.acquire(c.get(2).token().hash(), runner("runner-y")));
+      beside = runners.acquire(c.get(3).token().hash(), runner("runner-z"));
+      assertThat(commit.waiting()).isEqualTo(3);
+      lock.commit();
+    }
+
+    List<RunnerStore.Acquire> answers = new ArrayList<>();
+    for (Future<RunnerStore.Acquire> a : contested) {
+      answers.add(Database.await(a));
+    }
+    assertThat(answers)
+        .filteredOn(a -> a instanceof RunnerStore.Acquire.Granted)
+        .as("granted the contested build")
+        .hasSize(1);
+    assertThat(answers).filteredOn(a -> a instanceof RunnerStore.Acquire.HeldByOther).hasSize(1);
+    assertThat(Database.await(beside)).isInstanceOf(RunnerStore.Acquire.Granted.class);
+    for (Future<RunnerStore.Acquire> b : blockers) {
+      assertThat(Database.await(b)).isInstanceOf(RunnerStore.Acquire.Granted.class);
+    }
+    // The blockers, the first of the two with the third call, then the second alone.
+    assertThat(commit.statements() - before).isEqualTo(RunnerStore.STATEMENTS_AT_ONCE + 2);
+    String holder = (String) row(c.get(2).id()).get("runner_id");
+    RunnerStore.Acquire granted =
+        answers.get(0) instanceof RunnerStore.Acquire.Granted ? answers.get(0) : answers.get(1);
+    assertThat(holder).isEqualTo(granted == answers.get(0) ? "runner-x" : "runner-y");
+  }
+}
