@@ -15,7 +15,8 @@ import java.util.function.Predicate;
  * The CPU a stretch of a scenario took, by whom: this JVM in all, the threads a predicate picks (by
  * name), and PostgreSQL when its server runs on this machine (every process named {@code postgres},
  * read from {@code /proc}: backends, WAL writer, checkpointer). A backend that exits within the
- * stretch takes its time with it; the scenarios keep their connections open while measured.
+ * stretch takes its time with it; the scenarios keep their connections open while measured. The
+ * JVM's own JIT and collector threads are read from {@code /proc/self/task} likewise.
  */
 final class CpuMeter {
   /** /proc counts in USER_HZ, which Linux fixes at 100 a second for user space. */
@@ -28,11 +29,27 @@ final class CpuMeter {
   private final long jvm;
   private final Map<Long, Long> postgres;
   private final Map<Long, Long> threads;
+  private final Map<Long, Long> vmThreads;
+
+  /**
+   * The JVM's own threads, which the thread bean does not list, by their name in /proc (cut to 15
+   * characters there).
+   */
+  private static final Map<String, Predicate<String>> VM_GROUPS = new java.util.LinkedHashMap<>();
+
+  static {
+    VM_GROUPS.put(
+        "the JIT compiler", n -> n.startsWith("C1 Compiler") || n.startsWith("C2 Compiler"));
+    VM_GROUPS.put(
+        "the garbage collector",
+        n -> n.startsWith("GC Thread") || n.startsWith("G1 ") || n.equals("VM Thread"));
+  }
 
   private CpuMeter() {
     jvm = OS.getProcessCpuTime();
     postgres = postgresTicks();
     threads = threadNanos();
+    vmThreads = ticks(Path.of("/proc/self/task"), VM_GROUPS);
   }
 
   static CpuMeter start() {
@@ -72,6 +89,18 @@ final class CpuMeter {
         }
       }
     }
+    Map<Long, Long> vmNow = ticks(Path.of("/proc/self/task"), VM_GROUPS);
+    for (Map.Entry<String, Predicate<String>> g : VM_GROUPS.entrySet()) {
+      long ticks = 0;
+      for (Map.Entry<Long, Long> e : vmNow.entrySet()) {
+        if (g.getValue().test(names.getOrDefault(e.getKey(), ""))) {
+          ticks += e.getValue() - vmThreads.getOrDefault(e.getKey(), 0L);
+        }
+      }
+      if (!vmNow.isEmpty()) {
+        byGroup.put(g.getKey(), ticks * MS_PER_TICK);
+      }
+    }
     return new Used(jvmMs, pgMs, byGroup);
   }
 
@@ -88,8 +117,19 @@ final class CpuMeter {
 
   /** utime + stime of every process named postgres, by pid; empty where there is no /proc. */
   private static Map<Long, Long> postgresTicks() {
+    return ticks(Path.of("/proc"), Map.of("postgres", "postgres"::equals));
+  }
+
+  /** The name /proc gave each process or thread read by {@link #ticks}, by id. */
+  private static final Map<Long, String> names = new java.util.concurrent.ConcurrentHashMap<>();
+
+  /**
+   * utime + stime of every process (or thread, under /proc/self/task) in {@code dir} whose name one
+   * of {@code groups} picks, by id; empty where there is no /proc.
+   */
+  private static Map<Long, Long> ticks(Path dir, Map<String, Predicate<String>> groups) {
     Map<Long, Long> out = new HashMap<>();
-    try (DirectoryStream<Path> procs = Files.newDirectoryStream(Path.of("/proc"), "[0-9]*")) {
+    try (DirectoryStream<Path> procs = Files.newDirectoryStream(dir, "[0-9]*")) {
       for (Path p : procs) {
         String stat;
         try {
@@ -99,14 +139,18 @@ final class CpuMeter {
         }
         int open = stat.indexOf('(');
         int close = stat.lastIndexOf(')');
-        if (open < 0 || close < 0 || !stat.substring(open + 1, close).equals("postgres")) {
+        if (open < 0 || close < 0) {
           continue;
         }
+        String name = stat.substring(open + 1, close);
+        if (groups.values().stream().noneMatch(g -> g.test(name))) {
+          continue;
+        }
+        long id = Long.parseLong(p.getFileName().toString());
+        names.put(id, name);
         // After the command: state is field 3, utime field 14, stime field 15.
         String[] f = stat.substring(close + 2).split(" ");
-        out.put(
-            Long.parseLong(p.getFileName().toString()),
-            Long.parseLong(f[11]) + Long.parseLong(f[12]));
+        out.put(id, Long.parseLong(f[11]) + Long.parseLong(f[12]));
       }
     } catch (IOException | RuntimeException e) {
       return Map.of();
