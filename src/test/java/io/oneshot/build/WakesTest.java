@@ -107,6 +107,33 @@ class WakesTest {
         .containsExactlyInAnyOrder("oneshot_builds:", "oneshot_logs:" + c.id());
   }
 
+  /**
+   * Completions written together (runner/complete-many) leave their notifications out of their own
+   * transaction too: {@link RunnerStore#complete} sends them once it committed.
+   */
+  @Test
+  void completionsWrittenTogetherSendNothingFromTheirOwnTransaction() throws Exception {
+    f = new StoreFixture("routes: [{name: a, maxConcurrent: 5}]");
+    for (int i = 0; i < 2; i++) {
+      Database.await(f.store.queue().enqueue("{}", SCRIPT, 0, null));
+    }
+    List<QueueStore.Claimed> c = f.claim(10, 2, "test");
+    List<RunnerStore.CompleteCall> calls = new ArrayList<>();
+    for (QueueStore.Claimed one : c) {
+      Database.await(f.store.runner().acquire(one.token().hash(), RUNNER));
+      calls.add(
+          new RunnerStore.CompleteCall(
+              one.token().hash(),
+              RUNNER.id(),
+              new RunnerStore.Completion(BuildState.SUCCEEDED, 0, null, null, "done", null)));
+    }
+    listen();
+
+    assertThat(Database.await(f.store.runner().completeTogether(calls)))
+        .allSatisfy(done -> assertThat(done).isPresent());
+    assertThat(notificationsSoFar()).as("nothing from inside their transaction").isEmpty();
+  }
+
   /** Writers other than the runner (here a cancel by SQL, as an operator would) wake as before. */
   @Test
   void anyOtherWriterThatEndsABuildStillWakesTheDispatcherAndItsFollowers() throws Exception {
