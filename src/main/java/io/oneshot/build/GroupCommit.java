@@ -15,10 +15,10 @@ import java.util.function.Function;
 
 /**
  * Runs one kind of runner call by group commit. A call that finds fewer than {@code maxInFlight}
- * statements under way is written at once, alone, with the call's own statement; calls that arrive
- * while every slot is busy wait for the first to free and go together, as one statement and one
- * commit. At low load nothing waits; when many runners call at once, a burst of calls costs a few
- * transactions instead of one each.
+ * statements under way is written at once, alone; calls that arrive while every slot is busy wait
+ * for the first to free and go together, as one statement and one commit. At low load nothing
+ * waits; when many runners call at once, a burst of calls costs a few transactions instead of one
+ * each.
  *
  * <p>Two calls with the same key (the same build token) never share a statement: each must see the
  * other's outcome, as it would one at a time. A statement for many that fails is not an answer for
@@ -34,31 +34,27 @@ final class GroupCommit<Q, R> {
   private final int maxBatch;
   private final int maxInFlight;
   private final Function<Q, Object> key;
-  private final Function<Q, Future<R>> alone;
-  private final Function<List<Q>, Future<List<R>>> together;
+  private final Function<List<Q>, Future<List<R>>> statement;
   private final ArrayDeque<Waiting<Q, R>> queue = new ArrayDeque<>();
   private int inFlight;
   private long statements;
 
   /**
    * @param key calls with equal keys go in different statements
-   * @param alone the statement for one call
-   * @param together the statement for several calls; its answers in the calls' order
+   * @param statement writes one or several calls; its answers in the calls' order
    */
   GroupCommit(
       int maxBatch,
       int maxInFlight,
       Function<Q, Object> key,
-      Function<Q, Future<R>> alone,
-      Function<List<Q>, Future<List<R>>> together) {
+      Function<List<Q>, Future<List<R>>> statement) {
     if (maxBatch < 1 || maxInFlight < 1) {
       throw new IllegalArgumentException("maxBatch and maxInFlight must be at least 1");
     }
     this.maxBatch = maxBatch;
     this.maxInFlight = maxInFlight;
     this.key = key;
-    this.alone = alone;
-    this.together = together;
+    this.statement = statement;
   }
 
   /** Writes {@code call}; its answer completes on the caller's Vert.x context, when it has one. */
@@ -91,38 +87,28 @@ final class GroupCommit<Q, R> {
       statements++;
       batch = take();
     }
-    Future<List<R>> written;
-    if (batch.size() == 1) {
-      written = run(() -> alone.apply(batch.getFirst().call())).map(List::of);
-    } else {
-      List<Q> calls = new ArrayList<>(batch.size());
-      batch.forEach(w -> calls.add(w.call()));
-      written = run(() -> together.apply(calls));
-    }
-    written.onComplete(
-        ar -> {
-          synchronized (this) {
-            inFlight--;
-          }
-          if (ar.succeeded() && ar.result().size() == batch.size()) {
-            for (int i = 0; i < batch.size(); i++) {
-              answer(batch.get(i), Future.succeededFuture(ar.result().get(i)));
-            }
-          } else if (batch.size() == 1) {
-            answer(
-                batch.getFirst(),
-                Future.failedFuture(
-                    ar.failed()
-                        ? ar.cause()
-                        : new IllegalStateException("a statement for one call gave no answer")));
-          } else {
-            // Nothing of it committed: each call alone, in turn, for its own answer.
-            for (Waiting<Q, R> w : batch) {
-              run(() -> alone.apply(w.call())).onComplete(one -> answer(w, one));
-            }
-          }
-          writeNext();
-        });
+    List<Q> calls = new ArrayList<>(batch.size());
+    batch.forEach(w -> calls.add(w.call()));
+    run(calls)
+        .onComplete(
+            ar -> {
+              synchronized (this) {
+                inFlight--;
+              }
+              if (ar.succeeded()) {
+                for (int i = 0; i < batch.size(); i++) {
+                  answer(batch.get(i), Future.succeededFuture(ar.result().get(i)));
+                }
+              } else if (batch.size() == 1) {
+                answer(batch.getFirst(), Future.failedFuture(ar.cause()));
+              } else {
+                // Nothing of it committed: each call alone, for its own answer.
+                for (Waiting<Q, R> w : batch) {
+                  run(List.of(w.call())).map(List::getFirst).onComplete(one -> answer(w, one));
+                }
+              }
+              writeNext();
+            });
     // Slots left: the rest of the queue need not wait for this statement.
     writeNext();
   }
@@ -142,10 +128,21 @@ final class GroupCommit<Q, R> {
     return batch;
   }
 
-  /** A statement that throws instead of failing its future ends the same way. */
-  private static <T> Future<T> run(java.util.function.Supplier<Future<T>> statement) {
+  /**
+   * The statement for {@code calls}; one that throws instead of failing its future ends the same
+   * way, and so does one that answers a different number of calls.
+   */
+  private Future<List<R>> run(List<Q> calls) {
     try {
-      return statement.get();
+      return statement
+          .apply(calls)
+          .compose(
+              answers ->
+                  answers.size() == calls.size()
+                      ? Future.succeededFuture(answers)
+                      : Future.failedFuture(
+                          new IllegalStateException(
+                              answers.size() + " answers to " + calls.size() + " calls")));
     } catch (RuntimeException e) {
       return Future.failedFuture(e);
     }

@@ -21,6 +21,15 @@ import java.util.function.Consumer;
  */
 public final class QueueStore {
   private static final Sql ENQUEUE = Sql.load("queue/enqueue");
+
+  /**
+   * The claim's lock ({@link AdvisoryLocks#takeFenced}), loaded with the store so that {@link
+   * Sql#checkAll} parses it at start: {@code AdvisoryLocks} itself is first initialized by the
+   * first claim, its other members being constants.
+   */
+  @SuppressWarnings("unused")
+  private static final Sql CLAIM_LOCK = Sql.load("queue/claim-lock");
+
   private static final Sql RERUN_SOURCE = Sql.load("queue/rerun-source");
   private static final Sql RERUN_LINK = Sql.load("queue/rerun-link");
   private static final Sql CLAIM = Sql.load("queue/claim");

@@ -26,12 +26,10 @@ import java.util.Optional;
  */
 public final class RunnerStore {
   private static final Sql ACQUIRE = Sql.load("runner/acquire");
-  private static final Sql ACQUIRE_MANY = Sql.load("runner/acquire-many");
   private static final Sql CONFLICT = Sql.load("runner/conflict");
   private static final Sql HEARTBEAT = Sql.load("runner/heartbeat");
   private static final Sql APPEND_LOGS = Sql.load("runner/append-logs");
   private static final Sql COMPLETE = Sql.load("runner/complete");
-  private static final Sql COMPLETE_MANY = Sql.load("runner/complete-many");
   private static final Sql TOKEN_STATE = Sql.load("runner/token-state");
 
   private final Pool pool;
@@ -74,14 +72,12 @@ public final class RunnerStore {
             MAX_BATCH,
             STATEMENTS_AT_ONCE,
             c -> ByteBuffer.wrap(c.tokenHash()),
-            this::acquireAlone,
             this::acquireTogether);
     this.completions =
         new GroupCommit<>(
             MAX_BATCH,
             STATEMENTS_AT_ONCE,
             c -> ByteBuffer.wrap(c.tokenHash()),
-            this::completeAlone,
             this::completeTogether);
   }
 
@@ -144,16 +140,6 @@ public final class RunnerStore {
     return acquires.submit(new AcquireCall(tokenHash, runner));
   }
 
-  private Future<Acquire> acquireAlone(AcquireCall c) {
-    return pool.preparedQuery(ACQUIRE.text())
-        .execute(
-            Tuple.of(
-                Buffer.buffer(c.tokenHash()), c.runner().id(), Json.write(c.runner().details())))
-        .map(
-            rows ->
-                rows.rowCount() == 0 ? new Acquire.NoAttempt() : acquired(rows.iterator().next()));
-  }
-
   Future<List<Acquire>> acquireTogether(List<AcquireCall> calls) {
     int n = calls.size();
     Buffer[] hashes = new Buffer[n];
@@ -165,7 +151,7 @@ public final class RunnerStore {
       ids[i] = c.runner().id();
       details[i] = Json.write(c.runner().details());
     }
-    return pool.preparedQuery(ACQUIRE_MANY.text())
+    return pool.preparedQuery(ACQUIRE.text())
         .execute(Tuple.of(hashes, ids, details))
         .map(
             rows -> {
@@ -339,12 +325,6 @@ public final class RunnerStore {
       double ranSeconds,
       String stateRefused) {}
 
-  private static Optional<Completed> firstCompleted(RowSet<Row> rows, String stateRefused) {
-    return rows.rowCount() == 0
-        ? Optional.empty()
-        : Optional.of(completed(rows.iterator().next(), stateRefused));
-  }
-
   private static Completed completed(Row r, String stateRefused) {
     return new Completed(
         r.getLong("id"),
@@ -368,35 +348,24 @@ public final class RunnerStore {
     if (c.state() == null) {
       done = completions.submit(new CompleteCall(tokenHash, runnerId, c));
     } else {
-      done =
-          completeWithState(completeTuple(tokenHash, runnerId, c), tokenHash, runnerId, c.state());
+      done = completeWithState(new CompleteCall(tokenHash, runnerId, c));
     }
     // Committed: now its notifications (runner/complete.sql leaves them out).
     return done.onSuccess(x -> x.ifPresent(d -> wakes.ended(d.id())));
-  }
-
-  private static Tuple completeTuple(byte[] tokenHash, String runnerId, Completion c) {
-    return Tuple.tuple()
-        .addBuffer(Buffer.buffer(tokenHash))
-        .addString(c.outcome().wire())
-        .addInteger(c.exitCode())
-        .addString(c.error())
-        .addString(outputs(c))
-        .addString(c.reason())
-        .addString(runnerId);
   }
 
   private static String outputs(Completion c) {
     return c.outputs() == null ? null : Json.write(c.outputs());
   }
 
-  private Future<Optional<Completed>> completeAlone(CompleteCall c) {
+  Future<List<Optional<Completed>>> completeTogether(List<CompleteCall> calls) {
     return pool.preparedQuery(COMPLETE.text())
-        .execute(completeTuple(c.tokenHash(), c.runnerId(), c.completion()))
-        .map(rows -> firstCompleted(rows, null));
+        .execute(completeTuple(calls))
+        .map(rows -> completedEach(rows, calls.size(), null));
   }
 
-  Future<List<Optional<Completed>>> completeTogether(List<CompleteCall> calls) {
+  /** runner/complete's parameters for {@code calls}: one array a column. */
+  private static Tuple completeTuple(List<CompleteCall> calls) {
     int n = calls.size();
     Buffer[] hashes = new Buffer[n];
     String[] status = new String[n];
@@ -416,33 +385,36 @@ public final class RunnerStore {
       reason[i] = c.reason();
       runnerId[i] = call.runnerId();
     }
-    return pool.preparedQuery(COMPLETE_MANY.text())
-        .execute(Tuple.of(hashes, status, exitCode, error, outputs, reason, runnerId))
-        .map(
-            rows -> {
-              List<Optional<Completed>> out =
-                  new ArrayList<>(Collections.nCopies(n, Optional.empty()));
-              for (Row r : rows) {
-                out.set(call(r), Optional.of(completed(r, null)));
-              }
-              return out;
-            });
+    return Tuple.of(hashes, status, exitCode, error, outputs, reason, runnerId);
   }
 
-  private Future<Optional<Completed>> completeWithState(
-      Tuple t, byte[] tokenHash, String runnerId, StateUpload state) {
+  /** runner/complete's answer to {@code n} calls, in their order. */
+  private static List<Optional<Completed>> completedEach(
+      RowSet<Row> rows, int n, String stateRefused) {
+    List<Optional<Completed>> out = new ArrayList<>(Collections.nCopies(n, Optional.empty()));
+    for (Row r : rows) {
+      out.set(call(r), Optional.of(completed(r, stateRefused)));
+    }
+    return out;
+  }
+
+  /** A completion with a final state: the state and the outcome in one transaction. */
+  private Future<Optional<Completed>> completeWithState(CompleteCall c) {
+    StateUpload state = c.completion().state();
     return pool.withTransaction(
         conn ->
-            StateStore.saveState(conn, sealer, tokenHash, runnerId, state, true)
+            StateStore.saveState(conn, sealer, c.tokenHash(), c.runnerId(), state, true)
                 .compose(
                     saved ->
                         conn.preparedQuery(COMPLETE.text())
-                            .execute(t)
+                            .execute(completeTuple(List.of(c)))
                             .map(
                                 rows ->
-                                    firstCompleted(
-                                        rows,
-                                        saved instanceof StateSaved.Refused r ? r.why() : null))));
+                                    completedEach(
+                                            rows,
+                                            1,
+                                            saved instanceof StateSaved.Refused r ? r.why() : null)
+                                        .getFirst())));
   }
 
   /** Where a token's build stands, for telling a refused runner call why. */

@@ -40,7 +40,8 @@ class CompareAndSetTest {
   private static final Pattern UPDATE =
       Pattern.compile("UPDATE\\s+oneshot\\.builds\\b", Pattern.CASE_INSENSITIVE);
   private static final Pattern CTE =
-      Pattern.compile("(\\w+)\\s+AS\\s+\\(", Pattern.CASE_INSENSITIVE);
+      Pattern.compile(
+          "(\\w+)\\s+AS\\s+(?:NOT\\s+)?(?:MATERIALIZED\\s+)?\\(", Pattern.CASE_INSENSITIVE);
   private static final Pattern KEY =
       Pattern.compile(
           "\\b(id\\s*=\\s*(\\$1\\b|\\w+\\.id\\b)|token_hash\\s*=\\s*\\$1)",

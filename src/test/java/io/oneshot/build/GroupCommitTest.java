@@ -15,29 +15,30 @@ import org.junit.jupiter.api.Test;
  * same key never share one. {@link RunnerGroupCommitTest} has the runners' statements themselves.
  */
 class GroupCommitTest {
-
   private record Call(String key, String value) {}
 
-  private final List<Call> alone = new ArrayList<>();
-  private final List<Promise<String>> aloneAnswers = new ArrayList<>();
-  private final List<List<Call>> together = new ArrayList<>();
-  private final List<Promise<List<String>>> togetherAnswers = new ArrayList<>();
+  /** Each statement written: its calls, and the answer the test gives it. */
+  private record Written(List<Call> calls, Promise<List<String>> answer) {
+    List<String> values() {
+      return calls.stream().map(Call::value).toList();
+    }
+
+    /** Answers each call with its value and a mark. */
+    void answerEach(String mark) {
+      answer.complete(calls.stream().map(c -> c.value() + mark).toList());
+    }
+  }
+
+  private final List<Written> written = new ArrayList<>();
 
   private final GroupCommit<Call, String> commit =
       new GroupCommit<>(
           3,
           2,
           Call::key,
-          c -> {
-            alone.add(c);
-            Promise<String> p = Promise.promise();
-            aloneAnswers.add(p);
-            return p.future();
-          },
           cs -> {
-            together.add(List.copyOf(cs));
             Promise<List<String>> p = Promise.promise();
-            togetherAnswers.add(p);
+            written.add(new Written(List.copyOf(cs), p));
             return p.future();
           });
 
@@ -50,13 +51,12 @@ class GroupCommitTest {
     Future<String> a = submit("a", "1");
     Future<String> b = submit("b", "2");
 
-    assertThat(alone).extracting(Call::value).containsExactly("1", "2");
-    assertThat(together).isEmpty();
+    assertThat(written).extracting(Written::values).containsExactly(List.of("1"), List.of("2"));
     assertThat(commit.waiting()).isZero();
-    aloneAnswers.get(1).complete("two");
-    aloneAnswers.get(0).complete("one");
-    assertThat(a.result()).isEqualTo("one");
-    assertThat(b.result()).isEqualTo("two");
+    written.get(1).answerEach("!");
+    written.get(0).answerEach("?");
+    assertThat(a.result()).isEqualTo("1?");
+    assertThat(b.result()).isEqualTo("2!");
   }
 
   @Test
@@ -69,16 +69,16 @@ class GroupCommitTest {
     }
     assertThat(commit.waiting()).isEqualTo(4);
 
-    aloneAnswers.get(0).complete("one");
+    written.get(0).answerEach("");
 
     // One slot freed: the oldest three (maxBatch) in one statement, the fourth waits.
-    assertThat(together).hasSize(1);
-    assertThat(together.get(0)).extracting(Call::value).containsExactly("C", "D", "E");
+    assertThat(written).hasSize(3);
+    assertThat(written.get(2).values()).containsExactly("C", "D", "E");
     assertThat(commit.waiting()).isEqualTo(1);
-    togetherAnswers.get(0).complete(List.of("c!", "d!", "e!"));
+    written.get(2).answer().complete(List.of("c!", "d!", "e!"));
     assertThat(queued.subList(0, 3)).extracting(Future::result).containsExactly("c!", "d!", "e!");
     // The fourth took the slot that statement freed, alone.
-    assertThat(alone).extracting(Call::value).containsExactly("1", "2", "F");
+    assertThat(written.get(3).values()).containsExactly("F");
     assertThat(commit.statements()).isEqualTo(4);
   }
 
@@ -90,17 +90,16 @@ class GroupCommitTest {
     Future<String> second = submit("t", "second");
     Future<String> other = submit("u", "other");
 
-    aloneAnswers.get(0).complete("x");
+    written.get(0).answerEach("");
 
-    assertThat(together).hasSize(1);
-    assertThat(together.get(0)).extracting(Call::value).containsExactly("first", "other");
+    assertThat(written.get(2).values()).containsExactly("first", "other");
     assertThat(commit.waiting()).isEqualTo(1);
-    togetherAnswers.get(0).complete(List.of("1st", "3rd"));
-    assertThat(alone).extracting(Call::value).containsExactly("0", "0", "second");
-    aloneAnswers.get(2).complete("2nd");
+    written.get(2).answerEach("!");
+    assertThat(written.get(3).values()).containsExactly("second");
+    written.get(3).answerEach("!");
     assertThat(List.of(first, second, other))
         .extracting(Future::result)
-        .containsExactly("1st", "2nd", "3rd");
+        .containsExactly("first!", "second!", "other!");
   }
 
   @Test
@@ -109,43 +108,47 @@ class GroupCommitTest {
     submit("busy2", "0");
     Future<String> a = submit("a", "A");
     Future<String> b = submit("b", "B");
-    aloneAnswers.get(0).complete("x");
+    written.get(0).answerEach("");
 
-    togetherAnswers.get(0).fail(new IllegalStateException("deadlock detected"));
+    written.get(2).answer().fail(new IllegalStateException("deadlock detected"));
 
-    assertThat(alone).extracting(Call::value).containsExactly("0", "0", "A", "B");
-    aloneAnswers.get(2).complete("a alone");
-    aloneAnswers.get(3).fail(new IllegalStateException("transition refused"));
-    assertThat(a.result()).isEqualTo("a alone");
+    assertThat(written.subList(3, 5))
+        .extracting(Written::values)
+        .containsExactly(List.of("A"), List.of("B"));
+    written.get(3).answerEach(" alone");
+    written.get(4).answer().fail(new IllegalStateException("transition refused"));
+    assertThat(a.result()).isEqualTo("A alone");
     assertThat(b.failed()).isTrue();
     assertThat(b.cause()).hasMessage("transition refused");
   }
 
   @Test
-  void aStatementThatThrowsFailsItsCallAndFreesItsSlot() {
-    GroupCommit<Call, String> throwing =
+  void aStatementThatThrowsOrMiscountsFailsItsCallsAndFreesItsSlot() {
+    GroupCommit<Call, String> odd =
         new GroupCommit<>(
             3,
             1,
             Call::key,
-            c -> {
-              if (c.value().equals("bad")) {
+            cs -> {
+              String v = cs.getFirst().value();
+              if (v.equals("bad")) {
                 throw new IllegalArgumentException("cannot encode");
               }
-              return Future.succeededFuture(c.value() + "!");
-            },
-            cs -> Future.failedFuture("not expected"));
+              return Future.succeededFuture(v.equals("short") ? List.of() : List.of(v + "!"));
+            });
 
-    Future<String> bad = throwing.submit(new Call("a", "bad"));
-    Future<String> good = throwing.submit(new Call("b", "good"));
+    Future<String> bad = odd.submit(new Call("a", "bad"));
+    Future<String> shortAnswer = odd.submit(new Call("b", "short"));
+    Future<String> good = odd.submit(new Call("c", "good"));
 
     assertThat(bad.cause()).hasMessage("cannot encode");
+    assertThat(shortAnswer.cause()).hasMessage("0 answers to 1 calls");
     assertThat(good.result()).isEqualTo("good!");
   }
 
   @Test
   void sizesBelowOneAreRefused() {
-    assertThatThrownBy(() -> new GroupCommit<Call, String>(0, 1, Call::key, c -> null, cs -> null))
+    assertThatThrownBy(() -> new GroupCommit<Call, String>(0, 1, Call::key, cs -> null))
         .isInstanceOf(IllegalArgumentException.class);
   }
 }

@@ -108,8 +108,8 @@ class WakesTest {
   }
 
   /**
-   * Completions written together (runner/complete-many) leave their notifications out of their own
-   * transaction too: {@link RunnerStore#complete} sends them once it committed.
+   * Completions written together (one runner/complete statement) leave their notifications out of
+   * their own transaction too: {@link RunnerStore#complete} sends them once it committed.
    */
   @Test
   void completionsWrittenTogetherSendNothingFromTheirOwnTransaction() throws Exception {
