@@ -11,6 +11,7 @@ import io.vertx.sqlclient.Row;
 import io.vertx.sqlclient.RowSet;
 import io.vertx.sqlclient.Tuple;
 import java.nio.ByteBuffer;
+import java.time.Duration;
 import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
@@ -46,6 +47,18 @@ public final class RunnerStore {
   static final int MAX_BATCH = 64;
 
   static final int STATEMENTS_AT_ONCE = 2;
+
+  /**
+   * The longest a statement for several calls waits for a build's row that another transaction
+   * holds. Past it the statement fails and each call is written again alone, waiting as long as it
+   * takes: one held row holds up its own call, not the others it was written with.
+   */
+  static final Duration HELD_ROW_WAIT = Duration.ofMillis(50);
+
+  /** PostgreSQL's lock_timeout for a statement for {@code calls} calls ('0': no limit). */
+  private static String lockTimeout(int calls) {
+    return calls == 1 ? "0" : HELD_ROW_WAIT.toMillis() + "ms";
+  }
 
   private final GroupCommit<AcquireCall, Acquire> acquires;
 
@@ -152,7 +165,7 @@ public final class RunnerStore {
       details[i] = Json.write(c.runner().details());
     }
     return pool.preparedQuery(ACQUIRE.text())
-        .execute(Tuple.of(hashes, ids, details))
+        .execute(Tuple.of(hashes, ids, details, lockTimeout(n)))
         .map(
             rows -> {
               List<Acquire> out = new ArrayList<>(Collections.nCopies(n, new Acquire.NoAttempt()));
@@ -385,7 +398,7 @@ public final class RunnerStore {
       reason[i] = c.reason();
       runnerId[i] = call.runnerId();
     }
-    return Tuple.of(hashes, status, exitCode, error, outputs, reason, runnerId);
+    return Tuple.of(hashes, status, exitCode, error, outputs, reason, runnerId, lockTimeout(n));
   }
 
   /** runner/complete's answer to {@code n} calls, in their order. */

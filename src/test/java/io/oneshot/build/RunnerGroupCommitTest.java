@@ -10,6 +10,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -206,5 +207,49 @@ class RunnerGroupCommitTest {
     RunnerStore.Acquire granted =
         answers.get(0) instanceof RunnerStore.Acquire.Granted ? answers.get(0) : answers.get(1);
     assertThat(holder).isEqualTo(granted == answers.get(0) ? "runner-x" : "runner-y");
+  }
+
+  /**
+   * A build's row held by another transaction holds up the call for that build, not the calls
+   * written in the same statement: the statement gives up on the row after {@link
+   * RunnerStore#HELD_ROW_WAIT} and each call is written again alone.
+   */
+  @Test
+  void aHeldRowHoldsUpOnlyItsOwnCallNotTheOthersWrittenWithIt() throws Exception {
+    List<QueueStore.Claimed> c = claimed(4);
+    RunnerStore runners = f.store.runner();
+    List<Future<RunnerStore.Acquire>> blockers = new ArrayList<>();
+    Future<RunnerStore.Acquire> held;
+    Future<RunnerStore.Acquire> free;
+    try (Connection slots = Sql.connect();
+        Connection row = Sql.connect()) {
+      slots.setAutoCommit(false);
+      row.setAutoCommit(false);
+      Sql.rows(
+          slots,
+          "SELECT id FROM oneshot.builds WHERE id IN (?, ?) FOR UPDATE",
+          c.get(0).id(),
+          c.get(1).id());
+      Sql.rows(row, "SELECT id FROM oneshot.builds WHERE id = ? FOR UPDATE", c.get(2).id());
+      for (int i = 0; i < RunnerStore.STATEMENTS_AT_ONCE; i++) {
+        blockers.add(runners.acquire(c.get(i).token().hash(), runner("blocker-" + i)));
+      }
+      held = runners.acquire(c.get(2).token().hash(), runner("runner-held"));
+      free = runners.acquire(c.get(3).token().hash(), runner("runner-free"));
+      assertThat(runners.acquires().waiting()).isEqualTo(2);
+      slots.commit();
+
+      // The two go together; the row of the first is still held.
+      assertThat(free.toCompletionStage().toCompletableFuture().get(10, TimeUnit.SECONDS))
+          .isInstanceOf(RunnerStore.Acquire.Granted.class);
+      assertThat(held.isComplete()).as("the held build's acquire waits for its row").isFalse();
+      row.commit();
+    }
+    assertThat(Database.await(held)).isInstanceOf(RunnerStore.Acquire.Granted.class);
+    for (Future<RunnerStore.Acquire> b : blockers) {
+      assertThat(Database.await(b)).isInstanceOf(RunnerStore.Acquire.Granted.class);
+    }
+    assertThat(row(c.get(2).id())).containsEntry("runner_id", "runner-held");
+    assertThat(row(c.get(3).id())).containsEntry("runner_id", "runner-free");
   }
 }

@@ -10,14 +10,20 @@
 -- them apart), so each row is locked and changed for one call only.
 -- Rows are locked in id order, as any other statement that locks several builds does, so that two
 -- such statements cannot deadlock.
-WITH i AS (
+WITH waits AS MATERIALIZED (
+  -- How long a row another transaction holds is waited for ($4): without limit ('0') for a call
+  -- alone; briefly for calls written together, so that one held row does not hold up the others
+  -- (the statement fails, and the caller writes each call again alone).
+  SELECT set_config('lock_timeout', $4, true) AS lock_timeout
+), i AS (
   SELECT * FROM unnest($1::bytea[], $2::text[], $3::text[]) WITH ORDINALITY
     AS i(token_hash, runner_id, runner, call)
 ), old AS (
   SELECT x.id, x.attempt, x.route, x.status, x.runner_id, x.runner::text AS runner,
          x.runner_since, i.call, i.runner_id AS caller, i.runner AS caller_runner
-  FROM oneshot.builds x, i
+  FROM oneshot.builds x, i, waits
   WHERE x.token_hash = i.token_hash AND x.status IN ('launching', 'running')
+    AND waits.lock_timeout IS NOT NULL
   ORDER BY x.id
   FOR UPDATE OF x
 ), b AS (

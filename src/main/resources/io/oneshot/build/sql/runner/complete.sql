@@ -12,14 +12,17 @@
 -- Its notifications are sent once it committed (runner/wake.sql; db/009_wakes.sql says why): the
 -- setting lasts to the end of this transaction, so the transition's trigger leaves them out.
 WITH after_commit AS MATERIALIZED (
-  SELECT set_config('oneshot.wake', 'after-commit', true) AS wake
+  SELECT set_config('oneshot.wake', 'after-commit', true) AS wake,
+         -- How long a row another transaction holds is waited for ($8): as in runner/acquire.
+         set_config('lock_timeout', $8, true) AS lock_timeout
 ), i AS (
   SELECT * FROM unnest($1::bytea[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
                        $7::text[]) WITH ORDINALITY
     AS i(token_hash, status, exit_code, error, outputs, reason, runner_id, call)
 ), mine AS MATERIALIZED (
-  SELECT x.id, i.call FROM oneshot.builds x, i
+  SELECT x.id, i.call FROM oneshot.builds x, i, after_commit
   WHERE x.token_hash = i.token_hash AND x.status = 'running' AND x.runner_id = i.runner_id
+    AND after_commit.lock_timeout IS NOT NULL
   ORDER BY x.id
   FOR UPDATE OF x
 )
