@@ -12,6 +12,8 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Set;
 import java.util.function.Function;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Runs one kind of runner call by group commit. A call that finds fewer than {@code maxInFlight}
@@ -29,6 +31,8 @@ import java.util.function.Function;
  * @param <R> its answer
  */
 final class GroupCommit<Q, R> {
+  private static final Logger log = LoggerFactory.getLogger(GroupCommit.class);
+
   private record Waiting<Q, R>(Q call, Object key, Promise<R> answer, Context context) {}
 
   private final int maxBatch;
@@ -103,6 +107,10 @@ final class GroupCommit<Q, R> {
                 answer(batch.getFirst(), Future.failedFuture(ar.cause()));
               } else {
                 // Nothing of it committed: each call alone, for its own answer.
+                log.debug(
+                    "{} calls written together failed ({}); writing each alone.",
+                    batch.size(),
+                    ar.cause().getMessage());
                 for (Waiting<Q, R> w : batch) {
                   run(List.of(w.call())).map(List::getFirst).onComplete(one -> answer(w, one));
                 }

@@ -27,10 +27,12 @@ import java.util.Optional;
  */
 public final class RunnerStore {
   private static final Sql ACQUIRE = Sql.load("runner/acquire");
+  private static final Sql ACQUIRE_MANY = Sql.load("runner/acquire-many");
   private static final Sql CONFLICT = Sql.load("runner/conflict");
   private static final Sql HEARTBEAT = Sql.load("runner/heartbeat");
   private static final Sql APPEND_LOGS = Sql.load("runner/append-logs");
   private static final Sql COMPLETE = Sql.load("runner/complete");
+  private static final Sql COMPLETE_MANY = Sql.load("runner/complete-many");
   private static final Sql TOKEN_STATE = Sql.load("runner/token-state");
 
   private final Pool pool;
@@ -55,10 +57,8 @@ public final class RunnerStore {
    */
   static final Duration HELD_ROW_WAIT = Duration.ofMillis(50);
 
-  /** PostgreSQL's lock_timeout for a statement for {@code calls} calls ('0': no limit). */
-  private static String lockTimeout(int calls) {
-    return calls == 1 ? "0" : HELD_ROW_WAIT.toMillis() + "ms";
-  }
+  /** PostgreSQL's lock_timeout for a statement for several calls. */
+  private static final String HELD_ROW_TIMEOUT = HELD_ROW_WAIT.toMillis() + "ms";
 
   private final GroupCommit<AcquireCall, Acquire> acquires;
 
@@ -154,6 +154,19 @@ public final class RunnerStore {
   }
 
   Future<List<Acquire>> acquireTogether(List<AcquireCall> calls) {
+    if (calls.size() == 1) {
+      AcquireCall c = calls.getFirst();
+      return pool.preparedQuery(ACQUIRE.text())
+          .execute(
+              Tuple.of(
+                  Buffer.buffer(c.tokenHash()), c.runner().id(), Json.write(c.runner().details())))
+          .map(
+              rows ->
+                  List.of(
+                      rows.rowCount() == 0
+                          ? new Acquire.NoAttempt()
+                          : acquired(rows.iterator().next())));
+    }
     int n = calls.size();
     Buffer[] hashes = new Buffer[n];
     String[] ids = new String[n];
@@ -164,8 +177,8 @@ public final class RunnerStore {
       ids[i] = c.runner().id();
       details[i] = Json.write(c.runner().details());
     }
-    return pool.preparedQuery(ACQUIRE.text())
-        .execute(Tuple.of(hashes, ids, details, lockTimeout(n)))
+    return pool.preparedQuery(ACQUIRE_MANY.text())
+        .execute(Tuple.of(hashes, ids, details, HELD_ROW_TIMEOUT))
         .map(
             rows -> {
               List<Acquire> out = new ArrayList<>(Collections.nCopies(n, new Acquire.NoAttempt()));
@@ -372,13 +385,37 @@ public final class RunnerStore {
   }
 
   Future<List<Optional<Completed>>> completeTogether(List<CompleteCall> calls) {
-    return pool.preparedQuery(COMPLETE.text())
-        .execute(completeTuple(calls))
-        .map(rows -> completedEach(rows, calls.size(), null));
+    if (calls.size() == 1) {
+      return pool.preparedQuery(COMPLETE.text())
+          .execute(completeTuple(calls.getFirst()))
+          .map(rows -> List.of(firstCompleted(rows, null)));
+    }
+    return pool.preparedQuery(COMPLETE_MANY.text())
+        .execute(completeManyTuple(calls))
+        .map(rows -> completedEach(rows, calls.size()));
   }
 
-  /** runner/complete's parameters for {@code calls}: one array a column. */
-  private static Tuple completeTuple(List<CompleteCall> calls) {
+  /** runner/complete's parameters for one call. */
+  private static Tuple completeTuple(CompleteCall call) {
+    Completion c = call.completion();
+    return Tuple.tuple()
+        .addBuffer(Buffer.buffer(call.tokenHash()))
+        .addString(c.outcome().wire())
+        .addInteger(c.exitCode())
+        .addString(c.error())
+        .addString(outputs(c))
+        .addString(c.reason())
+        .addString(call.runnerId());
+  }
+
+  private static Optional<Completed> firstCompleted(RowSet<Row> rows, String stateRefused) {
+    return rows.rowCount() == 0
+        ? Optional.empty()
+        : Optional.of(completed(rows.iterator().next(), stateRefused));
+  }
+
+  /** runner/complete-many's parameters for {@code calls}: one array a column. */
+  private static Tuple completeManyTuple(List<CompleteCall> calls) {
     int n = calls.size();
     Buffer[] hashes = new Buffer[n];
     String[] status = new String[n];
@@ -398,15 +435,14 @@ public final class RunnerStore {
       reason[i] = c.reason();
       runnerId[i] = call.runnerId();
     }
-    return Tuple.of(hashes, status, exitCode, error, outputs, reason, runnerId, lockTimeout(n));
+    return Tuple.of(hashes, status, exitCode, error, outputs, reason, runnerId, HELD_ROW_TIMEOUT);
   }
 
-  /** runner/complete's answer to {@code n} calls, in their order. */
-  private static List<Optional<Completed>> completedEach(
-      RowSet<Row> rows, int n, String stateRefused) {
+  /** runner/complete-many's answer to {@code n} calls, in their order. */
+  private static List<Optional<Completed>> completedEach(RowSet<Row> rows, int n) {
     List<Optional<Completed>> out = new ArrayList<>(Collections.nCopies(n, Optional.empty()));
     for (Row r : rows) {
-      out.set(call(r), Optional.of(completed(r, stateRefused)));
+      out.set(call(r), Optional.of(completed(r, null)));
     }
     return out;
   }
@@ -420,14 +456,12 @@ public final class RunnerStore {
                 .compose(
                     saved ->
                         conn.preparedQuery(COMPLETE.text())
-                            .execute(completeTuple(List.of(c)))
+                            .execute(completeTuple(c))
                             .map(
                                 rows ->
-                                    completedEach(
-                                            rows,
-                                            1,
-                                            saved instanceof StateSaved.Refused r ? r.why() : null)
-                                        .getFirst())));
+                                    firstCompleted(
+                                        rows,
+                                        saved instanceof StateSaved.Refused r ? r.why() : null))));
   }
 
   /** Where a token's build stands, for telling a refused runner call why. */

@@ -44,7 +44,7 @@ class CompareAndSetTest {
           "(\\w+)\\s+AS\\s+(?:NOT\\s+)?(?:MATERIALIZED\\s+)?\\(", Pattern.CASE_INSENSITIVE);
   private static final Pattern KEY =
       Pattern.compile(
-          "\\b(id\\s*=\\s*(\\$1\\b|\\w+\\.id\\b)|token_hash\\s*=\\s*\\$1)",
+          "\\b(id\\s*=\\s*(\\$1\\b|\\w+\\.id\\b)|token_hash\\s*=\\s*(\\$1\\b|\\w+\\.token_hash\\b))",
           Pattern.CASE_INSENSITIVE);
   private static final Pattern ATTEMPT =
       Pattern.compile("\\b(attempt\\s*=|token_hash\\s*=)", Pattern.CASE_INSENSITIVE);
@@ -70,7 +70,8 @@ class CompareAndSetTest {
       String guards = guards(text, m.end());
       List<String> missing = new ArrayList<>();
       if (!KEY.matcher(guards).find()) {
-        missing.add("the build (id = $1, id = <list>.id or token_hash = $1)");
+        missing.add(
+            "the build (id = $1, id = <list>.id, token_hash = $1 or token_hash = <list>.token_hash)");
       }
       if (!ATTEMPT.matcher(guards).find()) {
         missing.add("the attempt");

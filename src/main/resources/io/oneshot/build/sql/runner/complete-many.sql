@@ -1,0 +1,28 @@
+-- runner/complete for several runners at once (group commit, RunnerStore): one statement and one
+-- commit for the completions that arrived together, none of them with a final state, each with the
+-- answer runner/complete gives it alone; each row names its call by its place in the arrays (call,
+-- from 1). A call alone goes by runner/complete, whose plan costs PostgreSQL less.
+-- Transition: running -> succeeded|failed|canceled.
+-- Guards, per call: token_hash = $1[i], status = 'running', runner_id = $7[i] (the bound runner of
+-- the running attempt only). No two calls share a token (the caller keeps them apart).
+-- How long a row another transaction holds is waited for ($8): briefly, as in
+-- runner/acquire-many; so two such statements that lock the same rows in different orders never
+-- wait on each other for long: one fails and its calls are written again alone.
+-- Its notifications are sent once it committed (runner/wake.sql; db/009_wakes.sql says why): the
+-- setting lasts to the end of this transaction, so the transition's trigger leaves them out.
+WITH after_commit AS MATERIALIZED (
+  SELECT set_config('oneshot.wake', 'after-commit', true) AS wake,
+         set_config('lock_timeout', $8, true) AS lock_timeout
+), i AS (
+  SELECT * FROM unnest($1::bytea[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
+                       $7::text[]) WITH ORDINALITY
+    AS i(token_hash, status, exit_code, error, outputs, reason, runner_id, call)
+)
+UPDATE oneshot.builds x
+SET status = i.status, finished_at = clock_timestamp(), exit_code = i.exit_code, error = i.error,
+    outputs = i.outputs::jsonb, reason = i.reason
+FROM after_commit, i
+WHERE x.token_hash = i.token_hash AND x.status = 'running' AND x.runner_id = i.runner_id
+  AND after_commit.wake IS NOT NULL AND after_commit.lock_timeout IS NOT NULL
+RETURNING i.call, x.id, x.attempt, x.status, x.route,
+          extract(epoch FROM x.finished_at - x.started_at)::float8 AS ran
