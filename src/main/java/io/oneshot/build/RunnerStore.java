@@ -64,12 +64,9 @@ public final class RunnerStore {
 
   private final GroupCommit<CompleteCall, Optional<Completed>> completions;
 
+  /** The acquires' group commit (for tests). */
   GroupCommit<AcquireCall, Acquire> acquires() {
     return acquires;
-  }
-
-  GroupCommit<CompleteCall, Optional<Completed>> completions() {
-    return completions;
   }
 
   record AcquireCall(byte[] tokenHash, Runner runner) {}
