@@ -27,9 +27,9 @@ final class CpuMeter {
       (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
 
   private final long jvm;
-  private final Map<Long, Long> postgres;
+  private final Map<Long, Sample> postgres;
   private final Map<Long, Long> threads;
-  private final Map<Long, Long> vmThreads;
+  private final Map<Long, Sample> vmThreads;
 
   /**
    * The JVM's own threads, which the thread bean does not list, by their name in /proc (cut to 15
@@ -49,7 +49,7 @@ final class CpuMeter {
     jvm = OS.getProcessCpuTime();
     postgres = postgresTicks();
     threads = threadNanos();
-    vmThreads = ticks(Path.of("/proc/self/task"), VM_GROUPS);
+    vmThreads = vmTicks();
   }
 
   static CpuMeter start() {
@@ -65,15 +65,8 @@ final class CpuMeter {
    */
   Used stop(Map<String, Predicate<String>> groups) {
     double jvmMs = (OS.getProcessCpuTime() - jvm) / 1e6;
-    Map<Long, Long> pgNow = postgresTicks();
-    double pgMs = -1;
-    if (!pgNow.isEmpty()) {
-      long ticks = 0;
-      for (Map.Entry<Long, Long> e : pgNow.entrySet()) {
-        ticks += e.getValue() - postgres.getOrDefault(e.getKey(), 0L);
-      }
-      pgMs = ticks * MS_PER_TICK;
-    }
+    Map<Long, Sample> pgNow = postgresTicks();
+    double pgMs = pgNow.isEmpty() ? -1 : msSince(postgres, pgNow, n -> true);
     Map<String, Double> byGroup = new java.util.LinkedHashMap<>();
     groups.keySet().forEach(g -> byGroup.put(g, 0.0));
     Map<Long, Long> now = threadNanos();
@@ -89,17 +82,9 @@ final class CpuMeter {
         }
       }
     }
-    Map<Long, Long> vmNow = ticks(Path.of("/proc/self/task"), VM_GROUPS);
-    for (Map.Entry<String, Predicate<String>> g : VM_GROUPS.entrySet()) {
-      long ticks = 0;
-      for (Map.Entry<Long, Long> e : vmNow.entrySet()) {
-        if (g.getValue().test(names.getOrDefault(e.getKey(), ""))) {
-          ticks += e.getValue() - vmThreads.getOrDefault(e.getKey(), 0L);
-        }
-      }
-      if (!vmNow.isEmpty()) {
-        byGroup.put(g.getKey(), ticks * MS_PER_TICK);
-      }
+    Map<Long, Sample> vmNow = vmTicks();
+    if (!vmNow.isEmpty()) {
+      VM_GROUPS.forEach((g, which) -> byGroup.put(g, msSince(vmThreads, vmNow, which)));
     }
     return new Used(jvmMs, pgMs, byGroup);
   }
@@ -115,20 +100,41 @@ final class CpuMeter {
     return out;
   }
 
-  /** utime + stime of every process named postgres, by pid; empty where there is no /proc. */
-  private static Map<Long, Long> postgresTicks() {
-    return ticks(Path.of("/proc"), Map.of("postgres", "postgres"::equals));
-  }
-
-  /** The name /proc gave each process or thread read by {@link #ticks}, by id. */
-  private static final Map<Long, String> names = new java.util.concurrent.ConcurrentHashMap<>();
+  /** A process's or thread's name in /proc and its utime + stime, in ticks. */
+  private record Sample(String name, long ticks) {}
 
   /**
-   * utime + stime of every process (or thread, under /proc/self/task) in {@code dir} whose name one
-   * of {@code groups} picks, by id; empty where there is no /proc.
+   * CPU milliseconds from {@code before} to {@code now} of those whose name {@code which} picks.
    */
-  private static Map<Long, Long> ticks(Path dir, Map<String, Predicate<String>> groups) {
-    Map<Long, Long> out = new HashMap<>();
+  private static double msSince(
+      Map<Long, Sample> before, Map<Long, Sample> now, Predicate<String> which) {
+    long ticks = 0;
+    for (Map.Entry<Long, Sample> e : now.entrySet()) {
+      if (which.test(e.getValue().name())) {
+        Sample then = before.get(e.getKey());
+        ticks += e.getValue().ticks() - (then == null ? 0 : then.ticks());
+      }
+    }
+    return ticks * MS_PER_TICK;
+  }
+
+  /** Every process named postgres, by pid; empty where there is no /proc. */
+  private static Map<Long, Sample> postgresTicks() {
+    return ticks(Path.of("/proc"), "postgres"::equals);
+  }
+
+  /** The JVM's own threads that {@link #VM_GROUPS} picks, by thread id. */
+  private static Map<Long, Sample> vmTicks() {
+    return ticks(
+        Path.of("/proc/self/task"), n -> VM_GROUPS.values().stream().anyMatch(g -> g.test(n)));
+  }
+
+  /**
+   * Every process (or thread, under /proc/self/task) in {@code dir} whose name {@code which} picks,
+   * by id; empty where there is no /proc.
+   */
+  private static Map<Long, Sample> ticks(Path dir, Predicate<String> which) {
+    Map<Long, Sample> out = new HashMap<>();
     try (DirectoryStream<Path> procs = Files.newDirectoryStream(dir, "[0-9]*")) {
       for (Path p : procs) {
         String stat;
@@ -143,14 +149,14 @@ final class CpuMeter {
           continue;
         }
         String name = stat.substring(open + 1, close);
-        if (groups.values().stream().noneMatch(g -> g.test(name))) {
+        if (!which.test(name)) {
           continue;
         }
-        long id = Long.parseLong(p.getFileName().toString());
-        names.put(id, name);
         // After the command: state is field 3, utime field 14, stime field 15.
         String[] f = stat.substring(close + 2).split(" ");
-        out.put(id, Long.parseLong(f[11]) + Long.parseLong(f[12]));
+        out.put(
+            Long.parseLong(p.getFileName().toString()),
+            new Sample(name, Long.parseLong(f[11]) + Long.parseLong(f[12])));
       }
     } catch (IOException | RuntimeException e) {
       return Map.of();

@@ -35,7 +35,7 @@ public final class NoopLauncher implements Launcher {
 
   // The attempts' calls run on a Vert.x instance of their own, with one event loop: on a cluster
   // they come from other machines, so here they cost as little of this one as they can (the JDK's
-  // HttpClient, one virtual thread an attempt, took three times the CPU a call).
+  // HttpClient, one virtual thread an attempt, took 0.22 ms of CPU a build against 0.04).
   private final Vertx vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(1));
   // HTTP/1.1, a connection per call in flight, as provisionerd's RunnerClient: HTTP/2 would
   // multiplex every attempt over one connection, which the API serves on one event loop, a load
