@@ -212,7 +212,7 @@ public final class AttemptStore {
       Long cancelRequestedAgoMs) {}
 
   public Future<List<LiveBuild>> live() {
-    return pool.query(LIVE.text())
+    return pool.preparedQuery(LIVE.text())
         .execute()
         .map(
             rows -> {

@@ -87,6 +87,72 @@ class BuildStateTest {
     assertThat(Sql.rows("SELECT status FROM oneshot.builds").get(0)).isEqualTo(before);
   }
 
+  /**
+   * Every change from one status to another, legal or not, as a hand-written UPDATE would make it:
+   * a legal one goes through and is on the timeline, any other is refused and changes nothing (the
+   * check's trigger runs only for changes its condition, written from build_transitions, does not
+   * list). Setting the status a build already has is no transition: allowed, and not recorded.
+   */
+  @Test
+  void everyStatusChangeIsCheckedAndRecordedAsTheTableSays() {
+    Sql.reset();
+    Sql.exec(
+        "INSERT INTO oneshot.routes (name, position, tags, max_concurrent, max_attempts,"
+            + " timeout_ms, cancel_grace_ms) VALUES ('r', 0, '{}', 1, 1, 1000, 0)");
+    Set<String> legal = javaTransitions();
+    int checked = 0;
+    for (BuildState from : BuildState.values()) {
+      for (BuildState to : BuildState.values()) {
+        long id =
+            ((Number)
+                    Sql.value(
+                        "INSERT INTO oneshot.builds (route, tags, input, status, finished_at,"
+                            + " runner_id) VALUES ('r', '{}', '{}', ?,"
+                            + " CASE WHEN ? THEN now() END, CASE WHEN ? THEN 'runner' END)"
+                            + " RETURNING id",
+                        from.wire(),
+                        from.terminal(),
+                        from == BuildState.RUNNING))
+                .longValue();
+        long eventsBefore = events(id);
+        String change = from.wire() + " -> " + to.wire();
+        String update =
+            "UPDATE oneshot.builds SET status = ?, reason = 'by hand',"
+                + " finished_at = CASE WHEN ? THEN coalesce(finished_at, now()) END,"
+                + " runner_id = CASE WHEN ? THEN 'runner' ELSE runner_id END WHERE id = ?";
+        Object[] args = {to.wire(), to.terminal(), to == BuildState.RUNNING, id};
+        if (from == to) {
+          Sql.exec(update, args);
+          assertThat(events(id)).as(change).isEqualTo(eventsBefore);
+        } else if (legal.contains(change)) {
+          Sql.exec(update, args);
+          assertThat(
+                  Sql.rows(
+                      "SELECT from_status, to_status, reason FROM oneshot.build_events"
+                          + " WHERE build_id = ? ORDER BY id DESC LIMIT 1",
+                      id))
+              .as(change)
+              .containsExactly(
+                  Map.of("from_status", from.wire(), "to_status", to.wire(), "reason", "by hand"));
+        } else {
+          assertThatThrownBy(() -> Sql.exec(update, args))
+              .as(change)
+              .hasMessageContaining("build " + id + ": " + change + " is not a legal transition");
+          assertThat(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", id))
+              .as(change)
+              .isEqualTo(from.wire());
+          assertThat(events(id)).as(change).isEqualTo(eventsBefore);
+        }
+        checked++;
+      }
+    }
+    assertThat(checked).isEqualTo(BuildState.values().length * BuildState.values().length);
+  }
+
+  private static long events(long buildId) {
+    return Sql.count("SELECT count(*) FROM oneshot.build_events WHERE build_id = ?", buildId);
+  }
+
   @Test
   void finalStatesHaveNoWayOut() {
     for (BuildState s : BuildState.values()) {

@@ -87,6 +87,12 @@ class PrunerTest {
     long recent = finished("a", 1);
     long waiting = pending("a");
     long kept = finished("keep", 100);
+    long keptEvents =
+        Sql.count(
+            "SELECT count(*) FROM oneshot.build_events WHERE build_id IN (?, ?, ?)",
+            recent,
+            waiting,
+            kept);
 
     assertThat(p.pass()).isEqualTo(3);
 
@@ -105,6 +111,19 @@ class PrunerTest {
                 old2,
                 old3))
         .isZero();
+    // What stays keeps its own.
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_logs WHERE build_id IN (?, ?)", recent, kept))
+        .isEqualTo(2);
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_events WHERE build_id IN (?, ?, ?)",
+                recent,
+                waiting,
+                kept))
+        .isEqualTo(keptEvents)
+        .isPositive();
     assertThat(deletedMetric("a")).isEqualTo(3);
     assertThat(p.pass()).isZero();
   }

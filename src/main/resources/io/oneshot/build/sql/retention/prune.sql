@@ -1,8 +1,8 @@
 -- Retention: deletes up to $4 finished builds of route $1, oldest first, with their logs and
--- timelines (ON DELETE CASCADE): those finished more than $2 ms ago (null: whatever their age)
--- and those beyond the route's newest $3 finished builds (0: no cap). A build whose terraform
--- state a workspace keeps is kept with it. Rows another transaction holds are left for the next
--- batch. Transition: succeeded | failed | canceled -> (deleted).
+-- timelines (the trigger builds_delete_history, db/012): those finished more than $2 ms ago
+-- (null: whatever their age) and those beyond the route's newest $3 finished builds (0: no cap).
+-- A build whose terraform state a workspace keeps is kept with it. Rows another transaction holds
+-- are left for the next batch. Transition: succeeded | failed | canceled -> (deleted).
 WITH newest AS (
   SELECT k.finished_at, k.id FROM oneshot.builds k
   WHERE k.route = $1 AND k.status IN ('succeeded', 'failed', 'canceled')
