@@ -19,6 +19,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Optional;
+import java.util.function.Function;
 
 /**
  * The calls of provisionerd, the runner: acquire, heartbeat, logs, complete. The token's hash names
@@ -30,6 +31,7 @@ public final class RunnerStore {
   private static final Sql ACQUIRE_MANY = Sql.load("runner/acquire-many");
   private static final Sql CONFLICT = Sql.load("runner/conflict");
   private static final Sql HEARTBEAT = Sql.load("runner/heartbeat");
+  private static final Sql HEARTBEAT_MANY = Sql.load("runner/heartbeat-many");
   private static final Sql APPEND_LOGS = Sql.load("runner/append-logs");
   private static final Sql COMPLETE = Sql.load("runner/complete");
   private static final Sql COMPLETE_MANY = Sql.load("runner/complete-many");
@@ -42,13 +44,20 @@ public final class RunnerStore {
   private final Wakes wakes;
 
   /**
-   * Most calls of one kind written by one statement, and most such statements under way at once:
-   * runners' acquires and completions go by group commit ({@link GroupCommit}), and take at most
-   * this many of the pool's connections each.
+   * Most calls of one kind written by one statement: runners' acquires, heartbeats and completions
+   * go by group commit ({@link GroupCommit}).
    */
   static final int MAX_BATCH = 64;
 
-  static final int STATEMENTS_AT_ONCE = 2;
+  /**
+   * Most statements of one kind under way at once, so at most this many of the pool's connections
+   * each. One: a call that comes while one is under way waits for it (a statement's time, under a
+   * millisecond here) and goes with the others that came meanwhile. With two, the second statement
+   * mostly carried the few calls that came just after the first left, and a call alone costs
+   * PostgreSQL five to six times a call written with others: in the drain, PostgreSQL's CPU went
+   * from 0.37 ms a build with two to 0.23 to 0.28 ms with one (docs/performance.md).
+   */
+  static final int STATEMENTS_AT_ONCE = 1;
 
   /**
    * The longest a statement for several calls waits for a build's row that another transaction
@@ -64,6 +73,12 @@ public final class RunnerStore {
 
   private final GroupCommit<CompleteCall, Optional<Completed>> completions;
 
+  /**
+   * Every running build's runner heartbeats once a {@code heartbeatInterval}: a thousand builds
+   * running make a thousand calls a second, which go as a few statements and commits.
+   */
+  private final GroupCommit<HeartbeatCall, Optional<Boolean>> heartbeats;
+
   /** The acquires' group commit (for tests). */
   GroupCommit<AcquireCall, Acquire> acquires() {
     return acquires;
@@ -73,22 +88,22 @@ public final class RunnerStore {
 
   record CompleteCall(byte[] tokenHash, String runnerId, Completion completion) {}
 
+  record HeartbeatCall(byte[] tokenHash, String runnerId) {}
+
   public RunnerStore(Pool pool, Sealer sealer) {
     this.pool = pool;
     this.sealer = sealer;
     this.wakes = new Wakes(pool);
-    this.acquires =
-        new GroupCommit<>(
-            MAX_BATCH,
-            STATEMENTS_AT_ONCE,
-            c -> ByteBuffer.wrap(c.tokenHash()),
-            this::acquireTogether);
-    this.completions =
-        new GroupCommit<>(
-            MAX_BATCH,
-            STATEMENTS_AT_ONCE,
-            c -> ByteBuffer.wrap(c.tokenHash()),
-            this::completeTogether);
+    this.acquires = byToken(AcquireCall::tokenHash, this::acquireTogether);
+    this.completions = byToken(CompleteCall::tokenHash, this::completeTogether);
+    this.heartbeats = byToken(HeartbeatCall::tokenHash, this::heartbeatTogether);
+  }
+
+  /** A group commit of one kind of call, at most one call of a token in a statement. */
+  private static <Q, R> GroupCommit<Q, R> byToken(
+      Function<Q, byte[]> token, Function<List<Q>, Future<List<R>>> statement) {
+    return new GroupCommit<>(
+        MAX_BATCH, STATEMENTS_AT_ONCE, c -> ByteBuffer.wrap(token.apply(c)), statement);
   }
 
   /**
@@ -242,13 +257,39 @@ public final class RunnerStore {
    * whether cancel was requested.
    */
   public Future<Optional<Boolean>> heartbeat(byte[] tokenHash, String runnerId) {
-    return pool.preparedQuery(HEARTBEAT.text())
-        .execute(Tuple.of(Buffer.buffer(tokenHash), runnerId))
+    return heartbeats.submit(new HeartbeatCall(tokenHash, runnerId));
+  }
+
+  Future<List<Optional<Boolean>>> heartbeatTogether(List<HeartbeatCall> calls) {
+    if (calls.size() == 1) {
+      HeartbeatCall c = calls.getFirst();
+      return pool.preparedQuery(HEARTBEAT.text())
+          .execute(Tuple.of(Buffer.buffer(c.tokenHash()), c.runnerId()))
+          .map(
+              rows ->
+                  List.of(
+                      rows.rowCount() == 0
+                          ? Optional.empty()
+                          : Optional.of(rows.iterator().next().getBoolean("cancel_requested"))));
+    }
+    int n = calls.size();
+    Buffer[] hashes = new Buffer[n];
+    String[] runners = new String[n];
+    for (int i = 0; i < n; i++) {
+      hashes[i] = Buffer.buffer(calls.get(i).tokenHash());
+      runners[i] = calls.get(i).runnerId();
+    }
+    return pool.preparedQuery(HEARTBEAT_MANY.text())
+        .execute(Tuple.of(hashes, runners, HELD_ROW_TIMEOUT))
         .map(
-            rows ->
-                rows.rowCount() == 0
-                    ? Optional.empty()
-                    : Optional.of(rows.iterator().next().getBoolean("cancel_requested")));
+            rows -> {
+              List<Optional<Boolean>> out =
+                  new ArrayList<>(Collections.nCopies(n, Optional.empty()));
+              for (Row r : rows) {
+                out.set(call(r), Optional.of(r.getBoolean("cancel_requested")));
+              }
+              return out;
+            });
   }
 
   /**

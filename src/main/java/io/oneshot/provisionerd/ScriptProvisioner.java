@@ -51,7 +51,14 @@ final class ScriptProvisioner implements Provisioner {
     pb.environment().putAll(env);
     ctx.milestone("script", "script started: " + display(command));
     RunContext.Exit exit;
-    JobTaken watch = new JobTaken(ctx, taken);
+    JobTakenWatch watch =
+        new JobTakenWatch(
+            taken,
+            JobTakenWatch.EVERY,
+            what -> {
+              ctx.system("info", what);
+              ctx.tookJob(what);
+            });
     try {
       exit = ctx.run(pb, RunContext.Interrupt.TERM, "script", null, p -> watch.start());
     } catch (IOException e) {
@@ -78,66 +85,6 @@ final class ScriptProvisioner implements Provisioner {
   }
 
   static final String JOB_TAKEN_ENV = "ONESHOT_JOB_TAKEN_FILE";
-
-  /** Watches for the script's "job taken" file while it runs, and once more when it ends. */
-  private static final class JobTaken {
-    private final RunContext ctx;
-    private final Path file;
-    private volatile boolean running = true;
-    private boolean reported;
-    private Thread thread;
-
-    JobTaken(RunContext ctx, Path file) {
-      this.ctx = ctx;
-      this.file = file;
-    }
-
-    void start() {
-      thread =
-          Thread.ofPlatform()
-              .name("provisionerd-job-taken")
-              .daemon()
-              .start(
-                  () -> {
-                    try {
-                      while (running && !check()) {
-                        Thread.sleep(100);
-                      }
-                    } catch (InterruptedException e) {
-                      Thread.currentThread().interrupt();
-                    }
-                  });
-    }
-
-    void stop() throws InterruptedException {
-      running = false;
-      if (thread != null) {
-        thread.join(5_000);
-      }
-      check();
-    }
-
-    /** Reports the job taken once the file exists; true once reported. */
-    private synchronized boolean check() throws InterruptedException {
-      if (reported || !Files.exists(file)) {
-        return reported;
-      }
-      reported = true;
-      String what = "took a job";
-      try {
-        String first =
-            Files.readString(file, StandardCharsets.UTF_8).lines().findFirst().orElse("");
-        if (!first.isBlank()) {
-          what = "took a job: " + (first.length() > 200 ? first.substring(0, 200) : first.strip());
-        }
-      } catch (IOException e) {
-        // the file is there: that says it all
-      }
-      ctx.system("info", what);
-      ctx.tookJob(what);
-      return true;
-    }
-  }
 
   /** Linux refuses to start a program with one argument longer than this (MAX_ARG_STRLEN). */
   static final int LONGEST_ARGUMENT = 128 * 1024;

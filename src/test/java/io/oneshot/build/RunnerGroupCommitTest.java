@@ -15,9 +15,9 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * Runners' acquires and completions by group commit, on the database: calls written together get
- * what each would get alone, and two runners with one token never share a statement (in one, both
- * would be granted the build).
+ * Runners' acquires, heartbeats and completions by group commit, on the database: calls written
+ * together get what each would get alone, and two runners with one token never share a statement
+ * (in one, both would be granted the build).
  */
 class RunnerGroupCommitTest {
   private static final String SCRIPT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
@@ -136,6 +136,48 @@ class RunnerGroupCommitTest {
         .containsEntry("reason", "provisionerd reported failure");
     assertThat(Sql.transitions(c.get(2).id()))
         .containsExactly("pending>launching", "launching>running", "running>failed");
+  }
+
+  @Test
+  void heartbeatsTogetherGetWhatEachWouldGetAlone() {
+    List<QueueStore.Claimed> c = claimed(4);
+    for (int i = 0; i < 4; i++) {
+      Database.await(f.store.runner().acquire(c.get(i).token().hash(), runner("r" + i)));
+    }
+    Sql.rows(
+        "UPDATE oneshot.builds SET cancel_requested_at = now() WHERE id = ? RETURNING id",
+        c.get(1).id());
+    Database.await(
+        f.store
+            .runner()
+            .complete(c.get(3).token().hash(), "r3", completion(BuildState.SUCCEEDED, 0)));
+    Sql.rows("UPDATE oneshot.builds SET heartbeat_at = NULL RETURNING id");
+
+    List<Optional<Boolean>> got =
+        Database.await(
+            f.store
+                .runner()
+                .heartbeatTogether(
+                    List.of(
+                        new RunnerStore.HeartbeatCall(c.get(0).token().hash(), "r0"),
+                        new RunnerStore.HeartbeatCall(c.get(1).token().hash(), "r1"),
+                        new RunnerStore.HeartbeatCall(c.get(2).token().hash(), "r9"),
+                        new RunnerStore.HeartbeatCall(BuildToken.generate().hash(), "r2"),
+                        new RunnerStore.HeartbeatCall(c.get(3).token().hash(), "r3"))));
+
+    assertThat(got.get(0)).as("running, no cancel").contains(false);
+    assertThat(got.get(1)).as("running, cancel requested").contains(true);
+    assertThat(got.get(2)).as("not its runner").isEmpty();
+    assertThat(got.get(3)).as("no such attempt").isEmpty();
+    assertThat(got.get(4)).as("finished").isEmpty();
+    for (int i = 0; i < 4; i++) {
+      assertThat(
+              Sql.value(
+                  "SELECT heartbeat_at IS NOT NULL FROM oneshot.builds WHERE id = ?",
+                  c.get(i).id()))
+          .as("build %d's heartbeat recorded", i)
+          .isEqualTo(i < 2);
+    }
   }
 
   private RunnerStore.CompleteCall complete(

@@ -1,0 +1,65 @@
+package io.oneshot.provisionerd;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The watch for a script's "job taken" file: reported once, and never in the way of the end. */
+class JobTakenWatchTest {
+  @TempDir Path dir;
+
+  private final List<String> reported = new CopyOnWriteArrayList<>();
+
+  /**
+   * The script's end stops the watch at once, however long its interval: the build's completion
+   * waits for that stop. With an hour between looks, a watch that slept its interval out would
+   * still run after stop() gave up waiting for it.
+   */
+  @Test
+  void theScriptsEndStopsTheWatchAtOnceWhateverItsInterval() throws Exception {
+    JobTakenWatch watch =
+        new JobTakenWatch(dir.resolve("taken"), Duration.ofHours(1), reported::add);
+    watch.start();
+    await().atMost(10, TimeUnit.SECONDS).until(watch::watching);
+
+    watch.stop();
+
+    assertThat(watch.watching()).isFalse();
+    assertThat(reported).isEmpty();
+  }
+
+  @Test
+  void aFileWrittenWhileTheScriptRunsIsReportedOnceWithItsFirstLine() throws Exception {
+    Path file = dir.resolve("taken");
+    JobTakenWatch watch = new JobTakenWatch(file, Duration.ofMillis(10), reported::add);
+    watch.start();
+    Files.writeString(file, "workspace build 42\nmore\n");
+    await().atMost(10, TimeUnit.SECONDS).until(() -> !reported.isEmpty());
+
+    watch.stop();
+
+    assertThat(reported).containsExactly("took a job: workspace build 42");
+  }
+
+  /** Written just before the script ended, between two looks: the last look at stop() finds it. */
+  @Test
+  void aFileWrittenJustBeforeTheEndIsFoundByTheLastLook() throws Exception {
+    Path file = dir.resolve("taken");
+    JobTakenWatch watch = new JobTakenWatch(file, Duration.ofHours(1), reported::add);
+    watch.start();
+    await().atMost(10, TimeUnit.SECONDS).until(watch::watching);
+    Files.writeString(file, "");
+
+    watch.stop();
+
+    assertThat(reported).containsExactly("took a job");
+  }
+}
