@@ -72,17 +72,35 @@ public final class Leadership implements AutoCloseable {
               c.closeHandler(v -> lost(c, "its database connection closed"));
               // A leader that vanishes without closing its connection (its node lost, a
               // partition) must not hold the lock for TCP's default hours: the server probes the
-              // idle session and ends it within a few intervals. Ignored over a Unix socket.
+              // idle session and ends it within a few intervals. Probes go only while nothing the
+              // server sent waits for an acknowledgement; a leader that vanished with the answer
+              // to its check in flight (clients delay their ACKs by some milliseconds) is left to
+              // retransmissions, about 15 minutes, unless the user timeout ends the session after
+              // the same few intervals. Ignored over a Unix socket.
               long idle = Math.max(1, 2 * intervalMs / 1000);
               long probe = Math.max(1, intervalMs / 1000);
+              long silentMs = (idle + 3 * probe) * 1000;
               c.query(
                       "SET tcp_keepalives_idle = "
                           + idle
                           + "; SET tcp_keepalives_interval = "
                           + probe
-                          + "; SET tcp_keepalives_count = 3")
+                          + "; SET tcp_keepalives_count = 3"
+                          + "; SET tcp_user_timeout = "
+                          + silentMs)
                   .execute()
-                  .onComplete(r -> tryLock(c));
+                  .onComplete(
+                      r -> {
+                        if (r.failed()) {
+                          // One implicit transaction: none of the settings took.
+                          log.warn(
+                              "Leadership: cannot set TCP keepalives on the lock connection ({});"
+                                  + " a leader whose node vanishes keeps the lock until TCP gives"
+                                  + " up.",
+                              r.cause().getMessage());
+                        }
+                        tryLock(c);
+                      });
             })
         .onFailure(
             e -> {
