@@ -82,6 +82,14 @@ public final class Rescuer implements AutoCloseable {
   private final Metrics metrics;
   private final LoopThread worker = new LoopThread("oneshot-rescue");
 
+  /**
+   * The least time from one pass's start to the next when wakes ask for it (or the rescue interval,
+   * when shorter). Every attempt that ends wakes the rescuer, and each pass reads every live build:
+   * builds ending by the hundred a second kept it reading them back to back, for decisions that
+   * never need to come sooner than this.
+   */
+  static final Duration WOKEN_PASS_GAP = Duration.ofMillis(200);
+
   public Rescuer(
       BuildStore store,
       Launcher launcher,
@@ -107,9 +115,18 @@ public final class Rescuer implements AutoCloseable {
   }
 
   private void loop() {
+    long interval = config.dispatch().rescueInterval().toMillis();
+    long gap = Math.min(interval, WOKEN_PASS_GAP.toMillis());
+    long last = System.nanoTime() - gap * 1_000_000;
     while (worker.running()) {
       try {
-        worker.await(config.dispatch().rescueInterval().toMillis());
+        worker.await(interval);
+        // Woken passes come at most once a gap: wakes that arrive meanwhile fold into the next.
+        long early = gap - (System.nanoTime() - last) / 1_000_000;
+        if (early > 0) {
+          Thread.sleep(early);
+        }
+        last = System.nanoTime();
         if (worker.running()) {
           tick();
         }
@@ -176,6 +193,8 @@ public final class Rescuer implements AutoCloseable {
     AttemptState state = launcher.inspect(ref);
     if (!b.launched()) {
       switch (state) {
+        case AttemptState.Running r when !launcher.readyToAdopt(ref) ->
+            dispatcher.relaunch(b.id(), b.attempt(), b.route(), b.launchName(), b.claimedAgoMs());
         case AttemptState.Running r -> {
           boolean adopted =
               Database.await(

@@ -25,6 +25,15 @@ public interface Launcher extends AutoCloseable {
   AttemptState inspect(AttemptRef ref);
 
   /**
+   * Whether an attempt that runs, found without its launch recorded (its dispatcher stopped in
+   * between), has all it needs to run and can be adopted as it is. One that has not (a Job whose
+   * token Secret was never made) is launched again, which makes what it lacks. May block.
+   */
+  default boolean readyToAdopt(AttemptRef ref) {
+    return true;
+  }
+
+  /**
    * Orders the attempt to stop: an interrupt now, a kill after {@code grace} (at once when zero),
    * then its resources removed. Returns without waiting for the attempt to end. Idempotent; a
    * missing attempt is not an error. Throws when the order could not be given (the rescuer tries

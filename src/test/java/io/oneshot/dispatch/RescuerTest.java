@@ -13,8 +13,10 @@ import io.oneshot.testing.RecordingLauncher;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.StoreFixture;
 import io.oneshot.testing.TestServer;
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -357,6 +359,44 @@ class RescuerTest {
     assertThat(a.token().value()).isNotEqualTo(lost.value());
     assertThat(runner().post("/api/v1/runner/acquire", "{}", lost.value()).status()).isEqualTo(401);
     acquire(a);
+  }
+
+  /**
+   * Every attempt that ends wakes the rescuer, and each pass reads every live build. Wakes that
+   * keep coming (builds ending by the hundred a second) still make passes, at most one a {@link
+   * Rescuer#WOKEN_PASS_GAP}: five passes then span at least three gaps (the first may have begun
+   * before the wakes did, the second begins after the first ends).
+   */
+  @Test
+  void wakesThatKeepComingMakeAPassAtMostOnceAGap() throws Exception {
+    t =
+        TestServer.with()
+            .routes(ROUTES)
+            // Only wakes make passes here.
+            .dispatch("pollInterval: 200ms, rescueInterval: 1h, heartbeatInterval: 200ms")
+            .launcher(launcher)
+            .start();
+    AtomicBoolean waking = new AtomicBoolean(true);
+    int before = launcher.listings.get();
+    long from = System.nanoTime();
+    Thread waker =
+        Thread.ofPlatform()
+            .start(
+                () -> {
+                  while (waking.get()) {
+                    launcher.exit("oneshot-999999-1", 0);
+                    Thread.onSpinWait();
+                  }
+                });
+    try {
+      await().atMost(10, TimeUnit.SECONDS).until(() -> launcher.listings.get() >= before + 5);
+    } finally {
+      waking.set(false);
+      waker.join();
+    }
+    long took = System.nanoTime() - from;
+    assertThat(Duration.ofNanos(took))
+        .isGreaterThanOrEqualTo(Rescuer.WOKEN_PASS_GAP.multipliedBy(3));
   }
 
   @Test

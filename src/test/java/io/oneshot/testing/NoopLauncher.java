@@ -21,7 +21,9 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Queue;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -53,9 +55,26 @@ public final class NoopLauncher implements Launcher {
   public final AtomicInteger errors = new AtomicInteger();
   private volatile AttemptEvents events = AttemptEvents.NONE;
   private final boolean runs;
+  private volatile int heartbeats;
+  private volatile Duration heartbeatEvery = Duration.ZERO;
+
+  /** Heartbeats answered so far, and each one's time from request to answer, in ms. */
+  public final AtomicInteger heartbeatsAnswered = new AtomicInteger();
+
+  public final Queue<Double> heartbeatMs = new ConcurrentLinkedQueue<>();
 
   public NoopLauncher() {
     this(true);
+  }
+
+  /**
+   * Each attempt, between its acquire and its completion, heartbeats {@code count} times, {@code
+   * every} apart, as provisionerd does while its build runs.
+   */
+  public NoopLauncher heartbeats(int count, Duration every) {
+    this.heartbeats = count;
+    this.heartbeatEvery = every;
+    return this;
   }
 
   /**
@@ -85,6 +104,7 @@ public final class NoopLauncher implements Launcher {
 
   private void run(Attempt a) {
     post(a, "acquire", "{}")
+        .compose(v -> heartbeat(a, heartbeats))
         .compose(v -> post(a, "complete", "{\"outcome\": \"succeeded\", \"exitCode\": 0}"))
         .onComplete(
             r -> {
@@ -98,6 +118,26 @@ public final class NoopLauncher implements Launcher {
               states.put(a.name(), new AttemptState.Exited(code, "noop ended"));
               events.changed(a.ref());
             });
+  }
+
+  /** {@code left} heartbeats, the first one interval after now. */
+  private Future<Void> heartbeat(Attempt a, int left) {
+    if (left == 0) {
+      return Future.succeededFuture();
+    }
+    return vertx
+        .timer(heartbeatEvery.toMillis())
+        .compose(
+            t -> {
+              long t0 = System.nanoTime();
+              return post(a, "heartbeat", "{}")
+                  .onSuccess(
+                      v -> {
+                        heartbeatMs.add((System.nanoTime() - t0) / 1e6);
+                        heartbeatsAnswered.incrementAndGet();
+                      });
+            })
+        .compose(v -> heartbeat(a, left - 1));
   }
 
   private Future<Void> post(Attempt a, String call, String body) {

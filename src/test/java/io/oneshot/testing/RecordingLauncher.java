@@ -144,8 +144,13 @@ public final class RecordingLauncher implements Launcher {
     }
   }
 
+  /** How many times the attempts were listed: once a rescuer pass. */
+  public final java.util.concurrent.atomic.AtomicInteger listings =
+      new java.util.concurrent.atomic.AtomicInteger();
+
   @Override
   public List<AttemptRef> attempts() {
+    listings.incrementAndGet();
     List<AttemptRef> out = new ArrayList<>();
     for (String name : states.keySet()) {
       AttemptRef.parse(name, null).ifPresent(out::add);

@@ -18,6 +18,7 @@ import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.api.model.batch.v1.JobBuilder;
 import io.fabric8.kubernetes.api.model.batch.v1.JobSpec;
 import io.fabric8.kubernetes.api.model.batch.v1.PodFailurePolicyBuilder;
+import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.Attempt;
 import java.nio.charset.StandardCharsets;
@@ -26,7 +27,9 @@ import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 
 /**
  * Makes the Job and the token Secret of one attempt from its route's template. The template's shape
@@ -66,10 +69,22 @@ final class JobFactory {
   private final String defaultNamespace;
   private final int ttlSecondsAfterFinished;
 
+  private final KubernetesSerialization serialization;
+
   JobFactory(JobTemplates templates, String defaultNamespace, int ttlSecondsAfterFinished) {
+    this(templates, defaultNamespace, ttlSecondsAfterFinished, new KubernetesSerialization());
+  }
+
+  /** {@code serialization}: the client's, which the JSON sent must match. */
+  JobFactory(
+      JobTemplates templates,
+      String defaultNamespace,
+      int ttlSecondsAfterFinished,
+      KubernetesSerialization serialization) {
     this.templates = templates;
     this.defaultNamespace = defaultNamespace;
     this.ttlSecondsAfterFinished = ttlSecondsAfterFinished;
+    this.serialization = serialization;
   }
 
   String namespace(Attempt a) {
@@ -245,33 +260,104 @@ final class JobFactory {
         .build();
   }
 
-  /** The attempt's token Secret; its owner (the Job) is set once the Job exists. */
-  Secret secret(Attempt a) {
+  /**
+   * The attempt's token Secret, owned by its Job once that exists (the Job's uid; null before):
+   * then Kubernetes deletes the Secret with the Job.
+   */
+  Secret secret(Attempt a, String jobUid) {
+    return secret(a, base64(a.token().value()), jobUid);
+  }
+
+  private Secret secret(Attempt a, String token, String jobUid) {
     return new SecretBuilder()
         .withNewMetadata()
         .withName(a.name())
         .withNamespace(namespace(a))
         .withLabels(labels(a))
+        .withOwnerReferences(jobUid == null ? List.of() : List.of(ownedBy(a.name(), jobUid)))
         .endMetadata()
         .withType("Opaque")
-        .addToData(
-            TOKEN_KEY,
-            Base64.getEncoder().encodeToString(a.token().value().getBytes(StandardCharsets.UTF_8)))
+        .addToData(TOKEN_KEY, token)
         .build();
   }
 
-  /** The merge patch that makes {@code job} the owner of its Secret. */
-  static Map<String, Object> ownerPatch(Job job) {
-    return Map.of("metadata", Map.of("ownerReferences", List.of(ownedBy(job))));
+  private static String base64(String s) {
+    return Base64.getEncoder().encodeToString(s.getBytes(StandardCharsets.UTF_8));
+  }
+
+  // The values a route's JSON templates are made with, and proved with (JsonTemplate): digits and
+  // base64 need no escaping, and these occur in no template by chance (the proof would show it).
+  private static final List<String> PROBES =
+      List.of("7305284619172839", "2061938475", base64("probe-token-5c1e93f7"), "probe-uid-9d02a4");
+  private static final List<String> PROOF =
+      List.of("4242424242", "3", base64("proof-token-04d1"), "proof-uid-77e0");
+
+  /** A route's Job and Secret as JSON templates; empty where the proof failed. */
+  private record Json(String apiUrl, Optional<JsonTemplate> job, Optional<JsonTemplate> secret) {}
+
+  private final Map<OneshotConfig.Route, Json> json = new ConcurrentHashMap<>();
+
+  private Json json(Attempt a) {
+    Json j = json.computeIfAbsent(a.route(), r -> json(r, a.apiUrl()));
+    return j.apiUrl.equals(a.apiUrl()) ? j : json(a.route(), a.apiUrl());
+  }
+
+  private Json json(OneshotConfig.Route route, String apiUrl) {
+    Function<List<String>, Attempt> attempt =
+        v -> {
+          long build = Long.parseLong(v.get(0));
+          int n = Integer.parseInt(v.get(1));
+          return new Attempt(build, n, Attempt.nameOf(build, n), route, null, apiUrl);
+        };
+    return new Json(
+        apiUrl,
+        JsonTemplate.of(v -> serialization.asJson(job(attempt.apply(v))), PROBES, PROOF),
+        JsonTemplate.of(
+            v -> serialization.asJson(secret(attempt.apply(v), v.get(2), v.get(3))),
+            PROBES,
+            PROOF));
+  }
+
+  /** Whether the attempt's Job and Secret JSON are filled in from templates (for tests). */
+  boolean templated(Attempt a) {
+    return json(a).job().isPresent() && json(a).secret().isPresent();
+  }
+
+  /**
+   * The attempt's Job as the client would serialize {@link #job}: from the route's template, filled
+   * in with the attempt's numbers.
+   */
+  String jobJson(Attempt a) {
+    Optional<JsonTemplate> t = json(a).job();
+    return t.isPresent()
+        ? t.get().fill(List.of(Long.toString(a.buildId()), Integer.toString(a.attempt())))
+        : serialization.asJson(job(a));
+  }
+
+  /**
+   * The attempt's token Secret, owned by the Job of that uid, as the client would serialize {@link
+   * #secret}.
+   */
+  String secretJson(Attempt a, String jobUid) {
+    String token = base64(a.token().value());
+    Optional<JsonTemplate> t = json(a).secret();
+    return t.isPresent() && JsonTemplate.plain(jobUid)
+        ? t.get()
+            .fill(List.of(Long.toString(a.buildId()), Integer.toString(a.attempt()), token, jobUid))
+        : serialization.asJson(secret(a, token, jobUid));
   }
 
   /** The owner reference that lets Kubernetes delete the Secret with its Job. */
-  private static OwnerReference ownedBy(Job job) {
+  static OwnerReference ownedBy(Job job) {
+    return ownedBy(job.getMetadata().getName(), job.getMetadata().getUid());
+  }
+
+  private static OwnerReference ownedBy(String jobName, String jobUid) {
     return new OwnerReferenceBuilder()
         .withApiVersion("batch/v1")
         .withKind("Job")
-        .withName(job.getMetadata().getName())
-        .withUid(job.getMetadata().getUid())
+        .withName(jobName)
+        .withUid(jobUid)
         .withBlockOwnerDeletion(false)
         .withController(false)
         .build();

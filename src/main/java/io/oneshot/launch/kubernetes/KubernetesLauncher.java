@@ -1,8 +1,12 @@
 package io.oneshot.launch.kubernetes;
 
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
 import io.fabric8.kubernetes.api.model.DeletionPropagation;
 import io.fabric8.kubernetes.api.model.Pod;
 import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.Status;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.api.model.batch.v1.JobCondition;
 import io.fabric8.kubernetes.client.Config;
@@ -25,6 +29,7 @@ import io.oneshot.launch.LaunchOutcome;
 import io.oneshot.launch.Launcher;
 import io.oneshot.launch.Reachability;
 import io.vertx.core.Vertx;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -33,6 +38,9 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -60,6 +68,8 @@ public final class KubernetesLauncher implements Launcher {
   private final DroppedFields dropped = new DroppedFields();
   private final ApiReachability api;
   private volatile AttemptEvents events = AttemptEvents.NONE;
+  private final String apiBase;
+  private final long requestTimeoutMs;
 
   /**
    * How often the rescuer's pass also lists the token Secrets, for one left without its Job: its
@@ -87,7 +97,11 @@ public final class KubernetesLauncher implements Launcher {
     this.factory = factory;
     this.limiter = limiter;
     this.launchesInFlight = launchesInFlight;
-    this.api = new ApiReachability(String.valueOf(client.getMasterUrl()));
+    String base = String.valueOf(client.getMasterUrl());
+    this.api = new ApiReachability(base);
+    this.apiBase = base.endsWith("/") ? base : base + "/";
+    int timeout = client.getConfiguration().getRequestTimeout();
+    this.requestTimeoutMs = timeout > 0 ? timeout : 10_000;
     this.watch = new ClusterWatch(client, namespaces, api);
   }
 
@@ -105,7 +119,7 @@ public final class KubernetesLauncher implements Launcher {
     }
     return new KubernetesLauncher(
         client,
-        new JobFactory(templates, k.namespace(), k.ttlSecondsAfterFinished()),
+        new JobFactory(templates, k.namespace(), k.ttlSecondsAfterFinished(), serialization),
         new RateLimiter(k.qps(), k.burst()),
         k.launchesInFlight(),
         namespaces);
@@ -250,7 +264,12 @@ public final class KubernetesLauncher implements Launcher {
 
   /** One call to the API server: rate-limited, and counted with the status it got. */
   private <T> T call(String verb, Supplier<T> request) throws InterruptedException {
-    limiter.acquire();
+    limiter.acquire(1);
+    return send(verb, request);
+  }
+
+  /** One call to the API server whose turn under the rate limit was already taken; counted. */
+  private <T> T send(String verb, Supplier<T> request) {
     try {
       T result = request.get();
       events.apiCall(verb, verb.equals("create") ? 201 : 200);
@@ -274,56 +293,64 @@ public final class KubernetesLauncher implements Launcher {
   }
 
   /**
-   * Creates the attempt's Secret and Job and makes the Job own the Secret: three requests
-   * (docs/performance.md says what each is for).
+   * Creates the attempt's Job, then its token Secret owned by the Job from the start: two requests
+   * (docs/performance.md says what each is for). Both turns under the rate limit are taken before
+   * the first, so that the Secret follows its Job at once, not behind other launches' requests: a
+   * pod whose Secret is not there yet when its kubelet starts it waits for the kubelet's next try
+   * (about 10 s), and the Job controller, the scheduler and the kubelet take longer than one
+   * request to get that far.
    */
   @Override
   public LaunchOutcome launch(Attempt a) {
-    Job job = factory.job(a);
-    Secret secret = factory.secret(a);
-    String ns = job.getMetadata().getNamespace();
+    String ns = factory.namespace(a);
     String where = ns + "/" + a.name();
-    boolean secretMade = false;
+    boolean made = false;
     try {
-      putSecret(secret);
-      secretMade = true;
-      Job created;
+      limiter.acquire(2);
+      String uid;
       boolean existed = false;
       try {
-        created =
-            call("create", () -> client.batch().v1().jobs().inNamespace(ns).resource(job).create());
+        byte[] created = send("create", () -> post(jobsPath(ns), factory.jobJson(a)));
+        uid = metadataUid(created);
+        made = true;
+        if (checked.add(a.route().name())) {
+          // What the server keeps of a route's Job is the same for each of its attempts.
+          dropped.check(
+              factory.job(a),
+              client
+                  .getKubernetesSerialization()
+                  .unmarshal(new String(created, StandardCharsets.UTF_8), Job.class));
+        }
       } catch (KubernetesClientException e) {
         if (e.getCode() != 409) {
           throw e;
         }
-        created =
+        Job found =
             call("get", () -> client.batch().v1().jobs().inNamespace(ns).withName(a.name()).get());
-        if (created == null) {
+        if (found == null) {
           return new LaunchOutcome.RetryLater(
               Duration.ofSeconds(1), "Job " + where + " is being deleted; trying again");
         }
         if (!a.ref()
             .equals(
-                ClusterWatch.refOf(created)
+                ClusterWatch.refOf(found)
                     .map(r -> new AttemptRef(r.buildId(), r.attempt(), r.name(), null))
                     .orElse(null))) {
-          dropSecret(secret);
           return new LaunchOutcome.Rejected(
               "a Job named " + where + " exists and is not this attempt's; delete it");
         }
+        uid = found.getMetadata().getUid();
         existed = true;
+        made = true;
       }
-      own(secret, created);
-      if (!existed) {
-        dropped.check(job, created);
-      }
+      putSecret(a, ns, uid);
       return existed
           ? new LaunchOutcome.AlreadyLaunched(ns, "Job " + where + " exists")
           : new LaunchOutcome.Launched(ns, "Job " + where + " created");
     } catch (KubernetesClientException e) {
       LaunchOutcome refused = ApiErrors.classify(e, where, api);
-      if (secretMade && refused instanceof LaunchOutcome.Rejected) {
-        dropSecret(secret);
+      if (made && refused instanceof LaunchOutcome.Rejected) {
+        dropJob(ns, a.name());
       }
       return refused;
     } catch (InterruptedException e) {
@@ -332,18 +359,109 @@ public final class KubernetesLauncher implements Launcher {
     }
   }
 
+  /** The routes whose Job's fields the server kept, or dropped, were looked at. */
+  private final Set<String> checked = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  private String jobsPath(String ns) {
+    return "apis/batch/v1/namespaces/" + ns + "/jobs";
+  }
+
   /**
-   * Deletes the token Secret of a launch refused for good: no Job will own it. One that cannot be
-   * deleted now is left to {@link #SECRET_SWEEP}.
+   * POSTs a JSON object the launch wrote ({@link JobFactory#jobJson}) to {@code path} under the API
+   * server's URL, through the client's own HTTP client (its authentication, TLS and timeouts): the
+   * typed client would serialize a model object by reflection and read the whole answer back into
+   * one, where the launch needs only the answer's uid. Returns the answer's body; throws as the
+   * typed client does, with the server's Status.
    */
-  private void dropSecret(Secret secret) {
-    String ns = secret.getMetadata().getNamespace();
-    String name = secret.getMetadata().getName();
+  private byte[] post(String path, String json) {
+    var http = client.getHttpClient();
+    var request =
+        http.newHttpRequestBuilder()
+            .uri(apiBase + path)
+            .timeout(requestTimeoutMs, TimeUnit.MILLISECONDS)
+            .post("application/json", json.getBytes(StandardCharsets.UTF_8))
+            .build();
+    io.fabric8.kubernetes.client.http.HttpResponse<byte[]> r;
     try {
-      call("delete", () -> client.secrets().inNamespace(ns).withName(name).delete());
+      r =
+          http.sendAsync(request, byte[].class)
+              .get(requestTimeoutMs + 1_000, TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new KubernetesClientException("interrupted", e);
+    } catch (ExecutionException e) {
+      throw new KubernetesClientException(
+          "POST " + apiBase + path + ": " + ApiErrors.rootMessage(e), e.getCause());
+    } catch (TimeoutException e) {
+      throw new KubernetesClientException("POST " + apiBase + path + ": timed out", e);
+    }
+    if (r.isSuccessful()) {
+      return r.body();
+    }
+    Status status = null;
+    try {
+      status =
+          client
+              .getKubernetesSerialization()
+              .unmarshal(new String(r.body(), StandardCharsets.UTF_8), Status.class);
+    } catch (RuntimeException notStatus) {
+      // Not a Status (a proxy's page): the code alone, below.
+    }
+    if (status == null || status.getCode() == null || status.getCode() != r.code()) {
+      status =
+          new io.fabric8.kubernetes.api.model.StatusBuilder()
+              .withCode(r.code())
+              .withMessage(
+                  status != null && status.getMessage() != null
+                      ? status.getMessage()
+                      : new String(r.body(), StandardCharsets.UTF_8))
+              .build();
+    }
+    throw new KubernetesClientException(
+        "POST " + apiBase + path + " answered " + r.code(), r.code(), status);
+  }
+
+  /** {@code metadata.uid} of a JSON object, read without building the object. */
+  static String metadataUid(byte[] json) {
+    try (JsonParser p = JSON.createParser(json)) {
+      if (p.nextToken() != JsonToken.START_OBJECT) {
+        return null;
+      }
+      while (p.nextToken() == JsonToken.FIELD_NAME) {
+        String field = p.currentName();
+        p.nextToken();
+        if (!field.equals("metadata") || p.currentToken() != JsonToken.START_OBJECT) {
+          p.skipChildren();
+          continue;
+        }
+        while (p.nextToken() == JsonToken.FIELD_NAME) {
+          String f = p.currentName();
+          p.nextToken();
+          if (f.equals("uid")) {
+            return p.getValueAsString();
+          }
+          p.skipChildren();
+        }
+        return null;
+      }
+      return null;
+    } catch (java.io.IOException e) {
+      throw new KubernetesClientException("cannot read the API server's answer: " + e.getMessage());
+    }
+  }
+
+  private static final JsonFactory JSON = new JsonFactory();
+
+  /**
+   * Deletes the Job of a launch whose Secret was refused for good: its pod could never start. One
+   * that cannot be deleted now is removed by the rescuer, as an attempt no live build needs.
+   */
+  private void dropJob(String ns, String name) {
+    try {
+      deleteJob(ns, name, Duration.ZERO);
     } catch (KubernetesClientException e) {
       log.warn(
-          "Cannot delete Secret {}/{} of a refused launch: {}. It is removed later.",
+          "Cannot delete Job {}/{} of a refused launch: {}. It is removed later.",
           ns,
           name,
           e.getMessage());
@@ -352,19 +470,71 @@ public final class KubernetesLauncher implements Launcher {
     }
   }
 
+  /** Deletes a Job and, in the background, its pods, which get {@code grace} to stop. */
+  private void deleteJob(String ns, String name, Duration grace) throws InterruptedException {
+    call(
+        "delete",
+        () ->
+            client
+                .batch()
+                .v1()
+                .jobs()
+                .inNamespace(ns)
+                .withName(name)
+                .withPropagationPolicy(DeletionPropagation.BACKGROUND)
+                .withGracePeriod(grace.toSeconds())
+                .delete());
+  }
+
   /**
-   * Creates the attempt's token Secret, or sets its token when it exists (a launch tried again, or
-   * a launch with a renewed token). It exists before the Job, so the pod never waits for it.
+   * Creates the attempt's token Secret, owned by its Job (of uid {@code jobUid}); when it exists (a
+   * launch tried again, or a launch with a renewed token), sets its token and owner. Its turn under
+   * the rate limit is taken.
    */
-  private void putSecret(Secret secret) throws InterruptedException {
-    String ns = secret.getMetadata().getNamespace();
+  private void putSecret(Attempt a, String ns, String jobUid) throws InterruptedException {
     try {
-      call("create", () -> client.secrets().inNamespace(ns).resource(secret).create());
+      send(
+          "create",
+          () -> post("api/v1/namespaces/" + ns + "/secrets", factory.secretJson(a, jobUid)));
     } catch (KubernetesClientException e) {
       if (e.getCode() != 409) {
         throw e;
       }
-      mergePatch(secret, Map.of("data", secret.getData()));
+      Secret secret = factory.secret(a, jobUid);
+      mergePatch(
+          secret,
+          Map.of(
+              "data",
+              secret.getData(),
+              "metadata",
+              Map.of("ownerReferences", secret.getMetadata().getOwnerReferences())));
+    }
+  }
+
+  /**
+   * Whether the attempt's token Secret exists: a Job found without its launch recorded may have
+   * been made by a dispatcher that stopped before its Secret; such a Job's pod waits for it. Listed
+   * by the attempt's labels: the Role grants no {@code get} on Secrets.
+   */
+  @Override
+  public boolean readyToAdopt(AttemptRef ref) {
+    String ns = ref.namespace() != null ? ref.namespace() : watch.firstNamespace();
+    try {
+      return call(
+              "list",
+              () ->
+                  client
+                      .secrets()
+                      .inNamespace(ns)
+                      .withLabel(JobFactory.BUILD, Long.toString(ref.buildId()))
+                      .withLabel(JobFactory.ATTEMPT, Integer.toString(ref.attempt()))
+                      .list())
+          .getItems()
+          .stream()
+          .anyMatch(s -> s.getMetadata().getName().equals(ref.name()));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted");
     }
   }
 
@@ -380,23 +550,6 @@ public final class KubernetesLauncher implements Launcher {
                 // With the object at hand (not only its name), the client does not read it first.
                 .resource(secret)
                 .patch(PatchContext.of(PatchType.JSON_MERGE), body));
-  }
-
-  /** Makes the Job own its Secret, so that Kubernetes deletes the two together. */
-  private void own(Secret secret, Job job) throws InterruptedException {
-    String uid = job.getMetadata().getUid();
-    if (uid == null) {
-      return;
-    }
-    try {
-      mergePatch(secret, JobFactory.ownerPatch(job));
-    } catch (KubernetesClientException e) {
-      // The Job runs either way; an unowned Secret is removed with the attempt by the rescuer.
-      log.warn(
-          "Cannot make Job {} the owner of its Secret: {}.",
-          job.getMetadata().getName(),
-          e.getMessage());
-    }
   }
 
   @Override
@@ -444,18 +597,7 @@ public final class KubernetesLauncher implements Launcher {
   public void kill(AttemptRef ref, Duration grace, String reason) {
     String ns = ref.namespace() != null ? ref.namespace() : watch.firstNamespace();
     try {
-      call(
-          "delete",
-          () ->
-              client
-                  .batch()
-                  .v1()
-                  .jobs()
-                  .inNamespace(ns)
-                  .withName(ref.name())
-                  .withPropagationPolicy(DeletionPropagation.BACKGROUND)
-                  .withGracePeriod(grace.toSeconds())
-                  .delete());
+      deleteJob(ns, ref.name(), grace);
       call("delete", () -> client.secrets().inNamespace(ns).withName(ref.name()).delete());
       log.info(
           "Build {} (attempt {}): deleted Job {}/{}: {}.",

@@ -29,18 +29,21 @@ final class RateLimiter {
     this.last = nanoClock.getAsLong();
   }
 
-  /** Takes a token; returns how long (ns) the caller must wait before using it. */
-  synchronized long reserve() {
+  /**
+   * Takes {@code n} tokens at once (more than one for requests that must follow each other
+   * closely); returns how long (ns) the caller must wait before using them.
+   */
+  synchronized long reserve(int n) {
     long now = nanoClock.getAsLong();
     tokens = Math.min(burst, tokens + (now - last) * perNano);
     last = now;
-    tokens -= 1;
+    tokens -= n;
     return tokens >= 0 ? 0 : (long) Math.ceil(-tokens / perNano);
   }
 
-  /** Waits for a token. */
-  void acquire() throws InterruptedException {
-    long wait = reserve();
+  /** Waits for {@code n} tokens, taken together. */
+  void acquire(int n) throws InterruptedException {
+    long wait = reserve(n);
     if (wait > 0) {
       Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
     }

@@ -116,7 +116,18 @@ class JobFactoryTest {
     assertThat(p.getSecurityContext().getCapabilities().getDrop()).containsExactly("ALL");
     assertThat(job.toString()).doesNotContain(token.value());
 
-    Secret s = f.secret(a);
+    Secret s = f.secret(a, null);
+    assertThat(s.getMetadata().getOwnerReferences()).as("no Job yet").isEmpty();
+    s = f.secret(a, "uid-of-the-job");
+    assertThat(s.getMetadata().getOwnerReferences())
+        .singleElement()
+        .satisfies(
+            o -> {
+              assertThat(o.getKind()).isEqualTo("Job");
+              assertThat(o.getApiVersion()).isEqualTo("batch/v1");
+              assertThat(o.getName()).isEqualTo("oneshot-42-3");
+              assertThat(o.getUid()).isEqualTo("uid-of-the-job");
+            });
     assertThat(s.getMetadata().getName()).isEqualTo("oneshot-42-3");
     assertThat(s.getMetadata().getNamespace()).isEqualTo("team-a");
     assertThat(s.getMetadata().getLabels()).containsAllEntriesOf(identity);
@@ -207,5 +218,91 @@ class JobFactoryTest {
         .isEqualTo("8");
     assertThat(b.getSpec().getTemplate().getMetadata().getLabels())
         .containsEntry("oneshot.io/build", "8");
+  }
+
+  /**
+   * The JSON a launch sends is, to the character, what the client would serialize from the model:
+   * for every attempt of every shipped template, and for a template whose own text holds one of the
+   * values the JSON templates are made with (which then goes by the model).
+   */
+  @Test
+  void theJsonSentIsWhatTheModelSerializesTo() throws Exception {
+    for (String t : new String[] {"script.yaml", "terraform.yaml"}) {
+      Files.copy(Path.of("job-templates", t), dir.resolve(t));
+    }
+    Files.writeString(
+        dir.resolve("odd.yaml"),
+        """
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {labels: {seed: "7305284619172839"}, annotations: {n: "2061938475"}}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: provisionerd
+                  image: ghcr.io/oneshot/oneshot:1
+                  env: [{name: SEED, value: "x7305284619172839x"}]
+        """);
+    OneshotConfig c =
+        config(
+            "routes: [{name: s, tags: {k: s}, template: script.yaml, namespace: team-a},"
+                + " {name: tf, tags: {k: tf}, template: terraform.yaml},"
+                + " {name: odd, tags: {k: odd}, template: odd.yaml}]");
+    JobFactory f = factory(c);
+    long[] builds = {1, 42, 7305284619172839L, 2061938475, Long.MAX_VALUE};
+    int[] attempts = {1, 3, 2061938475, Integer.MAX_VALUE};
+    for (OneshotConfig.Route r : c.routes()) {
+      for (long b : builds) {
+        for (int n : attempts) {
+          Attempt a =
+              new Attempt(
+                  b, n, Attempt.nameOf(b, n), r, BuildToken.generate(), "http://api:8080/x?y=1");
+          assertThat(f.templated(a)).as("from templates").isEqualTo(!r.name().equals("odd"));
+          assertThat(f.jobJson(a)).as("%s %d %d", r.name(), b, n).isEqualTo(SER.asJson(f.job(a)));
+          String uid = "0f6d1c2e-9a7b-4c1d-8e2f-" + n;
+          assertThat(f.secretJson(a, uid)).isEqualTo(SER.asJson(f.secret(a, uid)));
+          String odd = "a\"b";
+          assertThat(f.secretJson(a, odd)).isEqualTo(SER.asJson(f.secret(a, odd)));
+        }
+      }
+    }
+    Job odd =
+        SER.unmarshal(
+            f.jobJson(
+                new Attempt(
+                    5, 1, Attempt.nameOf(5, 1), c.routes().get(2), BuildToken.generate(), "u")),
+            Job.class);
+    assertThat(odd.getMetadata().getLabels()).containsEntry("seed", "7305284619172839");
+  }
+
+  @Test
+  void aJsonTemplateIsUsedOnlyOnceItsProofHolds() {
+    java.util.function.Function<java.util.List<String>, String> doc =
+        v -> "{\"a\":\"" + v.get(0) + "\",\"b\":[" + v.get(1) + "," + v.get(0) + "]}";
+    JsonTemplate t =
+        JsonTemplate.of(doc, java.util.List.of("P1", "P2"), java.util.List.of("x", "7"))
+            .orElseThrow();
+    assertThat(t.fill(java.util.List.of("q", "9")))
+        .isEqualTo(doc.apply(java.util.List.of("q", "9")));
+    // A document whose fixed text holds a probe: filled in, it would change that text too.
+    java.util.function.Function<java.util.List<String>, String> fixed =
+        v -> "{\"a\":\"" + v.get(0) + "\",\"c\":\"P1\"}";
+    assertThat(JsonTemplate.of(fixed, java.util.List.of("P1"), java.util.List.of("x"))).isEmpty();
+    assertThat(JsonTemplate.plain("0f6d-1c")).isTrue();
+    assertThat(JsonTemplate.plain("a\"b")).isFalse();
+    assertThat(JsonTemplate.plain("a\\b")).isFalse();
+    assertThat(JsonTemplate.plain("a\nb")).isFalse();
+  }
+
+  @Test
+  void theUidIsReadFromAnAnswerWithoutBuildingIt() {
+    byte[] job =
+        ("{\"apiVersion\":\"batch/v1\",\"kind\":\"Job\",\"spec\":{\"metadata\":{\"uid\":\"no\"}},"
+                + "\"metadata\":{\"name\":\"x\",\"labels\":{\"uid\":\"no\"},\"uid\":\"the-uid\"}}")
+            .getBytes(StandardCharsets.UTF_8);
+    assertThat(KubernetesLauncher.metadataUid(job)).isEqualTo("the-uid");
+    assertThat(KubernetesLauncher.metadataUid("{\"metadata\":{}}".getBytes(StandardCharsets.UTF_8)))
+        .isNull();
   }
 }

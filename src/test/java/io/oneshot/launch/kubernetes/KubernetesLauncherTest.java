@@ -234,6 +234,18 @@ class KubernetesLauncherTest {
         "echo waiting; while [ ! -e " + gate + " ]; do sleep 0.1; done; echo done");
   }
 
+  private static long enqueueTrue(StoreFixture f) {
+    return Database.await(
+            f.store
+                .queue()
+                .enqueue(
+                    "{\"team\": \"a\"}",
+                    "{\"provisioner\": \"script\", \"command\": [\"true\"]}",
+                    0,
+                    null))
+        .id();
+  }
+
   @Test
   void aRestartedDispatcherAdoptsRemovesOrphansAndCreatesMissingJobs() throws Exception {
     Path gate = tmp.resolve("gate");
@@ -265,22 +277,40 @@ class KubernetesLauncherTest {
     cluster.kubelet.hold("oneshot-999999-1");
     cluster.admin.batch().v1().jobs().inNamespace("team-a").resource(orphan).create();
     long claimed;
+    long jobOnly;
     try (StoreFixture f = new StoreFixture(ROUTES, false)) {
-      claimed =
-          Database.await(
-                  f.store
-                      .queue()
-                      .enqueue(
-                          "{\"team\": \"a\"}",
-                          "{\"provisioner\": \"script\", \"command\": [\"true\"]}",
-                          0,
-                          null))
-              .id();
+      claimed = enqueueTrue(f);
+      jobOnly = enqueueTrue(f);
       List<QueueStore.Claimed> c =
-          Database.await(f.store.queue().claim(10, "kubernetes", List.of(BuildToken.generate())));
-      assertThat(c).extracting(QueueStore.Claimed::id).containsExactly(claimed);
+          Database.await(
+              f.store
+                  .queue()
+                  .claim(10, "kubernetes", List.of(BuildToken.generate(), BuildToken.generate())));
+      assertThat(c).extracting(QueueStore.Claimed::id).containsExactly(claimed, jobOnly);
     }
     assertThat(jobsOf(claimed)).isEmpty();
+    // A Job made by a dispatcher that stopped before its Secret: its pod waits for the Secret (the
+    // kubelet tries again), which the restarted dispatcher makes by launching the attempt again.
+    int configErrors = cluster.kubelet.configErrors.get();
+    Job withoutSecret =
+        LaunchObjects.forBuilds(
+                server().config(tmp), Path.of("job-templates"), "team-a", jobOnly, 1)
+            .get(0)
+            .job();
+    String jobOnlyUid =
+        cluster
+            .admin
+            .batch()
+            .v1()
+            .jobs()
+            .inNamespace("team-a")
+            .resource(withoutSecret)
+            .create()
+            .getMetadata()
+            .getUid();
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(() -> cluster.kubelet.configErrors.get() > configErrors);
     // Token Secrets whose Jobs never came (a dispatcher stopped between its two creates): one of
     // the claimed build, which its launch takes over, and one of a build that no longer exists.
     for (long build : List.of(claimed, 999_998L)) {
@@ -316,6 +346,13 @@ class KubernetesLauncherTest {
                     == null);
     assertThat(awaitEnd(claimed)).isEqualTo("succeeded");
     assertThat(jobsOf(claimed)).hasSize(1);
+    assertThat(awaitEnd(jobOnly)).isEqualTo("succeeded");
+    assertThat(jobsOf(jobOnly))
+        .extracting(j -> j.getMetadata().getUid())
+        .containsExactly(jobOnlyUid);
+    assertThat(secret("oneshot-" + jobOnly + "-1").getMetadata().getOwnerReferences())
+        .extracting(o -> o.getUid())
+        .containsExactly(jobOnlyUid);
     await().atMost(1, TimeUnit.MINUTES).until(() -> secret("oneshot-999998-1") == null);
     assertThat(secret("oneshot-" + claimed + "-1").getMetadata().getOwnerReferences())
         .extracting(o -> o.getUid())
@@ -323,7 +360,7 @@ class KubernetesLauncherTest {
     Files.writeString(gate, "open");
     assertThat(awaitEnd(a)).isEqualTo("succeeded");
     assertThat(awaitEnd(b)).isEqualTo("succeeded");
-    for (long id : List.of(a, b, claimed)) {
+    for (long id : List.of(a, b, claimed, jobOnly)) {
       assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
       assertThat(jobsOf(id)).hasSize(1);
     }
@@ -407,8 +444,9 @@ class KubernetesLauncherTest {
       delimiter = '|',
       textBlock =
           """
-          RBAC      | jobs    | 403 | Forbidden | jobs.batch is forbidden: User cannot create resource jobs in the namespace team-b | launch rejected: forbidden by the Kubernetes API (the dispatcher's Role must allow it): jobs.batch is forbidden: User cannot create resource jobs in the namespace team-b
-          namespace | secrets | 404 | NotFound  | namespaces team-b not found | launch rejected: the Kubernetes API has no namespace for Job team-b/oneshot-ID-1: namespaces team-b not found
+          RBAC            | jobs    | 403 | Forbidden | jobs.batch is forbidden: User cannot create resource jobs in the namespace team-b | launch rejected: forbidden by the Kubernetes API (the dispatcher's Role must allow it): jobs.batch is forbidden: User cannot create resource jobs in the namespace team-b
+          namespace       | jobs    | 404 | NotFound  | namespaces team-b not found | launch rejected: the Kubernetes API has no namespace for Job team-b/oneshot-ID-1: namespaces team-b not found
+          RBAC on Secrets | secrets | 403 | Forbidden | secrets is forbidden: User cannot create resource secrets in the namespace team-b | launch rejected: forbidden by the Kubernetes API (the dispatcher's Role must allow it): secrets is forbidden: User cannot create resource secrets in the namespace team-b
           """)
   void aRefusalThatCannotPassFailsTheBuildAtOnce(
       String name, String resource, int code, String reason, String message, String error) {
@@ -417,13 +455,29 @@ class KubernetesLauncherTest {
             ? "^/apis/batch/v1/namespaces/team-b/jobs$"
             : "^/api/v1/namespaces/team-b/secrets$";
     cluster.dispatcher.add(FaultyDispatcher.error("POST", path, code, reason, message));
+    // The build's status when its Job's first DELETE arrives: the rescuer also removes the Job of
+    // a failed build, but only after it failed.
+    List<String> statusAtDelete = new java.util.concurrent.CopyOnWriteArrayList<>();
+    cluster.dispatcher.add(
+        new FaultyDispatcher.Fault(
+            "DELETE",
+            java.util.regex.Pattern.compile("^/apis/batch/v1/namespaces/team-b/jobs/oneshot-"),
+            (request, crud) -> {
+              long build = Long.parseLong(request.getPath().split("/")[7].split("-")[1]);
+              statusAtDelete.add(
+                  (String) Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", build));
+              return crud.dispatch(request);
+            }));
     t = server().start();
     long id = t.api.submitScript("{\"team\": \"b\"}", "true");
     assertThat(awaitEnd(id)).isEqualTo("failed");
     assertThat(error(id)).isEqualTo(error.replace("ID", Long.toString(id)));
     assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
+    // A Job made before its Secret was refused is deleted by the launch, before the build fails:
+    // its pod could never start.
     assertThat(jobsOf(id)).isEmpty();
-    // A token Secret made before the refusal is deleted by the launch, before it is refused.
+    assertThat(statusAtDelete)
+        .isEqualTo(resource.equals("jobs") ? List.of() : List.of("launching"));
     assertThat(
             cluster
                 .admin
@@ -932,11 +986,13 @@ class KubernetesLauncherTest {
             io.oneshot.testing.Chart.render(c -> c.set("buildNamespace", "team-a")));
     assertThat(granted).containsAll(used);
     // A Job is read by name only when the informer has not seen it yet (a race this run may not
-    // hit), and a pod is deleted only when it is a second runner of an attempt (its own test);
+    // hit), a pod is deleted only when it is a second runner of an attempt (its own test), and a
+    // Secret is patched only when a launch finds it made already (a launch tried again, or by a
+    // restarted dispatcher: aRestartedDispatcherAdoptsRemovesOrphansAndCreatesMissingJobs);
     // everything else the Role grants, this run used.
     Set<String> unused = new java.util.TreeSet<>(granted);
     unused.removeAll(used);
-    assertThat(unused).isSubsetOf("batch/jobs get", "/pods delete");
+    assertThat(unused).isSubsetOf("batch/jobs get", "/pods delete", "/secrets patch");
   }
 
   @Test

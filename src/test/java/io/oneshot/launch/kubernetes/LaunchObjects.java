@@ -35,7 +35,7 @@ public final class LaunchObjects {
               r,
               BuildToken.generate(),
               config.api().publicUrl());
-      out.add(f.secret(a));
+      out.add(f.secret(a, null));
       out.add(f.job(a));
       build++;
     }
@@ -67,7 +67,7 @@ public final class LaunchObjects {
       Attempt a =
           new Attempt(
               b, 1, Attempt.nameOf(b, 1), r, BuildToken.generate(), config.api().publicUrl());
-      out.add(new Objects(f.secret(a), f.job(a)));
+      out.add(new Objects(f.secret(a, null), f.job(a)));
     }
     return out;
   }
@@ -84,14 +84,37 @@ public final class LaunchObjects {
   }
 
   /**
-   * The requests of one launch, made by a plain client with nothing around them: create the Secret,
-   * create the Job, make the Job own the Secret.
+   * The requests of oneshot's launch, made by a plain client with nothing around them: create the
+   * Job, then the Secret owned by it.
+   */
+  public static void createJobThenOwnedSecret(KubernetesClient client, Objects o) {
+    String ns = o.job().getMetadata().getNamespace();
+    Job created = client.batch().v1().jobs().inNamespace(ns).resource(o.job()).create();
+    Secret owned =
+        new io.fabric8.kubernetes.api.model.SecretBuilder(o.secret())
+            .editMetadata()
+            .withOwnerReferences(JobFactory.ownedBy(created))
+            .endMetadata()
+            .build();
+    client.secrets().inNamespace(ns).resource(owned).create();
+  }
+
+  /**
+   * The requests of a launch as one would first write it, made by a plain client with nothing
+   * around them: create the Secret, create the Job, make the Job own the Secret (three requests,
+   * the launch oneshot made until 2026-11-26).
    */
   public static void createPlainly(KubernetesClient client, Objects o) {
     String ns = o.job().getMetadata().getNamespace();
     client.secrets().inNamespace(ns).resource(o.secret()).create();
     Job created = client.batch().v1().jobs().inNamespace(ns).resource(o.job()).create();
-    String owner = client.getKubernetesSerialization().asJson(JobFactory.ownerPatch(created));
+    String owner =
+        client
+            .getKubernetesSerialization()
+            .asJson(
+                java.util.Map.of(
+                    "metadata",
+                    java.util.Map.of("ownerReferences", List.of(JobFactory.ownedBy(created)))));
     client
         .secrets()
         .inNamespace(ns)

@@ -106,6 +106,17 @@ public final class FakeKubelet implements AutoCloseable {
   private final Set<String> unpullable = ConcurrentHashMap.newKeySet();
   private final List<Watch> watches = new ArrayList<>();
   private final ExecutorService work = Executors.newVirtualThreadPerTaskExecutor();
+
+  /** How long the kubelet waits to sync a pod again after its sync failed. */
+  static final java.time.Duration SYNC_BACKOFF = java.time.Duration.ofSeconds(10);
+
+  /**
+   * How many times a container could not be configured (its Secret or key missing) and waited for
+   * the kubelet's next sync.
+   */
+  public final java.util.concurrent.atomic.AtomicInteger configErrors =
+      new java.util.concurrent.atomic.AtomicInteger();
+
   private final ScheduledExecutorService timers =
       Executors.newSingleThreadScheduledExecutor(
           Thread.ofPlatform().name("fake-job-controller").daemon().factory());
@@ -651,6 +662,19 @@ public final class FakeKubelet implements AutoCloseable {
               s == null
                   ? "secret \"" + ref.getName() + "\" not found"
                   : "couldn't find key " + ref.getKey() + " in Secret " + ref.getName());
+          // The kubelet syncs a pod whose sync failed again after its backOffPeriod
+          // (pkg/kubelet/kubelet.go: backOffPeriod = 10 s).
+          configErrors.incrementAndGet();
+          timers.schedule(
+              () ->
+                  work.execute(
+                      () -> {
+                        if (!p.deleted && p.process == null) {
+                          run(p, c);
+                        }
+                      }),
+              SYNC_BACKOFF.toMillis(),
+              TimeUnit.MILLISECONDS);
           return;
         }
         env.put(
