@@ -79,6 +79,7 @@ public final class Bench implements Callable<Integer> {
         new BackpressureBench(),
         new QueueScaleBench(),
         new PeerBench(),
+        new HeartbeatBench(),
         new ProvisionerdBench(),
         new FootprintBench(),
         new ConsoleBench());

@@ -70,7 +70,7 @@ final class Harness {
     try (Producer p = new Producer()) {
       long before = t.server.metrics().launches(Setups.ROUTE);
       long[] ids = p.burst(n);
-      Instant committed = p.committed.get(ids[0]);
+      Instant committed = p.answered.get(ids[0]);
       // Counted in memory (the dispatcher's own count of recorded launches): a count over the
       // builds every 20 ms took the database's CPU from the launches it measured.
       await(
@@ -150,13 +150,41 @@ final class Harness {
 
   /**
    * A producer on its own connection that calls {@code oneshot.enqueue()} (autocommit) and notes
-   * when each commit returned.
+   * when each build was committed.
+   *
+   * <p>Two moments bound the commit: the end of the enqueue's statement on the database's clock,
+   * read by the statement itself just before its commit ({@link #statementEnd}), and the moment its
+   * answer reached the producer ({@link #answered}). The answer is the commit as the producer sees
+   * it, and the moment used ({@link #committedBefore}), unless it comes after what it is measured
+   * to: the server notifies the dispatcher before it answers the producer, and a producer thread
+   * held up by a busy machine once made claims appear 3 ms before their commit. Then the
+   * statement's end stands in, which is before the commit (by the commit's own flush): a latency
+   * measured from it is never short.
    */
   static final class Producer implements AutoCloseable {
-    final Map<Long, Instant> committed = new ConcurrentHashMap<>();
+    /** Each build's statement end ({@link Instant} on the database's clock). */
+    final Map<Long, Instant> statementEnd = new ConcurrentHashMap<>();
 
-    /** The same moments on {@link System#nanoTime}'s clock, for what the dispatcher notes. */
-    final Map<Long, Long> committedNanos = new ConcurrentHashMap<>();
+    /** Each build's answer, as it reached the producer. */
+    final Map<Long, Instant> answered = new ConcurrentHashMap<>();
+
+    /** The same two moments on {@link System#nanoTime}'s clock, for what the dispatcher notes. */
+    private final Map<Long, long[]> nanos = new ConcurrentHashMap<>();
+
+    /**
+     * The build's commit for a latency to {@code seen}: its answer, unless that came after {@code
+     * seen}, else the end of its statement.
+     */
+    Instant committedBefore(long id, Instant seen) {
+      Instant a = answered.get(id);
+      return a == null || (seen != null && a.isAfter(seen)) ? statementEnd.get(id) : a;
+    }
+
+    /** {@link #committedBefore} on {@link System#nanoTime}'s clock; null when not noted. */
+    Long committedNanosBefore(long id, long seen) {
+      long[] n = nanos.get(id);
+      return n == null ? null : n[1] <= seen ? n[1] : n[0];
+    }
 
     private final Connection c;
     private final PreparedStatement one;
@@ -165,11 +193,15 @@ final class Harness {
     Producer() {
       try {
         c = Sql.connect();
-        one = c.prepareStatement("SELECT id FROM oneshot.enqueue(?::jsonb, ?::jsonb, 0, ?)");
+        one =
+            c.prepareStatement(
+                "SELECT id, extract(epoch FROM clock_timestamp()) * 1e6"
+                    + " FROM oneshot.enqueue(?::jsonb, ?::jsonb, 0, ?)");
         many =
             c.prepareStatement(
-                "SELECT min((b).id), max((b).id) FROM (SELECT oneshot.enqueue(?::jsonb, ?::jsonb)"
-                    + " AS b FROM generate_series(1, ?)) x");
+                "SELECT min((b).id), max((b).id), extract(epoch FROM clock_timestamp()) * 1e6"
+                    + " FROM (SELECT oneshot.enqueue(?::jsonb, ?::jsonb) AS b"
+                    + " FROM generate_series(1, ?)) x");
       } catch (SQLException e) {
         throw new IllegalStateException(e);
       }
@@ -184,8 +216,7 @@ final class Harness {
         try (ResultSet rs = one.executeQuery()) {
           rs.next();
           long id = rs.getLong(1);
-          committedNanos.put(id, System.nanoTime());
-          committed.put(id, Instant.now());
+          note(id, micros(rs.getDouble(2)));
           return id;
         }
       } catch (SQLException e) {
@@ -197,6 +228,15 @@ final class Harness {
       return enqueue("{}", SCRIPT_INPUT, null);
     }
 
+    /** Notes a build's statement end and answer (now), also on {@link System#nanoTime}'s clock. */
+    private void note(long id, Instant statement) {
+      long now = System.nanoTime();
+      Instant answer = Instant.now();
+      nanos.put(id, new long[] {now - Duration.between(statement, answer).toNanos(), now});
+      statementEnd.put(id, statement);
+      answered.put(id, answer);
+    }
+
     /** Enqueues n builds in one statement; returns [first id, last id] and notes the commit. */
     long[] burst(int n) {
       try {
@@ -206,9 +246,9 @@ final class Harness {
         try (ResultSet rs = many.executeQuery()) {
           rs.next();
           long[] ids = {rs.getLong(1), rs.getLong(2)};
-          Instant at = Instant.now();
-          committed.put(ids[0], at);
-          committed.put(ids[1], at);
+          Instant at = micros(rs.getDouble(3));
+          note(ids[0], at);
+          note(ids[1], at);
           return ids;
         }
       } catch (SQLException e) {

@@ -72,7 +72,7 @@ final class LatencyBench implements Scenario {
       List<Double> claimed = new ArrayList<>();
       List<Double> launched = new ArrayList<>();
       for (long id = ids[0]; id <= ids[1]; id++) {
-        Instant committed = p.committed.get(id);
+        Instant committed = p.committedBefore(id, times.get(id).claimed());
         called.add(Harness.ms(committed, launcher.called.get(id)));
         claimed.add(Harness.ms(committed, times.get(id).claimed()));
         launched.add(Harness.ms(committed, times.get(id).launched()));
@@ -99,11 +99,13 @@ final class LatencyBench implements Scenario {
 
   /**
    * Where enqueue -> launcher called goes, step by step, each step's p50 and p99 over the builds
-   * claimed alone (a cycle that claimed one build): the enqueue's commit to the notification heard
-   * (NOTIFY's delivery, the listener's connection and event loop), to the cycle's start on the
-   * dispatch thread (the wake-up), to the claim's rows (BEGIN, the claim lock and fence, the claim
-   * and COMMIT, sent together), to the commit's answer, to the launcher's call (the hand-over to a
-   * launch thread).
+   * claimed alone (a cycle that claimed one build): the enqueue's commit ({@link
+   * Harness.Producer#committedBefore}: mostly the end of its statement, since the notification
+   * arrives before the producer's answer, so this step holds the commit's own flush) to the
+   * notification heard (NOTIFY's delivery, the listener's connection and event loop), to the
+   * cycle's start on the dispatch thread (the wake-up), to the claim's rows (BEGIN, the claim lock
+   * and fence, the claim and COMMIT, sent together), to the commit's answer, to the launcher's call
+   * (the hand-over to a launch thread).
    */
   static void breakdown(
       long[] ids,
@@ -113,7 +115,7 @@ final class LatencyBench implements Scenario {
       String variant,
       Report report) {
     String[] steps = {
-      "commit -> notification heard",
+      "enqueue committed -> notification heard",
       "notification -> cycle started",
       "cycle started -> claim answered",
       "claim answered -> committed",
@@ -125,9 +127,12 @@ final class LatencyBench implements Scenario {
     }
     for (long id = ids[0]; id <= ids[1]; id++) {
       Dispatcher.CycleTimes c = cycles.get(id);
-      Long committed = p.committedNanos.get(id);
       Long called = launcher.calledNanos.get(id);
-      if (c == null || committed == null || called == null || c.ids().size() != 1) {
+      if (c == null || called == null || c.ids().size() != 1) {
+        continue;
+      }
+      Long committed = p.committedNanosBefore(id, c.wokenAt());
+      if (committed == null) {
         continue;
       }
       long[] at = {committed, c.wokenAt(), c.startedAt(), c.answeredAt(), c.committedAt(), called};

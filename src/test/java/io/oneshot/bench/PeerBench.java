@@ -120,7 +120,7 @@ final class PeerBench implements Scenario {
       CpuMeter.Used used = cpu.stop(ONESHOT_THREADS);
       Harness.awaitBuilds(ids, "status = 'succeeded'", Duration.ofSeconds(30));
       Instant last = Harness.latest(ids, "finished_at");
-      double rate = n / (Duration.between(p.committed.get(ids[0]), last).toNanos() / 1e9);
+      double rate = n / (Duration.between(p.answered.get(ids[0]), last).toNanos() / 1e9);
       String variant = "oneshot, " + CONCURRENCY + " at once, acquire + complete over HTTP";
       report.add("peer", variant, "drained per second", rate, "builds/s");
       breakdown(ids, variant, report);
@@ -301,7 +301,7 @@ final class PeerBench implements Scenario {
       Map<Long, Harness.Times> times = Harness.times(ids[0], ids[1]);
       List<Double> ms = new ArrayList<>();
       for (long id = ids[0]; id <= ids[1]; id++) {
-        ms.add(Harness.ms(p.committed.get(id), times.get(id).claimed()));
+        ms.add(Harness.ms(p.committedBefore(id, times.get(id).claimed()), times.get(id).claimed()));
       }
       report.latency("peer", variant, "enqueue -> claimed", ms, null, null);
       return Stats.of(ms).p50();
