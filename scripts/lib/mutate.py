@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import concurrent.futures
+import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -194,6 +195,28 @@ def java():
     return (str(Path(home) / "bin" / "java"), str(Path(home) / "bin" / "javac")) if home else ("java", "javac")
 
 
+TIMES = WORK / "times.json"
+# Seconds a break usually takes, by its first test's package (a CI run on a 2-core machine): those
+# that wait out a timeout are slow. The default is for every other package; for a break the last
+# run here did not time.
+PACKAGE_SECONDS = {"faults": 70, "launch": 20, "e2e": 17, "api": 13, "build": 5}
+
+
+def last_times():
+    """What each break took in this work tree's last run, by name (empty on a fresh clone)."""
+    try:
+        return json.loads(TIMES.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def expected_seconds(b, took_before):
+    if b.name in took_before:
+        return took_before[b.name]
+    parts = b.tests[0].split("#")[0].split(".") if b.tests else []
+    return PACKAGE_SECONDS.get(parts[2] if len(parts) > 2 else "", 10)
+
+
 def run(b, index, cp):
     src, problem = mutated_source(b)
     if problem:
@@ -296,13 +319,19 @@ def main(argv):
     # on PostgreSQL, a process or a timeout. A loaded machine can only make a break's tests fail
     # sooner, never let a break pass.
     jobs = max(1, int(os.environ.get("MUTATE_JOBS", min(3, (os.cpu_count() or 1) + 1))))
+    # The longest breaks go first, so that none is left to run alone at the end: as long as the
+    # last run here took, else as long as breaks of its tests' package usually take.
+    took_before = last_times()
+    order = sorted(enumerate(breaks, 1), key=lambda ib: -expected_seconds(ib[1], took_before))
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run, b, i, cp): (i, b) for i, b in enumerate(breaks, 1)}
+        futures = {pool.submit(run, b, i, cp): (i, b) for i, b in order}
         for f in concurrent.futures.as_completed(futures):
             i, b = futures[f]
             verdict, detail, took = f.result()
             print(f"[{i}/{len(breaks)}] {b.name} ... {verdict} in {took:.0f} s: {detail}", flush=True)
             results.append((b, verdict, detail))
+            took_before[b.name] = round(took)
+    TIMES.write_text(json.dumps(took_before, indent=1, sort_keys=True) + "\n")
     print()
     survived = [r for r in results if r[1] == "SURVIVED"]
     stale = [r for r in results if r[1] in ("STALE", "NOCOMPILE", "ERROR")]
