@@ -35,7 +35,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>What it leaves out: a real API server's own cost (admission, etcd), and the Pod events a real
  * cluster would add.
  */
-final class EchoApi implements AutoCloseable {
+final class EchoApi implements LaunchBench.Api {
   final AtomicLong requests = new AtomicLong();
   private final KubernetesMockServer server;
 
@@ -46,7 +46,8 @@ final class EchoApi implements AutoCloseable {
     server.init();
   }
 
-  KubernetesClient clientFor(Vertx vertx) {
+  @Override
+  public KubernetesClient clientFor(Vertx vertx) {
     return server.createClient(b -> b.withHttpClientFactory(new VertxHttpClientFactory(vertx)));
   }
 
