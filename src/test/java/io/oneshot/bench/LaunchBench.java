@@ -54,14 +54,7 @@ final class LaunchBench implements Scenario {
       // and the ratio measured the compiler's progress more than the launches (0.80 to 0.90× on
       // the echo API then; four rounds of 5,000 take each side to within its run-to-run spread).
       for (int round = 0; round < WARM_UP_ROUNDS; round++) {
-        for (Recipe r : Recipe.values()) {
-          try (EchoApi echo = new EchoApi()) {
-            plain(echo::clientFor, 5_000, 64, r);
-          }
-        }
-        try (EchoApi echo = new EchoApi()) {
-          dispatched(echo::clientFor, unlimited(64), 5_000);
-        }
+        round(EchoApi::new, 5_000, 64);
       }
     }
     int rounds = smoke ? 1 : ROUNDS;
@@ -148,21 +141,12 @@ final class LaunchBench implements Scenario {
     List<Run> ours = new ArrayList<>();
     List<Double> ratios = new ArrayList<>();
     double requests = 0;
-    for (int round = 0; round < rounds; round++) {
-      for (Recipe r : Recipe.values()) {
-        try (Api api = servers.get()) {
-          plain
-              .computeIfAbsent(r, k -> new ArrayList<>())
-              .add(plain(api::clientFor, n, inFlight, r));
-        }
-      }
-      try (Api api = servers.get()) {
-        ours.add(dispatched(api::clientFor, unlimited(inFlight), n));
-        if (api instanceof EchoApi echo) {
-          requests = (double) echo.requests.get() / n;
-        }
-      }
-      ratios.add(ours.getLast().perSecond() / plain.get(Recipe.THREE).getLast().perSecond());
+    for (int i = 0; i < rounds; i++) {
+      Round round = round(servers, n, inFlight);
+      round.plain().forEach((r, run) -> plain.computeIfAbsent(r, k -> new ArrayList<>()).add(run));
+      ours.add(round.ours());
+      requests = round.requestsPerLaunch();
+      ratios.add(round.ours().perSecond() / round.plain().get(Recipe.THREE).perSecond());
     }
     if (requests > 0) {
       report.add("launch", variant, "API requests per launch", requests, "");
@@ -222,6 +206,27 @@ final class LaunchBench implements Scenario {
           plainMedian.get(r).cpu());
     }
     cpu(report, variant, "oneshot", n, oursMedian.cpu());
+  }
+
+  /**
+   * One round: each side's {@code n} launches in turn, each against a fresh server; with the API
+   * requests a launch of oneshot's took, when the server counts them (0 when it does not).
+   */
+  private record Round(Map<Recipe, Run> plain, Run ours, double requestsPerLaunch) {}
+
+  private static Round round(
+      java.util.function.Supplier<? extends Api> servers, int n, int inFlight) throws Exception {
+    Map<Recipe, Run> plain = new EnumMap<>(Recipe.class);
+    for (Recipe r : Recipe.values()) {
+      try (Api api = servers.get()) {
+        plain.put(r, plain(api::clientFor, n, inFlight, r));
+      }
+    }
+    try (Api api = servers.get()) {
+      Run ours = dispatched(api::clientFor, unlimited(inFlight), n);
+      double requests = api instanceof EchoApi echo ? (double) echo.requests.get() / n : 0;
+      return new Round(plain, ours, requests);
+    }
   }
 
   /** A fresh mock API server (CRUD mode) with its test kubelet. */

@@ -21,9 +21,17 @@ final class JsonTemplate {
   private final String[] literals;
   private final int[] slots;
 
+  /** The literals' length together: what a filled-in document holds besides its values. */
+  private final int literalLength;
+
   private JsonTemplate(String[] literals, int[] slots) {
     this.literals = literals;
     this.slots = slots;
+    int length = 0;
+    for (String l : literals) {
+      length += l.length();
+    }
+    this.literalLength = length;
   }
 
   /**
@@ -67,11 +75,7 @@ final class JsonTemplate {
    * JSON string ({@link #plain}).
    */
   String fill(List<String> values) {
-    int size = 0;
-    for (String l : literals) {
-      size += l.length();
-    }
-    StringBuilder out = new StringBuilder(size + slots.length * 24);
+    StringBuilder out = new StringBuilder(literalLength + slots.length * 24);
     for (int i = 0; i < slots.length; i++) {
       out.append(literals[i]).append(values.get(slots[i]));
     }

@@ -518,7 +518,7 @@ public final class KubernetesLauncher implements Launcher {
    */
   @Override
   public boolean readyToAdopt(AttemptRef ref) {
-    String ns = ref.namespace() != null ? ref.namespace() : watch.firstNamespace();
+    String ns = namespaceOf(ref);
     try {
       return call(
               "list",
@@ -552,6 +552,11 @@ public final class KubernetesLauncher implements Launcher {
                 .patch(PatchContext.of(PatchType.JSON_MERGE), body));
   }
 
+  /** The attempt's namespace; one recorded without it is in the first one watched. */
+  private String namespaceOf(AttemptRef ref) {
+    return ref.namespace() != null ? ref.namespace() : watch.firstNamespace();
+  }
+
   @Override
   public boolean keepsEndedAttempts() {
     return true;
@@ -559,7 +564,7 @@ public final class KubernetesLauncher implements Launcher {
 
   @Override
   public AttemptState inspect(AttemptRef ref) {
-    String ns = ref.namespace() != null ? ref.namespace() : watch.firstNamespace();
+    String ns = namespaceOf(ref);
     Job job = watch.cachedJob(ns, ref.name());
     if (job == null) {
       try {
@@ -595,7 +600,7 @@ public final class KubernetesLauncher implements Launcher {
 
   @Override
   public void kill(AttemptRef ref, Duration grace, String reason) {
-    String ns = ref.namespace() != null ? ref.namespace() : watch.firstNamespace();
+    String ns = namespaceOf(ref);
     try {
       deleteJob(ns, ref.name(), grace);
       call("delete", () -> client.secrets().inNamespace(ns).withName(ref.name()).delete());
