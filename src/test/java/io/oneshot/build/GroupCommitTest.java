@@ -3,10 +3,14 @@ package io.oneshot.build;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -150,5 +154,37 @@ class GroupCommitTest {
   void sizesBelowOneAreRefused() {
     assertThatThrownBy(() -> new GroupCommit<Call, String>(0, 1, Call::key, cs -> null))
         .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void callsMadeInOneTurnOfAnEventLoopGoTogetherAtItsEnd() throws Exception {
+    Vertx vertx = Vertx.vertx();
+    try {
+      Context loop = vertx.getOrCreateContext();
+      CompletableFuture<List<List<String>>> seen = new CompletableFuture<>();
+      loop.runOnContext(
+          v -> {
+            submit("a", "1");
+            submit("b", "2");
+            submit("c", "3");
+            // Nothing is written while the turn lasts...
+            assertThat(written).isEmpty();
+            // ...and all three at its end, in one statement, though two slots were free.
+            loop.runOnContext(w -> seen.complete(written.stream().map(Written::values).toList()));
+          });
+      assertThat(seen.get(10, TimeUnit.SECONDS)).containsExactly(List.of("1", "2", "3"));
+
+      // A call alone on the loop is written at its turn's end too, not left waiting for company.
+      CompletableFuture<List<List<String>>> alone = new CompletableFuture<>();
+      loop.runOnContext(
+          v -> {
+            written.getFirst().answerEach("");
+            submit("d", "4");
+            loop.runOnContext(w -> alone.complete(written.stream().map(Written::values).toList()));
+          });
+      assertThat(alone.get(10, TimeUnit.SECONDS)).last().isEqualTo(List.of("4"));
+    } finally {
+      vertx.close().toCompletionStage().toCompletableFuture().get(10, TimeUnit.SECONDS);
+    }
   }
 }
