@@ -41,7 +41,8 @@ public final class Migrator {
           "009_wakes.sql",
           "010_fenced_out.sql",
           "011_transition_triggers.sql",
-          "012_history_without_foreign_keys.sql");
+          "012_history_without_foreign_keys.sql",
+          "013_statement_events.sql");
 
   /** What a run did: the schema version before and after, and the migrations it applied. */
   public record Result(int from, int to, List<String> applied) {}

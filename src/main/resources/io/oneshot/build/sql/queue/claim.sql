@@ -4,7 +4,12 @@
 -- Transition: pending -> launching, attempt + 1, a new token hash, runner binding cleared.
 -- Guards: status = 'pending' under FOR UPDATE SKIP LOCKED; the route's maxConcurrent; the global
 -- limit; one live build per workspace. {{batch}}: the number of tokens, a constant for the planner.
-WITH live AS (
+-- The timeline's rows are written here, one INSERT for the batch (db/013_statement_events.sql):
+-- "events" tells the transition's trigger so before any row changes, and this statement is the
+-- last of the claim's transaction.
+WITH events AS MATERIALIZED (
+  SELECT set_config('oneshot.events', 'written', true) AS written
+), live AS (
   SELECT route, count(*)::int AS n FROM oneshot.builds
   WHERE status IN ('launching', 'running') GROUP BY route
 ), room AS (
@@ -39,16 +44,21 @@ WITH live AS (
     ORDER BY priority DESC, id
     LIMIT (SELECT n FROM room)
   ) x LIMIT {{batch}}
+), claimed AS (
+  UPDATE oneshot.builds b
+  SET status = 'launching', attempt = b.attempt + 1, claimed_at = clock_timestamp(),
+      launched_at = NULL, started_at = NULL, heartbeat_at = NULL, runner_log_seq = 0,
+      state_read_version = NULL, launch_pod = NULL,
+      runner_id = NULL, runner = NULL, runner_since = NULL,
+      launch_kind = $3,
+      launch_name = 'oneshot-' || b.id || '-' || (b.attempt + 1), launch_namespace = NULL,
+      token_hash = ($2::bytea[])[p.n], reason = 'claimed by the dispatcher'
+  FROM picked p, events
+  WHERE b.id = p.id AND events.written IS NOT NULL
+  RETURNING b.id, b.attempt, b.route, b.launch_name, b.reason, p.n,
+            extract(epoch FROM b.claimed_at - b.created_at)::float8 AS wait
+), timeline AS (
+  INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason)
+  SELECT id, attempt, 'pending', 'launching', reason FROM claimed ORDER BY id
 )
-UPDATE oneshot.builds b
-SET status = 'launching', attempt = b.attempt + 1, claimed_at = clock_timestamp(),
-    launched_at = NULL, started_at = NULL, heartbeat_at = NULL, runner_log_seq = 0,
-    state_read_version = NULL, launch_pod = NULL,
-    runner_id = NULL, runner = NULL, runner_since = NULL,
-    launch_kind = $3,
-    launch_name = 'oneshot-' || b.id || '-' || (b.attempt + 1), launch_namespace = NULL,
-    token_hash = ($2::bytea[])[p.n], reason = 'claimed by the dispatcher'
-FROM picked p
-WHERE b.id = p.id
-RETURNING b.id, b.attempt, b.route, b.launch_name, p.n,
-          extract(epoch FROM b.claimed_at - b.created_at)::float8 AS wait
+SELECT id, attempt, route, launch_name, n, wait FROM claimed

@@ -9,15 +9,18 @@
 -- Rows are locked in id order, as any other statement that locks several builds does, so that two
 -- such statements cannot deadlock.
 -- The status guard names the statuses it excludes (the table's CHECK allows six), so that only the
--- token's unique index can find the rows: written as status IN ('launching', 'running'), it let the planner join the
--- calls to a bitmap scan of builds_live (every version of every live build since the last vacuum:
--- 10,000 index entries for 50 running builds in the drain) whenever the table's statistics
--- predated a burst (StalePlanTest).
+-- token's unique index can find the rows: written as status IN ('launching', 'running'), it let the
+-- planner join the calls to a bitmap scan of builds_live (every version of every live build since
+-- the last vacuum: 10,000 index entries for 50 running builds in the drain) whenever the table's
+-- statistics predated a burst (StalePlanTest).
 WITH waits AS MATERIALIZED (
   -- How long a row another transaction holds is waited for ($4): briefly, so that one held row
   -- does not hold up the other calls (the statement fails, and the caller writes each call again
   -- alone, waiting as long as it takes).
-  SELECT set_config('lock_timeout', $4, true) AS lock_timeout
+  SELECT set_config('lock_timeout', $4, true) AS lock_timeout,
+         -- The first acquires' timeline rows are written here ("timeline"), one INSERT for all of
+         -- them; the transition's trigger leaves them out (db/013_statement_events.sql).
+         set_config('oneshot.events', 'written', true) AS events
 ), i AS (
   SELECT * FROM unnest($1::bytea[], $2::text[], $3::text[]) WITH ORDINALITY
     AS i(token_hash, runner_id, runner, call)
@@ -25,8 +28,9 @@ WITH waits AS MATERIALIZED (
   SELECT x.id, x.attempt, x.route, x.status, x.runner_id, x.runner::text AS runner,
          x.runner_since, i.call, i.runner_id AS caller, i.runner AS caller_runner
   FROM oneshot.builds x, i, waits
-  WHERE x.token_hash = i.token_hash AND x.status NOT IN ('pending', 'succeeded', 'failed', 'canceled')
-    AND waits.lock_timeout IS NOT NULL
+  WHERE x.token_hash = i.token_hash
+    AND x.status NOT IN ('pending', 'succeeded', 'failed', 'canceled')
+    AND waits.lock_timeout IS NOT NULL AND waits.events IS NOT NULL
   ORDER BY x.id
   FOR UPDATE OF x
 ), b AS (
@@ -47,6 +51,10 @@ WITH waits AS MATERIALIZED (
             x.cancel_requested_at IS NOT NULL AS cancel_requested, x.state_read_version,
             old.status = 'launching' AS first,
             extract(epoch FROM x.started_at - x.launched_at)::float8 AS start_seconds
+), timeline AS (
+  INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason)
+  SELECT id, attempt, 'launching', 'running', 'acquired by provisionerd' FROM b
+  WHERE first ORDER BY id
 )
 SELECT old.call,
        old.id AS held_id, old.attempt AS held_attempt, old.route AS held_route,
