@@ -7,10 +7,10 @@
 -- How long a row another transaction holds is waited for ($3): briefly, as in runner/acquire-many;
 -- past it the statement fails and its calls are written again alone.
 -- The status guard names the statuses it excludes (the table's CHECK allows six), so that only the
--- token's unique index can find the rows: written as status = 'running', it let the planner join the
--- calls to a bitmap scan of builds_status and builds_live (every version of every running build since the last vacuum:
--- 10,000 index entries for 50 running builds in the drain) whenever the table's statistics
--- predated a burst (StalePlanTest).
+-- token's unique index can find the rows: written as status = 'running', it let the planner join
+-- the calls to a bitmap scan of builds_status and builds_live (every version of every running build
+-- since the last vacuum: 10,000 index entries for 50 running builds in the drain) whenever the
+-- table's statistics predated a burst (StalePlanTest).
 WITH settings AS MATERIALIZED (
   SELECT set_config('lock_timeout', $3, true) AS lock_timeout
 ), i AS (
