@@ -79,8 +79,28 @@ public final class Sql {
     return text;
   }
 
-  /** The statement with each {@code {{key}}} replaced by its value. */
+  /**
+   * The statement with each {@code {{key}}} replaced by its value. The texts made are kept (up to
+   * {@link #FILLED_KEPT} a statement): the claim fills in its batch size on every call.
+   */
   public String with(Map<String, Object> values) {
+    String done = filled.get(values);
+    if (done != null) {
+      return done;
+    }
+    done = fill(values);
+    if (filled.size() < FILLED_KEPT) {
+      filled.put(Map.copyOf(values), done);
+    }
+    return done;
+  }
+
+  /** How many filled-in texts a statement keeps: as many as the client prepares a connection. */
+  static final int FILLED_KEPT = 128;
+
+  private final Map<Map<String, Object>, String> filled = new ConcurrentHashMap<>();
+
+  private String fill(Map<String, Object> values) {
     Matcher m = PLACEHOLDER.matcher(text);
     StringBuilder out = new StringBuilder();
     while (m.find()) {
