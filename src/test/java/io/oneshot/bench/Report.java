@@ -87,6 +87,11 @@ final class Report {
         goal == null ? "" : " (goal " + goal + " " + unit + ")");
   }
 
+  /** Adds a figure another report took (a run measured aside, shown once it is chosen). */
+  void add(Figure f) {
+    add(f.scenario(), f.variant(), f.metric(), f.value(), f.unit(), f.goal());
+  }
+
   void add(String scenario, String variant, String metric, double value, String unit) {
     add(scenario, variant, metric, value, unit, null);
   }
