@@ -35,15 +35,25 @@ public final class QueueStore {
   private static final Sql CLAIM = Sql.load("queue/claim");
 
   /**
-   * How a claim's transaction begins: without bitmap scans. The claim counts the live builds
-   * through builds_live; read by bitmap, as the planner chose whenever the statistics predated a
-   * burst, no index entry is ever marked dead, so every claim visited the heap for every version
-   * left since the last vacuum (2,400 entries for 50 live builds in the drain, a quarter of the
-   * claim's time). A plain index scan marks the dead entries it meets and the next claim skips
-   * them. (Which scan the planner picks turns on statistics a test cannot pin down; the drain in
-   * scripts/bench shows it, and docs/performance.md has the figures.)
+   * How a claim's transaction begins: without bitmap scans, hash joins or merge joins, so that the
+   * claim reaches builds by index, one by one, whatever the statistics say and however the table
+   * grew since its plan was made.
+   *
+   * <ul>
+   *   <li>The claim counts the live builds through builds_live; read by bitmap, as the planner
+   *       chose whenever the statistics predated a burst, no index entry is ever marked dead, so
+   *       every claim visited the heap for every version left since the last vacuum (2,400 entries
+   *       for 50 live builds in the drain, a quarter of the claim's time). A plain index scan marks
+   *       the dead entries it meets and the next claim skips them. (Which scan the planner picks
+   *       turns on statistics a test could not pin down; the drain in scripts/bench shows it.)
+   *   <li>A connection keeps the plan it made for the claim while the table was small (a new
+   *       install, the first claims after a quiet night): joined by hash to a scan of the whole
+   *       table, every claim then read every build (StalePlanTest).
+   * </ul>
    */
-  static final String CLAIM_BEGIN = "BEGIN; SET LOCAL enable_bitmapscan = off";
+  static final String CLAIM_BEGIN =
+      "BEGIN; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_hashjoin = off;"
+          + " SET LOCAL enable_mergejoin = off";
 
   private static final Sql CANCEL = Sql.load("queue/cancel");
   private static final Sql CANCEL_NOTIFY = Sql.load("queue/cancel-notify");
