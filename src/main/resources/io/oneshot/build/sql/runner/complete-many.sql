@@ -9,17 +9,18 @@
 -- runner/acquire-many; so two such statements that lock the same rows in different orders never
 -- wait on each other for long: one fails and its calls are written again alone.
 -- Its notifications are sent once it committed (runner/wake.sql; db/009_wakes.sql says why): the
--- setting lasts to the end of this transaction, so the transition's trigger leaves them out.
+-- transition's trigger leaves this transaction's changes alone (oneshot.events, below), so none
+-- goes out from the transaction itself.
 -- The status guard names the statuses it excludes (the table's CHECK allows six), so that only the
 -- token's unique index can find the rows: written as status = 'running', it let the planner join
 -- the calls to a bitmap scan of builds_status and builds_live (every version of every running build
 -- since the last vacuum: 10,000 index entries for 50 running builds in the drain) whenever the
 -- table's statistics predated a burst (StalePlanTest).
 WITH after_commit AS MATERIALIZED (
-  SELECT set_config('oneshot.wake', 'after-commit', true) AS wake,
-         set_config('lock_timeout', $8, true) AS lock_timeout,
+  SELECT set_config('lock_timeout', $8, true) AS lock_timeout,
          -- The timeline's rows are written here ("timeline"), one INSERT for all the calls; the
-         -- transition's trigger leaves them out (db/013_statement_events.sql).
+         -- transition's trigger, and with it its notifications, leaves them out
+         -- (db/013_statement_events.sql).
          set_config('oneshot.events', 'written', true) AS events
 ), i AS (
   SELECT * FROM unnest($1::bytea[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
@@ -33,8 +34,7 @@ WITH after_commit AS MATERIALIZED (
   WHERE x.token_hash = i.token_hash
     AND x.status NOT IN ('pending', 'launching', 'succeeded', 'failed', 'canceled')
     AND x.runner_id = i.runner_id
-    AND after_commit.wake IS NOT NULL AND after_commit.lock_timeout IS NOT NULL
-    AND after_commit.events IS NOT NULL
+    AND after_commit.lock_timeout IS NOT NULL AND after_commit.events IS NOT NULL
   RETURNING i.call, x.id, x.attempt, x.status, x.route, x.reason,
             extract(epoch FROM x.finished_at - x.started_at)::float8 AS ran
 ), timeline AS (
