@@ -154,8 +154,8 @@ final class LaunchBench implements Scenario {
     report.add("launch", variant, "launches", n, "");
     report.add("launch", variant, "rounds (each side's median run shown)", rounds, "");
     Map<Recipe, Run> plainMedian = new EnumMap<>(Recipe.class);
-    plain.forEach((r, runs) -> plainMedian.put(r, median(runs)));
-    Run oursMedian = median(ours);
+    plain.forEach((r, runs) -> plainMedian.put(r, Stats.median(runs, Run::perSecond)));
+    Run oursMedian = Stats.median(ours, Run::perSecond);
     for (Recipe r : Recipe.values()) {
       report.add(
           "launch",
@@ -243,13 +243,6 @@ final class LaunchBench implements Scenario {
         c.close();
       }
     };
-  }
-
-  /** The run with the median rate (of an odd count; the upper middle of an even one). */
-  static Run median(List<Run> runs) {
-    List<Run> sorted = new ArrayList<>(runs);
-    sorted.sort(java.util.Comparator.comparingDouble(Run::perSecond));
-    return sorted.get(sorted.size() / 2);
   }
 
   /**

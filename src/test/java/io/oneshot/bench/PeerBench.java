@@ -13,7 +13,6 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -82,8 +81,8 @@ final class PeerBench implements Scenario {
     }
     report.add(
         "peer", "oneshot ÷ db-scheduler", "rounds (each side's median run shown)", rounds, "");
-    Drain oneshot = median(ours);
-    Drain scheduler = median(theirs);
+    Drain oneshot = Stats.median(ours, Drain::rate);
+    Drain scheduler = Stats.median(theirs, Drain::rate);
     oneshot.figures().figures().forEach(report::add);
     scheduler.figures().figures().forEach(report::add);
     report.add(
@@ -138,13 +137,6 @@ final class PeerBench implements Scenario {
         "peer", "poll " + label(gitlab) + " ÷ NOTIFY", "pick-up p50 ratio", poll3 / event, "×");
     report.add(
         "peer", "poll " + label(keda) + " ÷ NOTIFY", "pick-up p50 ratio", poll30 / event, "×");
-  }
-
-  /** The drain with the median rate (of an odd count; the upper middle of an even one). */
-  private static Drain median(List<Drain> drains) {
-    List<Drain> sorted = new ArrayList<>(drains);
-    sorted.sort(Comparator.comparingDouble(Drain::rate));
-    return sorted.get(sorted.size() / 2);
   }
 
   /**

@@ -6,7 +6,6 @@ import io.oneshot.testing.Sql;
 import io.oneshot.testing.StoreFixture;
 import java.sql.Connection;
 import java.sql.Statement;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -19,8 +18,6 @@ import org.junit.jupiter.api.Test;
  * the trigger writes it, and the trigger's exemption ends with their transaction.
  */
 class StatementEventsTest {
-  private static final String SCRIPT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
-
   private final StoreFixture f = new StoreFixture("routes: [{name: a, maxConcurrent: 20}]");
 
   @AfterEach
@@ -29,12 +26,23 @@ class StatementEventsTest {
   }
 
   private List<QueueStore.Claimed> claimed(int n) {
-    for (int i = 0; i < n; i++) {
-      Database.await(f.store.queue().enqueue("{}", SCRIPT, 0, null));
-    }
+    f.enqueueNoops(n);
     List<QueueStore.Claimed> c = f.claim(100, n, "test");
     assertThat(c).hasSize(n);
     return c;
+  }
+
+  private static RunnerStore.CompleteCall complete(
+      QueueStore.Claimed c,
+      String runnerId,
+      BuildState outcome,
+      int exitCode,
+      String error,
+      String reason) {
+    return new RunnerStore.CompleteCall(
+        c.token().hash(),
+        runnerId,
+        new RunnerStore.Completion(outcome, exitCode, error, null, reason, null));
   }
 
   /** The build's timeline: from, to and reason of each status change, in order. */
@@ -67,16 +75,8 @@ class StatementEventsTest {
                 .runner()
                 .completeTogether(
                     List.of(
-                        new RunnerStore.CompleteCall(
-                            c.get(0).token().hash(),
-                            "r0",
-                            new RunnerStore.Completion(
-                                BuildState.SUCCEEDED, 0, null, null, "it went well", null)),
-                        new RunnerStore.CompleteCall(
-                            c.get(1).token().hash(),
-                            "r1",
-                            new RunnerStore.Completion(
-                                BuildState.FAILED, 2, "boom", null, "it went badly", null)))));
+                        complete(c.get(0), "r0", BuildState.SUCCEEDED, 0, null, "it went well"),
+                        complete(c.get(1), "r1", BuildState.FAILED, 2, "boom", "it went badly"))));
     assertThat(done).allMatch(Optional::isPresent);
 
     String enqueued =
@@ -113,8 +113,8 @@ class StatementEventsTest {
   void aChangeMadeOnTheSameConnectionAfterwardsIsStillRecorded() throws Exception {
     List<QueueStore.Claimed> c = claimed(3);
     f.enqueueNoops(1);
-    String hex = "'\\x" + HexFormat.of().formatHex(c.get(0).token().hash()) + "'::bytea";
-    String other = "'\\x" + HexFormat.of().formatHex(c.get(1).token().hash()) + "'::bytea";
+    String hex = Sql.bytea(c.get(0).token().hash());
+    String other = Sql.bytea(c.get(1).token().hash());
     try (Connection conn = Sql.connect();
         Statement s = conn.createStatement()) {
       s.execute(
@@ -125,9 +125,7 @@ class StatementEventsTest {
       // The claim, in a transaction of its own as the dispatcher runs it; then a change by hand.
       s.execute(QueueStore.CLAIM_BEGIN);
       s.execute(
-          "EXECUTE claim(100, ARRAY['\\x"
-              + HexFormat.of().formatHex(BuildToken.generate().hash())
-              + "'::bytea], 'test')");
+          "EXECUTE claim(100, ARRAY[" + Sql.bytea(BuildToken.generate().hash()) + "], 'test')");
       s.execute("COMMIT");
       long fourth =
           ((Number) Sql.value("SELECT max(id) FROM oneshot.builds WHERE status = 'launching'"))

@@ -129,6 +129,11 @@ public final class Sql {
         .toList();
   }
 
+  /** {@code bytes} as a bytea literal, for SQL written out in full (EXPLAIN EXECUTE ...). */
+  public static String bytea(byte[] bytes) {
+    return "'\\x" + java.util.HexFormat.of().formatHex(bytes) + "'::bytea";
+  }
+
   /** A build's status changes in order, as "from>to" (the enqueue and milestones left out). */
   public static List<String> transitions(long id) {
     return rows(
