@@ -33,15 +33,19 @@ final class PeerBench implements Scenario {
    * JVM spent half of its CPU compiling (oneshot's HTTP, JSON and SQL paths and the runners'
    * client), a cost the side measured second would not pay. Drain by drain (10,000 each) in one
    * JVM, both sides' rates settled from about the fourth, and the JIT's share of oneshot's CPU went
-   * from 0.62 ms a build in the first to 0.05 in the fourth. A dispatcher runs for days.
+   * from 0.62 ms a build in the first to 0.05 in the fourth. Their CPU a unit kept falling after
+   * that: after six drains of 5,000, oneshot's JVM took 0.29 ms a build in the next drain and 0.20
+   * from the eighth on, db-scheduler's 0.13 and then 0.07 ms a task (2026-11-26); after twelve,
+   * both sides were flat drain after drain. A dispatcher runs for days.
    */
-  static final int WARM_UPS = 6;
+  static final int WARM_UPS = 12;
 
   /**
-   * Measured drains a side, the sides in turn; each side's median run stands for it. One drain a
-   * side moved the ratio between 0.41 and 0.53 from one to the next on this machine.
+   * Measured drains a side, the sides in turn; each side's median run stands for it. At steady
+   * state one round's ratio still moved between 0.46 and 0.55 from one round to the next on this
+   * machine (db-scheduler's rate alone between 5,877 and 6,825 tasks a second).
    */
-  static final int ROUNDS = 3;
+  static final int ROUNDS = 5;
 
   @Override
   public String name() {

@@ -33,6 +33,7 @@ class ClaimTest {
     if (f != null) {
       f.close();
     }
+    Limits.untrack();
   }
 
   private List<Long> claim(BuildStore store, int global, int batch) {

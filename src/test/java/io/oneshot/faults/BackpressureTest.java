@@ -32,6 +32,7 @@ class BackpressureTest {
     if (t != null) {
       t.close();
     }
+    Limits.untrack();
   }
 
   @Test

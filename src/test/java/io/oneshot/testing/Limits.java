@@ -28,6 +28,17 @@ public final class Limits {
   }
 
   /**
+   * Stops numbering events: drops what {@link #track()} installed, so that the transactions after
+   * the run no longer pay its lock at commit (a benchmark scenario after one that tracked drained a
+   * third slower). Read {@link #maxConcurrency()} first.
+   */
+  public static void untrack() {
+    Sql.exec(
+        "DROP TRIGGER IF EXISTS audit_commit_order ON oneshot.build_events;"
+            + " DROP SCHEMA IF EXISTS oneshot_audit CASCADE");
+  }
+
+  /**
    * Replays every status change in commit order and returns the most builds that were launching or
    * running at once: under {@code global}, {@code route:<name>} and {@code ws:<workspace>}. Needs
    * {@link #track()} before the run.

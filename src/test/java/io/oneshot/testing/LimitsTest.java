@@ -46,5 +46,18 @@ class LimitsTest {
       ending.commit();
     }
     assertThat(Limits.maxConcurrency().get("global")).isEqualTo(2);
+
+    // Untracked, an event's transaction takes no lock and writes nothing of the audit's.
+    Limits.untrack();
+    try (Connection c = Sql.connect()) {
+      event(c, y, "launching", "failed");
+    }
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'oneshot.build_events'::regclass"
+                    + " AND tgname = 'audit_commit_order'"))
+        .isZero();
+    assertThat(Sql.count("SELECT count(*) FROM pg_namespace WHERE nspname = 'oneshot_audit'"))
+        .isZero();
   }
 }
