@@ -65,6 +65,7 @@ class FaultSuiteTest {
     if (db != null) {
       db.close();
     }
+    Limits.untrack();
   }
 
   private Path runDir() {
