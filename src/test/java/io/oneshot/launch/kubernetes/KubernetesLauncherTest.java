@@ -134,8 +134,9 @@ class KubernetesLauncherTest {
   }
 
   private String awaitEnd(long id) {
+    // A build here ends in seconds; the bound is what a guard that breaks it waits (CI's time).
     await()
-        .atMost(2, TimeUnit.MINUTES)
+        .atMost(1, TimeUnit.MINUTES)
         .until(() -> List.of("succeeded", "failed", "canceled").contains(status(id)));
     return status(id);
   }
