@@ -63,6 +63,25 @@ public final class TestDatabase {
 
   private static String server;
 
+  /** The databases this JVM created, by name, with the URL they are dropped through. */
+  private static final java.util.Map<String, String> created = new java.util.LinkedHashMap<>();
+
+  /**
+   * Drops every database this JVM created (at exit, and before a halt that skips the exit's hooks:
+   * {@link FirstFailure}, for every break of the mutation list, left one behind each).
+   */
+  public static synchronized void dropCreated() {
+    created.forEach(
+        (name, adminJdbc) -> {
+          try {
+            exec(adminJdbc, "DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+          } catch (RuntimeException e) {
+            // the server may already be gone
+          }
+        });
+    created.clear();
+  }
+
   /** A new, empty database on the test server (not migrated), dropped at exit. */
   public static synchronized String fresh() {
     url();
@@ -80,16 +99,10 @@ public final class TestDatabase {
     String adminJdbc =
         jdbc(s, s.getPath().isEmpty() || s.getPath().equals("/") ? "/postgres" : s.getPath());
     exec(adminJdbc, "CREATE DATABASE " + name);
-    Runtime.getRuntime()
-        .addShutdownHook(
-            new Thread(
-                () -> {
-                  try {
-                    exec(adminJdbc, "DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
-                  } catch (RuntimeException e) {
-                    // the server may already be gone
-                  }
-                }));
+    if (created.isEmpty()) {
+      Runtime.getRuntime().addShutdownHook(new Thread(TestDatabase::dropCreated));
+    }
+    created.put(name, adminJdbc);
     return "postgresql://"
         + (s.getUserInfo() == null ? "postgres" : s.getUserInfo())
         + "@"
