@@ -38,6 +38,14 @@ public final class Limits {
             + " DROP SCHEMA IF EXISTS oneshot_audit CASCADE");
   }
 
+  /** Whether {@link #track()}'s trigger is on the event table now. */
+  public static boolean tracking() {
+    return Sql.count(
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'oneshot.build_events'::regclass"
+                + " AND tgname = 'audit_commit_order'")
+        > 0;
+  }
+
   /**
    * Replays every status change in commit order and returns the most builds that were launching or
    * running at once: under {@code global}, {@code route:<name>} and {@code ws:<workspace>}. Needs

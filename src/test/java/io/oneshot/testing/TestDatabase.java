@@ -66,6 +66,10 @@ public final class TestDatabase {
   /** The databases this JVM created, by name, with the URL they are dropped through. */
   private static final java.util.Map<String, String> created = new java.util.LinkedHashMap<>();
 
+  static {
+    Runtime.getRuntime().addShutdownHook(new Thread(TestDatabase::dropCreated));
+  }
+
   /**
    * Drops every database this JVM created (at exit, and before a halt that skips the exit's hooks:
    * {@link FirstFailure}, for every break of the mutation list, left one behind each).
@@ -99,9 +103,6 @@ public final class TestDatabase {
     String adminJdbc =
         jdbc(s, s.getPath().isEmpty() || s.getPath().equals("/") ? "/postgres" : s.getPath());
     exec(adminJdbc, "CREATE DATABASE " + name);
-    if (created.isEmpty()) {
-      Runtime.getRuntime().addShutdownHook(new Thread(TestDatabase::dropCreated));
-    }
     created.put(name, adminJdbc);
     return "postgresql://"
         + (s.getUserInfo() == null ? "postgres" : s.getUserInfo())
