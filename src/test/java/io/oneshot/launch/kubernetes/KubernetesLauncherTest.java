@@ -345,6 +345,10 @@ class KubernetesLauncherTest {
                         .withName("oneshot-999999-1")
                         .get()
                     == null);
+    // The rescuer's first pass launches the Job found without its Secret again, which makes the
+    // Secret: awaited here, within seconds, rather than through the build's end, which a Job
+    // adopted as it is would reach only at its launch timeout.
+    await().atMost(20, TimeUnit.SECONDS).until(() -> secret("oneshot-" + jobOnly + "-1") != null);
     assertThat(awaitEnd(claimed)).isEqualTo("succeeded");
     assertThat(jobsOf(claimed)).hasSize(1);
     assertThat(awaitEnd(jobOnly)).isEqualTo("succeeded");
@@ -354,7 +358,10 @@ class KubernetesLauncherTest {
     assertThat(secret("oneshot-" + jobOnly + "-1").getMetadata().getOwnerReferences())
         .extracting(o -> o.getUid())
         .containsExactly(jobOnlyUid);
-    await().atMost(1, TimeUnit.MINUTES).until(() -> secret("oneshot-999998-1") == null);
+    // The Secrets are listed on the rescuer's first pass after the start (KubernetesLauncher
+    // .SECRET_SWEEP), so this one is gone in seconds; the bound is what the guard secret-sweep
+    // waits.
+    await().atMost(20, TimeUnit.SECONDS).until(() -> secret("oneshot-999998-1") == null);
     assertThat(secret("oneshot-" + claimed + "-1").getMetadata().getOwnerReferences())
         .extracting(o -> o.getUid())
         .containsExactly(jobsOf(claimed).get(0).getMetadata().getUid());
