@@ -45,7 +45,8 @@ public final class AttemptStore {
   /**
    * Records that the launcher confirmed the attempt. Empty: the attempt is no longer current;
    * otherwise the seconds from enqueue to launch. Tried again while another transaction holds the
-   * build's row (a rare call: the dispatcher's launches go through its recorder, in batches).
+   * build's row FOR UPDATE (a rare call: the dispatcher's launches go through its recorder, in
+   * batches).
    */
   public Future<Optional<Double>> markLaunched(
       long id, int attempt, String kind, String name, String namespace, String detail) {

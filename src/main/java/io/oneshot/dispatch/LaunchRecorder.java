@@ -17,10 +17,11 @@ import java.util.concurrent.TimeUnit;
  * Records confirmed launches by group commit: the first launch to arrive is written at once; those
  * that arrive while a write is under way wait for it and go together in the next one (one
  * statement, one commit). At low load each launch is written alone, as soon as it is known; in a
- * burst, thousands of launches cost a few commits instead of thousands. A write never waits for a
- * build's row that another transaction holds (a runner acquiring or completing it): such a launch
- * goes into the next write, at once when the write recorded others, after {@link #HELD_PAUSE} when
- * every launch it had was held.
+ * burst, thousands of launches cost a few commits instead of thousands. A write holds its builds'
+ * rows only FOR KEY SHARE, which a runner's calls neither wait for nor hold up, and never waits for
+ * a build's row that another transaction holds FOR UPDATE (a cancel or a requeue under way): such a
+ * launch goes into the next write, at once when the write recorded others, after {@link
+ * #HELD_PAUSE} when every launch it had was held.
  */
 final class LaunchRecorder {
   /** Most launches written by one statement. */

@@ -52,7 +52,8 @@ class ApiTest {
   void empty() {
     // Ids keep counting across tests, so that an attempt recorded earlier never matches.
     Sql.exec(
-        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events, oneshot.builds");
+        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
+            + " oneshot.build_launches, oneshot.builds");
   }
 
   private static void nothingWritten() {

@@ -93,8 +93,8 @@ class MetricsTest {
         .until(
             () ->
                 Sql.count(
-                            "SELECT count(*) FROM oneshot.builds"
-                                + " WHERE id = ? AND attempt = 2 AND launched_at IS NOT NULL",
+                            "SELECT count(*) FROM oneshot.build_launches"
+                                + " WHERE build_id = ? AND attempt = 2",
                             id)
                         == 1
                     && !scrape().samples("oneshot_build_requeues_total").isEmpty());

@@ -111,9 +111,7 @@ final class FootprintBench implements Scenario {
         Harness.await(
             running + " builds launched",
             Duration.ofMinutes(10),
-            () ->
-                Sql.count("SELECT count(*) FROM oneshot.builds WHERE launched_at IS NOT NULL")
-                    >= running);
+            () -> Sql.count("SELECT count(*) FROM oneshot.build_launches") >= running);
         Harness.sleepUntil(System.nanoTime() + settle.toNanos());
         String loaded = String.format("%,d queued, %,d running", queued, running);
         long pending = Sql.count("SELECT count(*) FROM oneshot.builds WHERE status = 'pending'");

@@ -20,6 +20,14 @@ import org.awaitility.Awaitility;
 final class Harness {
   private Harness() {}
 
+  /**
+   * The builds with their current attempt's launch time ({@code launched_at}, from
+   * oneshot.build_launches), for the conditions and times the scenarios read.
+   */
+  static final String BUILDS =
+      "(SELECT b.*, l.launched_at FROM oneshot.builds b LEFT JOIN oneshot.build_launches l"
+          + " ON l.build_id = b.id AND l.attempt = b.attempt) b";
+
   static final String SCRIPT_INPUT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
 
   /** Waits until {@code done}, looking every 20 ms, or fails after {@code limit}. */
@@ -33,14 +41,16 @@ final class Harness {
 
   /**
    * Waits until every build with an id in [ids[0], ids[1]] satisfies {@code condition} (SQL over
-   * oneshot.builds, e.g. {@code launched_at IS NOT NULL}). One connection for the whole wait: a new
-   * one every 20 ms is a backend started each time, which took CPU from what is measured.
+   * {@link #BUILDS}, e.g. {@code launched_at IS NOT NULL}). One connection for the whole wait: a
+   * new one every 20 ms is a backend started each time, which took CPU from what is measured.
    */
   static void awaitBuilds(long[] ids, String condition, Duration limit) {
     try (Connection c = Sql.connect();
         PreparedStatement st =
             c.prepareStatement(
-                "SELECT count(*) FROM oneshot.builds WHERE id BETWEEN ? AND ? AND NOT ("
+                "SELECT count(*) FROM "
+                    + BUILDS
+                    + " WHERE id BETWEEN ? AND ? AND NOT ("
                     + condition
                     + ")")) {
       st.setLong(1, ids[0]);
@@ -87,7 +97,8 @@ final class Harness {
         Sql.value(
             "SELECT extract(epoch FROM max("
                 + column
-                + ")) * 1e6 FROM oneshot.builds"
+                + ")) * 1e6 FROM "
+                + BUILDS
                 + " WHERE id BETWEEN ? AND ?",
             ids[0],
             ids[1]));
@@ -124,8 +135,9 @@ final class Harness {
                    extract(epoch FROM launched_at) * 1e6 AS launched,
                    extract(epoch FROM started_at) * 1e6 AS started,
                    extract(epoch FROM finished_at) * 1e6 AS finished
-            FROM oneshot.builds WHERE id BETWEEN ? AND ?
-            """,
+            FROM %s WHERE id BETWEEN ? AND ?
+            """
+                .formatted(BUILDS),
             first,
             last)) {
       out.put(

@@ -241,7 +241,7 @@ final class PeerBench implements Scenario {
                 """
                 WITH b AS (
                   SELECT claimed_at, launched_at, started_at, finished_at
-                  FROM oneshot.builds WHERE id BETWEEN ? AND ?
+                  FROM %s WHERE id BETWEEN ? AND ?
                 ), c AS (
                   SELECT claimed_at, row_number() OVER (ORDER BY claimed_at) AS k FROM b
                 ), f AS (
@@ -253,7 +253,8 @@ final class PeerBench implements Scenario {
                   (SELECT avg(extract(epoch FROM finished_at - started_at)) FROM b) AS complete,
                   (SELECT avg(extract(epoch FROM c.claimed_at - f.finished_at))
                    FROM c JOIN f ON f.k = c.k - ?) AS refill
-                """,
+                """
+                    .formatted(Harness.BUILDS),
                 ids[0],
                 ids[1],
                 CONCURRENCY)

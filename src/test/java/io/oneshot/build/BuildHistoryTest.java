@@ -7,13 +7,15 @@ import io.oneshot.testing.Sql;
 import io.oneshot.testing.StoreFixture;
 import io.vertx.core.Future;
 import java.sql.Connection;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * A build's log lines and timeline events have no foreign key to the build (db/012): a deleted
- * build still takes them with it, and nothing writes them for a build that is gone.
+ * A build's log lines, timeline events and launch records have no foreign key to the build (db/012,
+ * db/014): a deleted build still takes them with it, and nothing writes them for a build that is
+ * gone.
  */
 class BuildHistoryTest {
   private StoreFixture f;
@@ -26,6 +28,16 @@ class BuildHistoryTest {
   }
 
   private long build(String status) {
+    long id = unlaunched(status);
+    Sql.exec(
+        "INSERT INTO oneshot.build_launches (build_id, attempt, kind, name)"
+            + " VALUES (?, 1, 'test', 'oneshot-' || ? || '-1')",
+        id,
+        id);
+    return id;
+  }
+
+  private long unlaunched(String status) {
     long id =
         ((Number)
                 Sql.value(
@@ -48,7 +60,8 @@ class BuildHistoryTest {
 
   private static long history(long id) {
     return Sql.count("SELECT count(*) FROM oneshot.build_logs WHERE build_id = ?", id)
-        + Sql.count("SELECT count(*) FROM oneshot.build_events WHERE build_id = ?", id);
+        + Sql.count("SELECT count(*) FROM oneshot.build_events WHERE build_id = ?", id)
+        + Sql.count("SELECT count(*) FROM oneshot.build_launches WHERE build_id = ?", id);
   }
 
   @Test
@@ -63,8 +76,8 @@ class BuildHistoryTest {
 
     assertThat(history(gone1)).isZero();
     assertThat(history(gone2)).isZero();
-    // Three lines, the enqueue's event and the step.
-    assertThat(history(stays)).isEqualTo(before).isEqualTo(5);
+    // Three lines, the enqueue's event, the step and the launch record.
+    assertThat(history(stays)).isEqualTo(before).isEqualTo(6);
   }
 
   /**
@@ -75,7 +88,7 @@ class BuildHistoryTest {
   @Test
   void aStepHeardWhileItsBuildIsDeletedIsNotLeftBehind() throws Exception {
     f = new StoreFixture("routes:\n  - {name: a}\n");
-    long id = build("launching");
+    long id = unlaunched("launching");
     Future<Void> step;
     try (Connection deleting = Sql.connect()) {
       deleting.setAutoCommit(false);
@@ -99,6 +112,44 @@ class BuildHistoryTest {
     }
     await().atMost(10, TimeUnit.SECONDS).until(step::isComplete);
     assertThat(step.succeeded()).as(String.valueOf(step.cause())).isTrue();
+    assertThat(history(id)).isZero();
+  }
+
+  /**
+   * A launch confirmed while its build is being deleted: the record is not written from a snapshot
+   * that still shows the build (it holds the build's row, FOR KEY SHARE, while it writes), so it
+   * never outlives the build.
+   */
+  @Test
+  void aLaunchRecordedWhileItsBuildIsDeletedIsNotLeftBehind() throws Exception {
+    f = new StoreFixture("routes:\n  - {name: a}\n");
+    long id = unlaunched("launching");
+    Future<Optional<Double>> record;
+    try (Connection deleting = Sql.connect()) {
+      deleting.setAutoCommit(false);
+      try (var st = deleting.prepareStatement("DELETE FROM oneshot.builds WHERE id = ?")) {
+        st.setLong(1, id);
+        assertThat(st.executeUpdate()).isOne();
+      }
+      record =
+          f.store.attempts().markLaunched(id, 1, "test", "oneshot-" + id + "-1", null, "launched");
+      // Either the record is tried again while the delete holds the row, or (without the lock) it
+      // is already written.
+      await()
+          .atMost(10, TimeUnit.SECONDS)
+          .until(
+              () ->
+                  record.isComplete()
+                      || Sql.count(
+                              "SELECT count(*) FROM pg_stat_activity"
+                                  + " WHERE pid <> pg_backend_pid()"
+                                  + " AND query LIKE '%Launch bookkeeping%'")
+                          > 0);
+      deleting.commit();
+    }
+    await().atMost(10, TimeUnit.SECONDS).until(record::isComplete);
+    assertThat(record.succeeded()).as(String.valueOf(record.cause())).isTrue();
+    assertThat(record.result()).as("no build, no attempt to record").isEmpty();
     assertThat(history(id)).isZero();
   }
 }

@@ -2,12 +2,14 @@ package io.oneshot.build;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.tuple;
 
 import io.oneshot.testing.TestDatabase;
 import io.vertx.core.Vertx;
 import io.vertx.sqlclient.Row;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -78,6 +80,46 @@ class MigratorTest {
     } finally {
       pool.shutdownNow();
       dbs.forEach(Database::close);
+    }
+  }
+
+  /**
+   * db/014 moves the launch record out of the build's row: a build launched before the upgrade
+   * keeps its launch (time, name, namespace) as the API shows it, and is still launched for the
+   * rescuer; one claimed but not launched stays unlaunched.
+   */
+  @Test
+  void anUpgradeKeepsTheLaunchesRecordedBeforeIt() {
+    String url = TestDatabase.fresh();
+    try (Database db = Database.open(vertx, url, 1, "migrate")) {
+      assertThat(Migrator.migrate(db, 13).to()).isEqualTo(13);
+      Database.await(
+          db.pool()
+              .query(
+                  """
+                  INSERT INTO oneshot.routes (name, position, tags, max_concurrent, max_attempts,
+                                              timeout_ms, cancel_grace_ms)
+                  VALUES ('a', 0, '{}', 5, 3, 3600000, 60000);
+                  INSERT INTO oneshot.builds (route, tags, input, status, attempt, claimed_at,
+                                              launch_kind, launch_name, launch_namespace, launched_at)
+                  VALUES ('a', '{}', '{}', 'launching', 2, now(), 'kubernetes', 'oneshot-1-2',
+                          'builds', '2026-01-02T03:04:05.678Z'),
+                         ('a', '{}', '{}', 'launching', 1, now(), 'kubernetes', 'oneshot-2-1',
+                          NULL, NULL)""")
+              .execute());
+
+      assertThat(Migrator.migrate(db).applied()).containsExactly("014_launch_records.sql");
+
+      BuildStore store = new BuildStore(db.pool());
+      Build launched = Database.await(store.reads().get(1)).orElseThrow();
+      assertThat(launched.launchedAt()).isEqualTo(Instant.parse("2026-01-02T03:04:05.678Z"));
+      assertThat(launched.launch().name()).isEqualTo("oneshot-1-2");
+      assertThat(launched.launch().namespace()).isEqualTo("builds");
+      Build unlaunched = Database.await(store.reads().get(2)).orElseThrow();
+      assertThat(unlaunched.launchedAt()).isNull();
+      assertThat(Database.await(store.attempts().live()))
+          .extracting(AttemptStore.LiveBuild::id, AttemptStore.LiveBuild::launched)
+          .containsExactly(tuple(1L, true), tuple(2L, false));
     }
   }
 

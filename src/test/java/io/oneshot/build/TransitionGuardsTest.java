@@ -40,8 +40,9 @@ class TransitionGuardsTest {
 
   private static Map<String, Object> row(long id) {
     return Sql.rows(
-            "SELECT status, attempt, launched_at, started_at, runner_id FROM oneshot.builds"
-                + " WHERE id = ?",
+            "SELECT b.status, b.attempt, l.launched_at, b.started_at, b.runner_id"
+                + " FROM oneshot.builds b LEFT JOIN oneshot.build_launches l"
+                + " ON l.build_id = b.id AND l.attempt = b.attempt WHERE b.id = ?",
             id)
         .get(0);
   }

@@ -39,7 +39,8 @@ class CliTest {
   @BeforeEach
   void empty() {
     Sql.exec(
-        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events, oneshot.builds");
+        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
+            + " oneshot.build_launches, oneshot.builds");
   }
 
   /** What a command printed and returned. */

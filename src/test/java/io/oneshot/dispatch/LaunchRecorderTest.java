@@ -55,8 +55,7 @@ class LaunchRecorderTest {
       assertThat(Database.await(r)).isPresent();
     }
     assertThat(Database.await(stale)).isEmpty();
-    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds WHERE launched_at IS NOT NULL"))
-        .isEqualTo(300);
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.build_launches")).isEqualTo(300);
     assertThat(
             Sql.count(
                 "SELECT count(*) FROM oneshot.build_events WHERE from_status = to_status"

@@ -175,9 +175,11 @@ class RescuerTest {
     start();
     long id = enqueue("{}");
     Attempt first = awaitLaunch(id, 1);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> Sql.launchRecorded(id));
+    Sql.exec("UPDATE oneshot.builds SET claimed_at = now() - interval '1 hour' WHERE id = ?", id);
     Sql.exec(
-        "UPDATE oneshot.builds SET claimed_at = now() - interval '1 hour',"
-            + " launched_at = now() - interval '1 hour' WHERE id = ?",
+        "UPDATE oneshot.build_launches SET launched_at = now() - interval '1 hour'"
+            + " WHERE build_id = ?",
         id);
     awaitLaunch(id, 2);
     assertThat(launcher.killed).extracting(r -> r.name()).contains(first.name());
@@ -431,9 +433,11 @@ class RescuerTest {
     long id = enqueue("{}");
     Attempt first = awaitLaunch(id, 1);
     launcher.failKills(1);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> Sql.launchRecorded(id));
+    Sql.exec("UPDATE oneshot.builds SET claimed_at = now() - interval '1 hour' WHERE id = ?", id);
     Sql.exec(
-        "UPDATE oneshot.builds SET claimed_at = now() - interval '1 hour',"
-            + " launched_at = now() - interval '1 hour' WHERE id = ?",
+        "UPDATE oneshot.build_launches SET launched_at = now() - interval '1 hour'"
+            + " WHERE build_id = ?",
         id);
     awaitLaunch(id, 2);
     assertThat(launcher.history).contains("failed kill " + first.name());

@@ -624,12 +624,7 @@ class FaultSuiteTest {
           .until(
               () ->
                   before.equals(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", id))
-                      && (point != FaultPoint.BEFORE_KILL
-                          || Sql.count(
-                                  "SELECT count(*) FROM oneshot.builds WHERE id = ?"
-                                      + " AND launched_at IS NOT NULL",
-                                  id)
-                              == 1));
+                      && (point != FaultPoint.BEFORE_KILL || Sql.launchRecorded(id)));
       try {
         api.post("/api/v1/builds/" + canceled + "/cancel", "{}");
       } catch (RuntimeException e) {

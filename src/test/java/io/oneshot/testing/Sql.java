@@ -104,7 +104,7 @@ public final class Sql {
   public static void reset() {
     exec(
         "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
-            + " oneshot.builds RESTART IDENTITY;"
+            + " oneshot.build_launches, oneshot.builds RESTART IDENTITY;"
             + " DELETE FROM oneshot.routes; DELETE FROM oneshot.api_tokens;"
             // The audit trail refuses deletes: a reset (tests only) sets its guard aside.
             + " ALTER TABLE oneshot.audit DISABLE TRIGGER audit_append_only;"
@@ -112,9 +112,12 @@ public final class Sql {
             + " ALTER TABLE oneshot.audit ENABLE TRIGGER audit_append_only;");
   }
 
-  /** Whether the build's launch has been recorded (its {@code launched_at} set). */
+  /** Whether the launch of the build's current attempt has been recorded. */
   public static boolean launchRecorded(long id) {
-    return count("SELECT count(*) FROM oneshot.builds WHERE id = ? AND launched_at IS NOT NULL", id)
+    return count(
+            "SELECT count(*) FROM oneshot.builds b JOIN oneshot.build_launches l"
+                + " ON l.build_id = b.id AND l.attempt = b.attempt WHERE b.id = ?",
+            id)
         == 1;
   }
 

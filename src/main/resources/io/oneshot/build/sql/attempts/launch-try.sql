@@ -2,10 +2,11 @@
 -- dispatcher that claimed it still leads (its leadership session, $4 pid and $5 backend start, holds
 -- the leader lock $6, $7), so that a deposed leader never launches over its successor.
 -- Transition: none (launching); the reason says the launch is being tried.
--- Guards: attempt = $2, status = 'launching', launched_at IS NULL, the leader fence. $4 null: no
+-- Guards: attempt = $2, status = 'launching', no launch recorded for the attempt, the leader fence. $4 null: no
 -- fence (tests that drive launches directly).
 UPDATE oneshot.builds SET reason = $3
-WHERE id = $1 AND attempt = $2 AND status = 'launching' AND launched_at IS NULL
+WHERE id = $1 AND attempt = $2 AND status = 'launching'
+  AND NOT EXISTS (SELECT 1 FROM oneshot.build_launches l WHERE l.build_id = $1 AND l.attempt = $2)
   AND ($4::int IS NULL OR EXISTS (
     SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2

@@ -16,7 +16,7 @@ WITH m AS (
       reason = CASE WHEN b.attempt < m.max_attempts
                     THEN format('requeued after attempt %s of %s: %s', b.attempt, m.max_attempts, $4::text)
                     ELSE format('%s (attempt %s of %s)', $4::text, b.attempt, m.max_attempts) END,
-      token_hash = NULL, launched_at = NULL, started_at = NULL, heartbeat_at = NULL,
+      token_hash = NULL, started_at = NULL, heartbeat_at = NULL,
       log_seq = b.log_seq + 1
   FROM m
   WHERE b.id = $1 AND b.attempt = $2 AND b.status = $3

@@ -47,11 +47,11 @@ WITH events AS MATERIALIZED (
 ), claimed AS (
   UPDATE oneshot.builds b
   SET status = 'launching', attempt = b.attempt + 1, claimed_at = clock_timestamp(),
-      launched_at = NULL, started_at = NULL, heartbeat_at = NULL, runner_log_seq = 0,
+      started_at = NULL, heartbeat_at = NULL, runner_log_seq = 0,
       state_read_version = NULL, launch_pod = NULL,
       runner_id = NULL, runner = NULL, runner_since = NULL,
       launch_kind = $3,
-      launch_name = 'oneshot-' || b.id || '-' || (b.attempt + 1), launch_namespace = NULL,
+      launch_name = 'oneshot-' || b.id || '-' || (b.attempt + 1),
       token_hash = ($2::bytea[])[p.n], reason = 'claimed by the dispatcher'
   FROM picked p, events
   WHERE b.id = p.id AND events.written IS NOT NULL

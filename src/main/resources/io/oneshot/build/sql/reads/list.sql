@@ -2,15 +2,18 @@
 -- the routes a token covers ($5), tags that contain $6 (json), workspace ($7) and created at or
 -- after $8, each when not null; the same columns as reads/build.
 -- Transition: none (read).
-SELECT id, status, route, tags::text AS tags, workspace, priority, attempt,
-       input->>'provisioner' AS provisioner, reason, created_at, claimed_at, launched_at,
-       started_at, heartbeat_at, cancel_requested_at, finished_at, exit_code, error,
-       outputs::text AS outputs, launch_kind, launch_name, launch_namespace, launch_pod,
-       state_read_version, state_written_version, runner_id, runner::text AS runner, runner_since,
-       rerun_of, submitted_by
-FROM oneshot.builds
-WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR route = $2)
-  AND ($3::bigint IS NULL OR id < $3) AND ($5::text[] IS NULL OR route = ANY ($5::text[]))
-  AND ($6::text IS NULL OR tags @> $6::text::jsonb) AND ($7::text IS NULL OR workspace = $7)
-  AND ($8::timestamptz IS NULL OR created_at >= $8)
-ORDER BY id DESC LIMIT $4
+SELECT b.id, b.status, b.route, b.tags::text AS tags, b.workspace, b.priority, b.attempt,
+       b.input->>'provisioner' AS provisioner, b.reason, b.created_at, b.claimed_at, l.launched_at,
+       b.started_at, b.heartbeat_at, b.cancel_requested_at, b.finished_at, b.exit_code, b.error,
+       b.outputs::text AS outputs, coalesce(l.kind, b.launch_kind) AS launch_kind,
+       coalesce(l.name, b.launch_name) AS launch_name, l.namespace AS launch_namespace,
+       b.launch_pod, b.state_read_version, b.state_written_version, b.runner_id,
+       b.runner::text AS runner, b.runner_since, b.rerun_of, b.submitted_by
+FROM oneshot.builds b
+LEFT JOIN oneshot.build_launches l
+  ON l.build_id = b.id AND l.attempt = b.attempt AND b.status <> 'pending'
+WHERE ($1::text IS NULL OR b.status = $1) AND ($2::text IS NULL OR b.route = $2)
+  AND ($3::bigint IS NULL OR b.id < $3) AND ($5::text[] IS NULL OR b.route = ANY ($5::text[]))
+  AND ($6::text IS NULL OR b.tags @> $6::text::jsonb) AND ($7::text IS NULL OR b.workspace = $7)
+  AND ($8::timestamptz IS NULL OR b.created_at >= $8)
+ORDER BY b.id DESC LIMIT $4

@@ -7,7 +7,8 @@
 -- OR runner_id = $2[i] (one attempt, one runner). No two calls share a token (the caller keeps
 -- them apart), so each row is locked and changed for one call only.
 -- Rows are locked in id order, as any other statement that locks several builds does, so that two
--- such statements cannot deadlock.
+-- such statements cannot deadlock; FOR NO KEY UPDATE, as runner/acquire, so as not to wait for a
+-- launch record written at the same moment.
 -- The status guard names the statuses it excludes (the table's CHECK allows six), so that only the
 -- token's unique index can find the rows: written as status IN ('launching', 'running'), it let the
 -- planner join the calls to a bitmap scan of builds_live (every version of every live build since
@@ -32,7 +33,7 @@ WITH waits AS MATERIALIZED (
     AND x.status NOT IN ('pending', 'succeeded', 'failed', 'canceled')
     AND waits.lock_timeout IS NOT NULL AND waits.events IS NOT NULL
   ORDER BY x.id
-  FOR UPDATE OF x
+  FOR NO KEY UPDATE OF x
 ), b AS (
   UPDATE oneshot.builds x
   SET status = 'running', started_at = coalesce(x.started_at, clock_timestamp()),
@@ -50,7 +51,9 @@ WITH waits AS MATERIALIZED (
   RETURNING x.id, x.attempt, x.route, x.workspace, x.input::text AS input, x.sealed,
             x.cancel_requested_at IS NOT NULL AS cancel_requested, x.state_read_version,
             old.status = 'launching' AS first,
-            extract(epoch FROM x.started_at - x.launched_at)::float8 AS start_seconds
+            extract(epoch FROM x.started_at - (SELECT l.launched_at FROM oneshot.build_launches l
+                                                 WHERE l.build_id = x.id AND l.attempt = x.attempt)
+                    )::float8 AS start_seconds
 ), timeline AS (
   INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason)
   SELECT id, attempt, 'launching', 'running', 'acquired by provisionerd' FROM b

@@ -1,6 +1,8 @@
 -- provisionerd's acquire: the first one moves the build to running and binds the attempt to the
 -- calling runner; a repeated acquire by that runner gets the same answer (the same state version), so
--- a retried call is harmless. The row lock taken by "old" serializes two runners' acquires.
+-- a retried call is harmless. The row lock taken by "old" serializes two runners' acquires; its
+-- strength is NO KEY UPDATE (nothing here changes a key), so that it does not wait for the attempt's launch
+-- record, written at the same moment under FOR KEY SHARE (attempts/mark-launched.sql).
 -- Transition: launching -> running (first acquire); running -> running (repeat).
 -- Guards: token_hash = $1 with status IN ('launching', 'running') (only the current attempt's token
 -- matches); runner_id IS NULL OR runner_id = $2 (one attempt, one runner: another runner finds the
@@ -9,7 +11,7 @@ WITH old AS (
   SELECT id, attempt, route, status, runner_id, runner::text AS runner, runner_since
   FROM oneshot.builds
   WHERE token_hash = $1 AND status IN ('launching', 'running')
-  FOR UPDATE
+  FOR NO KEY UPDATE
 ), b AS (
   UPDATE oneshot.builds x
   SET status = 'running', started_at = coalesce(x.started_at, clock_timestamp()),
@@ -27,7 +29,9 @@ WITH old AS (
   RETURNING x.id, x.attempt, x.route, x.workspace, x.input::text AS input, x.sealed,
             x.cancel_requested_at IS NOT NULL AS cancel_requested, x.state_read_version,
             old.status = 'launching' AS first,
-            extract(epoch FROM x.started_at - x.launched_at)::float8 AS start_seconds
+            extract(epoch FROM x.started_at - (SELECT l.launched_at FROM oneshot.build_launches l
+                                                 WHERE l.build_id = x.id AND l.attempt = x.attempt)
+                    )::float8 AS start_seconds
 )
 SELECT old.id AS held_id, old.attempt AS held_attempt, old.route AS held_route,
        old.runner_id AS held_by, old.runner AS held_runner, old.runner_since AS held_since,

@@ -1,4 +1,5 @@
--- Appends a batch of provisionerd's log lines under the build's row lock, so that sequence numbers
+-- Appends a batch of provisionerd's log lines under the build's row lock (of the strength NO KEY
+-- UPDATE: not one a launch record waits for), so that sequence numbers
 -- follow commit order and a follower reading "after seq N" never misses a line. The runner numbers
 -- its lines ($3: the batch's first); lines delivered before (a batch sent again after a lost reply)
 -- are skipped. Lines past the build's log limit ($9 bytes) are dropped and counted. Milestone lines
@@ -7,7 +8,7 @@
 WITH prev AS (
   SELECT id, runner_log_seq FROM oneshot.builds
   WHERE token_hash = $1 AND status = 'running' AND runner_id = $11
-  FOR UPDATE
+  FOR NO KEY UPDATE
 ), fresh AS (
   SELECT greatest(0, least($2::bigint, $3::bigint + $2::bigint - 1 - prev.runner_log_seq))::bigint AS n,
          prev.runner_log_seq AS seen
