@@ -1,11 +1,17 @@
 package io.oneshot.build;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.StoreFixture;
+import io.vertx.core.Future;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -142,6 +148,112 @@ class TransitionGuardsTest {
         .isFalse();
     assertThat(Database.await(f.store.runner().acquire(c.token().hash(), RUNNER)))
         .isInstanceOf(RunnerStore.Acquire.Granted.class);
+  }
+
+  /**
+   * "Launched yet?" is asked of the attempt, not of the build: once attempt 1's launch is recorded,
+   * a launch of it is neither tried again nor said to wait, and its token stays; attempt 2, claimed
+   * after attempt 1 was launched and requeued, is launched as if nothing had been (its launch
+   * tried, its waits told, a new token given when the first is lost), and so is another build's
+   * attempt 1.
+   */
+  @Test
+  void onlyTheLaunchedAttemptCountsAsLaunched() {
+    QueueStore.Claimed first = enqueueAndClaim();
+    long id = first.id();
+    assertThat(
+            Database.await(
+                f.store.attempts().markLaunched(id, 1, "test", first.launchName(), null, "ok")))
+        .isPresent();
+    assertThat(Database.await(f.store.attempts().launchTry(id, 1, "launch tried again", null)))
+        .isFalse();
+    assertThat(Database.await(f.store.attempts().launchWaits(id, 1, "launch waits"))).isFalse();
+    assertThat(Sql.value("SELECT reason FROM oneshot.builds WHERE id = ?", id))
+        .isEqualTo("claimed by the dispatcher");
+    // Another build's attempt 1, not launched: the first build's record is not its own.
+    Database.await(f.store.queue().enqueue("{}", SCRIPT, 0, null));
+    QueueStore.Claimed other = claim();
+    assertThat(other.attempt()).isEqualTo(1);
+    assertThat(Database.await(f.store.attempts().launchWaits(other.id(), 1, "launch waits")))
+        .isTrue();
+    assertThat(
+            Database.await(f.store.attempts().launchTry(other.id(), 1, "launch tried again", null)))
+        .isTrue();
+    assertThat(Database.await(f.store.attempts().retoken(other.id(), 1, BuildToken.generate())))
+        .isTrue();
+
+    assertThat(
+            Database.await(f.store.attempts().requeue(id, 1, BuildState.LAUNCHING, "pod vanished")))
+        .contains(BuildState.PENDING);
+    QueueStore.Claimed second = claim();
+    assertThat(second.attempt()).isEqualTo(2);
+    assertThat(row(id).get("launched_at")).isNull();
+    assertThat(Database.await(f.store.attempts().launchWaits(id, 2, "launch waits"))).isTrue();
+    assertThat(Database.await(f.store.attempts().launchTry(id, 2, "launch tried again", null)))
+        .isTrue();
+    assertThat(Database.await(f.store.attempts().retoken(id, 2, BuildToken.generate()))).isTrue();
+  }
+
+  /**
+   * A launch whose build's row another transaction holds FOR UPDATE (a cancel, a requeue) is tried
+   * again until the row is free, then recorded, even when an earlier attempt of the build was
+   * recorded; a launch of a build that has ended is told at once that its attempt is over.
+   */
+  @Test
+  void aHeldLaunchIsRecordedOnceFreeAndOneOfAnEndedBuildIsToldItIsOver() throws Exception {
+    QueueStore.Claimed first = enqueueAndClaim();
+    long id = first.id();
+    assertThat(
+            Database.await(
+                f.store.attempts().markLaunched(id, 1, "test", first.launchName(), null, "ok")))
+        .isPresent();
+    assertThat(
+            Database.await(f.store.attempts().requeue(id, 1, BuildState.LAUNCHING, "pod vanished")))
+        .contains(BuildState.PENDING);
+    QueueStore.Claimed second = claim();
+    Future<Optional<Double>> record;
+    try (Connection holder = Sql.connect()) {
+      holder.setAutoCommit(false);
+      try (PreparedStatement st =
+          holder.prepareStatement("SELECT 1 FROM oneshot.builds WHERE id = ? FOR UPDATE")) {
+        st.setLong(1, id);
+        st.executeQuery().close();
+      }
+      record =
+          f.store.attempts().markLaunched(id, 2, "test", second.launchName(), null, "launched");
+      // Tried while the row is held: the statement ran at least once and found it held.
+      await()
+          .atMost(10, TimeUnit.SECONDS)
+          .until(
+              () ->
+                  record.isComplete()
+                      || Sql.count(
+                              "SELECT count(*) FROM pg_stat_activity"
+                                  + " WHERE pid <> pg_backend_pid()"
+                                  + " AND query LIKE '%Launch bookkeeping%'")
+                          > 0);
+      assertThat(record.isComplete()).as("answered while its row is held").isFalse();
+      holder.commit();
+    }
+    assertThat(Database.await(record)).as("recorded once free").isPresent();
+    assertThat(Sql.launchRecorded(id)).isTrue();
+
+    Database.await(f.store.queue().enqueue("{}", SCRIPT, 0, null));
+    QueueStore.Claimed ended = claim();
+    Sql.exec(
+        "UPDATE oneshot.builds SET status = 'failed', finished_at = now(), error = 'gone'"
+            + " WHERE id = ?",
+        ended.id());
+    AttemptStore.Marked late =
+        Database.await(
+            f.store
+                .attempts()
+                .markLaunched(
+                    List.of(
+                        new AttemptStore.Launch(
+                            ended.id(), 1, "test", ended.launchName(), null, "late"))));
+    assertThat(late.recorded()).isEmpty();
+    assertThat(late.held()).as("not to be tried again").isEmpty();
   }
 
   /** Builds queued for a route the configuration no longer has fail at once, saying why. */
