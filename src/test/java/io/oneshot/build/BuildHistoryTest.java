@@ -137,14 +137,7 @@ class BuildHistoryTest {
       // is already written.
       await()
           .atMost(10, TimeUnit.SECONDS)
-          .until(
-              () ->
-                  record.isComplete()
-                      || Sql.count(
-                              "SELECT count(*) FROM pg_stat_activity"
-                                  + " WHERE pid <> pg_backend_pid()"
-                                  + " AND query LIKE '%Launch bookkeeping%'")
-                          > 0);
+          .until(() -> record.isComplete() || Sql.ranElsewhere("Launch bookkeeping"));
       deleting.commit();
     }
     await().atMost(10, TimeUnit.SECONDS).until(record::isComplete);

@@ -22,22 +22,11 @@ import org.junit.jupiter.api.Test;
  * KEY UPDATE, and those two do not conflict; any other pair would queue one behind the other.
  */
 class LaunchRecordLocksTest {
-  private static final String SCRIPT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
-
   private final StoreFixture f = new StoreFixture("routes: [{name: a, maxConcurrent: 20}]");
 
   @AfterEach
   void tearDown() {
     f.close();
-  }
-
-  private List<QueueStore.Claimed> claimed(int n) {
-    for (int i = 0; i < n; i++) {
-      Database.await(f.store.queue().enqueue("{}", SCRIPT, 0, null));
-    }
-    List<QueueStore.Claimed> c = f.claim(100, n, "test");
-    assertThat(c).hasSize(n);
-    return c;
   }
 
   private static Runner runner(String id) {
@@ -57,7 +46,7 @@ class LaunchRecordLocksTest {
    */
   @Test
   void aLaunchIsRecordedWhileARunnersCallHoldsItsBuild() throws Exception {
-    QueueStore.Claimed c = claimed(1).get(0);
+    QueueStore.Claimed c = f.claimedNoops(1).get(0);
     try (Connection runnerCall = Sql.connect()) {
       runnerCall.setAutoCommit(false);
       try (PreparedStatement st =
@@ -88,7 +77,7 @@ class LaunchRecordLocksTest {
    */
   @Test
   void aRunnersCallsDoNotWaitForTheLaunchRecordOfTheirBuild() throws Exception {
-    List<QueueStore.Claimed> c = claimed(3);
+    List<QueueStore.Claimed> c = f.claimedNoops(3);
     try (Connection recording = Sql.connect()) {
       recording.setAutoCommit(false);
       try (PreparedStatement st =

@@ -20,8 +20,6 @@ import org.junit.jupiter.api.Test;
  * (in one, both would be granted the build).
  */
 class RunnerGroupCommitTest {
-  private static final String SCRIPT = "{\"provisioner\": \"script\", \"command\": [\"true\"]}";
-
   private final StoreFixture f = new StoreFixture("routes: [{name: a, maxConcurrent: 20}]");
 
   @AfterEach
@@ -31,15 +29,6 @@ class RunnerGroupCommitTest {
 
   private static Runner runner(String id) {
     return new Runner(id, null, null, "host", 1L);
-  }
-
-  private List<QueueStore.Claimed> claimed(int n) {
-    for (int i = 0; i < n; i++) {
-      Database.await(f.store.queue().enqueue("{}", SCRIPT, 0, null));
-    }
-    List<QueueStore.Claimed> c = f.claim(100, n, "test");
-    assertThat(c).hasSize(n);
-    return c;
   }
 
   private RunnerStore.AcquireCall acquire(QueueStore.Claimed c, Runner r) {
@@ -54,7 +43,7 @@ class RunnerGroupCommitTest {
 
   @Test
   void acquiresTogetherGetWhatEachWouldGetAlone() {
-    List<QueueStore.Claimed> c = claimed(3);
+    List<QueueStore.Claimed> c = f.claimedNoops(3);
     Runner a = runner("runner-a");
     Runner b = runner("runner-b");
     Runner d = runner("runner-d");
@@ -101,7 +90,7 @@ class RunnerGroupCommitTest {
 
   @Test
   void completionsTogetherGetWhatEachWouldGetAlone() {
-    List<QueueStore.Claimed> c = claimed(3);
+    List<QueueStore.Claimed> c = f.claimedNoops(3);
     List<Runner> runners = List.of(runner("r0"), runner("r1"), runner("r2"));
     for (int i = 0; i < 3; i++) {
       Database.await(f.store.runner().acquire(c.get(i).token().hash(), runners.get(i)));
@@ -140,7 +129,7 @@ class RunnerGroupCommitTest {
 
   @Test
   void heartbeatsTogetherGetWhatEachWouldGetAlone() {
-    List<QueueStore.Claimed> c = claimed(4);
+    List<QueueStore.Claimed> c = f.claimedNoops(4);
     for (int i = 0; i < 4; i++) {
       Database.await(f.store.runner().acquire(c.get(i).token().hash(), runner("r" + i)));
     }
@@ -204,7 +193,7 @@ class RunnerGroupCommitTest {
    */
   @Test
   void twoRunnersWithOneTokenQueuedTogetherAreNeverBothGranted() throws Exception {
-    List<QueueStore.Claimed> c = claimed(4);
+    List<QueueStore.Claimed> c = f.claimedNoops(4);
     RunnerStore runners = f.store.runner();
     GroupCommit<RunnerStore.AcquireCall, RunnerStore.Acquire> commit = runners.acquires();
     List<Future<RunnerStore.Acquire>> blockers = new ArrayList<>();
@@ -258,7 +247,7 @@ class RunnerGroupCommitTest {
    */
   @Test
   void aHeldRowHoldsUpOnlyItsOwnCallNotTheOthersWrittenWithIt() throws Exception {
-    List<QueueStore.Claimed> c = claimed(4);
+    List<QueueStore.Claimed> c = f.claimedNoops(4);
     RunnerStore runners = f.store.runner();
     List<Future<RunnerStore.Acquire>> blockers = new ArrayList<>();
     Future<RunnerStore.Acquire> held;

@@ -25,13 +25,6 @@ class StatementEventsTest {
     f.close();
   }
 
-  private List<QueueStore.Claimed> claimed(int n) {
-    f.enqueueNoops(n);
-    List<QueueStore.Claimed> c = f.claim(100, n, "test");
-    assertThat(c).hasSize(n);
-    return c;
-  }
-
   private static RunnerStore.CompleteCall complete(
       QueueStore.Claimed c,
       String runnerId,
@@ -59,7 +52,7 @@ class StatementEventsTest {
 
   @Test
   void eachTransitionOfABatchIsOnTheTimelineOnceWithTheReasonTheBuildGot() {
-    List<QueueStore.Claimed> c = claimed(3);
+    List<QueueStore.Claimed> c = f.claimedNoops(3);
     Runner r0 = new Runner("r0", null, null, "host", 1L);
     Runner r1 = new Runner("r1", null, null, "host", 1L);
     Database.await(
@@ -111,7 +104,7 @@ class StatementEventsTest {
    */
   @Test
   void aChangeMadeOnTheSameConnectionAfterwardsIsStillRecorded() throws Exception {
-    List<QueueStore.Claimed> c = claimed(3);
+    List<QueueStore.Claimed> c = f.claimedNoops(3);
     f.enqueueNoops(1);
     String hex = Sql.bytea(c.get(0).token().hash());
     String other = Sql.bytea(c.get(1).token().hash());

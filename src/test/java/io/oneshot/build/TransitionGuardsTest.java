@@ -224,14 +224,7 @@ class TransitionGuardsTest {
       // Tried while the row is held: the statement ran at least once and found it held.
       await()
           .atMost(10, TimeUnit.SECONDS)
-          .until(
-              () ->
-                  record.isComplete()
-                      || Sql.count(
-                              "SELECT count(*) FROM pg_stat_activity"
-                                  + " WHERE pid <> pg_backend_pid()"
-                                  + " AND query LIKE '%Launch bookkeeping%'")
-                          > 0);
+          .until(() -> record.isComplete() || Sql.ranElsewhere("Launch bookkeeping"));
       assertThat(record.isComplete()).as("answered while its row is held").isFalse();
       holder.commit();
     }

@@ -112,6 +112,18 @@ public final class Sql {
             + " ALTER TABLE oneshot.audit ENABLE TRIGGER audit_append_only;");
   }
 
+  /**
+   * Whether another connection is running, or last ran, a statement whose text contains {@code
+   * text} (a statement file's first comment names it): proof that a call was sent.
+   */
+  public static boolean ranElsewhere(String text) {
+    return count(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+                + " AND query LIKE '%' || ? || '%'",
+            text)
+        > 0;
+  }
+
   /** Whether the launch of the build's current attempt has been recorded. */
   public static boolean launchRecorded(long id) {
     return count(

@@ -63,6 +63,16 @@ public final class StoreFixture implements AutoCloseable {
     return Database.await(store.queue().claim(globalLimit, kind, tokens(n)));
   }
 
+  /** Enqueues {@code n} no-op builds and claims them all (global limit 100, launcher "test"). */
+  public List<QueueStore.Claimed> claimedNoops(int n) {
+    enqueueNoops(n);
+    List<QueueStore.Claimed> c = claim(100, n, "test");
+    if (c.size() != n) {
+      throw new IllegalStateException("claimed " + c.size() + " of " + n + " builds");
+    }
+    return c;
+  }
+
   @Override
   public void close() {
     db.close();
