@@ -23,7 +23,8 @@ import java.util.concurrent.TimeoutException;
 
 /** The connection pool to the queue's database, and the one place that waits on its futures. */
 public final class Database implements AutoCloseable {
-  private static final Duration AWAIT_TIMEOUT = Duration.ofSeconds(60);
+  /** How long {@link #await} waits for an answer, and a launch record for its own. */
+  public static final Duration AWAIT_TIMEOUT = Duration.ofSeconds(60);
 
   private final Vertx vertx;
   private final PgConnectOptions options;

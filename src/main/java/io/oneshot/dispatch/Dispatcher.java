@@ -14,6 +14,10 @@ import io.oneshot.config.Units;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.LaunchOutcome;
 import io.oneshot.launch.Launcher;
+import io.vertx.core.AsyncResult;
+import io.vertx.core.Future;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -30,6 +34,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
@@ -64,6 +69,10 @@ public final class Dispatcher implements AutoCloseable {
   private final Semaphore launchSlots;
 
   private final ScheduledExecutorService retries;
+
+  /** The launch records' timers: a held row's next write, a record's timeout. */
+  private final ScheduledExecutorService recordTimer;
+
   private final Deque<BuildToken> spareTokens = new ArrayDeque<>();
   private final AtomicLong cycles = new AtomicLong();
   private volatile long lastWake;
@@ -88,6 +97,9 @@ public final class Dispatcher implements AutoCloseable {
   private final Metrics metrics;
   private final LaunchRecorder recorder;
 
+  /** Launch records under way ({@link #record}): one counter, its own lock. */
+  private final int[] recording = {0};
+
   public Dispatcher(
       BuildStore store,
       Launcher launcher,
@@ -105,7 +117,10 @@ public final class Dispatcher implements AutoCloseable {
     this.retries =
         Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().name("oneshot-launch-retry").daemon().factory());
-    this.recorder = new LaunchRecorder(store, retries);
+    this.recordTimer =
+        Executors.newSingleThreadScheduledExecutor(
+            Thread.ofPlatform().name("oneshot-launch-record").daemon().factory());
+    this.recorder = new LaunchRecorder(store, recordTimer);
     launcher.whenReachable(this::retryWaitingNow);
   }
 
@@ -435,10 +450,13 @@ public final class Dispatcher implements AutoCloseable {
       switch (outcome) {
         case LaunchOutcome.Launched x -> {
           FaultPoint.AFTER_LAUNCH.reach();
+          done = false;
           record(a, x.namespace(), "launched " + x.detail(), started);
         }
-        case LaunchOutcome.AlreadyLaunched x ->
-            record(a, x.namespace(), "already launched: " + x.detail(), started);
+        case LaunchOutcome.AlreadyLaunched x -> {
+          done = false;
+          record(a, x.namespace(), "already launched: " + x.detail(), started);
+        }
         case LaunchOutcome.Rejected r -> {
           log.warn(
               "Build {} (route {}, attempt {}): launch of {} rejected: {}.",
@@ -590,12 +608,72 @@ public final class Dispatcher implements AutoCloseable {
         Metrics.Requeue.LAUNCH_TIMEOUT);
   }
 
+  /**
+   * Records the launch without holding the launch's thread: the thread ends here, and the record's
+   * answer (the log line, the metric, the build leaving {@link #inFlight}) comes on the database
+   * client's thread when the group commit that took it commits. A launch thread that waited for it
+   * parked with a timeout and was woken again, two hand-overs between threads a launch that the
+   * drain paid in the JVM's CPU. A record that has no answer within {@link Database#AWAIT_TIMEOUT}
+   * is given up as a failed one (the rescuer looks at the build again); {@link #close} waits for
+   * the records under way.
+   */
   private void record(Attempt a, String namespace, String detail, long startedNanos) {
-    Optional<Double> dispatch =
-        Database.await(
-            recorder.record(
-                new AttemptStore.Launch(
-                    a.buildId(), a.attempt(), launcher.kind(), a.name(), namespace, detail)));
+    synchronized (recording) {
+      recording[0]++;
+    }
+    AtomicBoolean answered = new AtomicBoolean();
+    Consumer<AsyncResult<Optional<Double>>> answer =
+        ar -> {
+          if (!answered.compareAndSet(false, true)) {
+            return;
+          }
+          try {
+            if (ar.succeeded()) {
+              recorded(a, detail, ar.result(), startedNanos);
+            } else {
+              log.warn(
+                  "Build {}: cannot record the launch of {}: {}. The rescuer will look at it again.",
+                  a.buildId(),
+                  a.name(),
+                  describe(ar.cause()));
+            }
+          } finally {
+            inFlight.remove(a.buildId());
+            synchronized (recording) {
+              if (--recording[0] == 0) {
+                recording.notifyAll();
+              }
+            }
+          }
+        };
+    Future<Optional<Double>> f;
+    try {
+      f =
+          recorder.record(
+              new AttemptStore.Launch(
+                  a.buildId(), a.attempt(), launcher.kind(), a.name(), namespace, detail));
+    } catch (RuntimeException e) {
+      f = Future.failedFuture(e);
+    }
+    f.onComplete(answer::accept);
+    if (!answered.get()) {
+      ScheduledFuture<?> timeout =
+          recordTimer.schedule(
+              () ->
+                  answer.accept(
+                      Future.failedFuture(
+                          new UncheckedIOException(
+                              new IOException(
+                                  "the database did not answer within "
+                                      + Database.AWAIT_TIMEOUT.toSeconds()
+                                      + " s")))),
+              Database.AWAIT_TIMEOUT.toMillis(),
+              TimeUnit.MILLISECONDS);
+      f.onComplete(ar -> timeout.cancel(false));
+    }
+  }
+
+  private void recorded(Attempt a, String detail, Optional<Double> dispatch, long startedNanos) {
     long ms = (System.nanoTime() - startedNanos) / 1_000_000;
     if (dispatch.isPresent()) {
       if (a.attempt() == 1) {
@@ -679,13 +757,27 @@ public final class Dispatcher implements AutoCloseable {
     worker.close();
     retries.shutdownNow();
     launches.shutdown();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
     try {
       if (!launches.awaitTermination(30, TimeUnit.SECONDS)) {
         log.warn(
             "Launches still running after 30 s; leaving them to the rescuer of the next start.");
       }
+      synchronized (recording) {
+        long left;
+        while (recording[0] > 0 && (left = deadline - System.nanoTime()) > 0) {
+          TimeUnit.NANOSECONDS.timedWait(recording, left);
+        }
+        if (recording[0] > 0) {
+          log.warn(
+              "{} launch records still under way after 30 s; leaving them to the rescuer of the"
+                  + " next start.",
+              recording[0]);
+        }
+      }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
+    recordTimer.shutdownNow();
   }
 }

@@ -245,6 +245,46 @@ class DispatcherTest {
     assertThat(launcher.launched).isEmpty();
   }
 
+  /**
+   * A launch's thread ends once the launcher has answered, and its record goes on without it
+   * (docs/performance.md, "The launch record without its thread"): stopping the dispatcher waits
+   * for the records under way, so a stop between a launch and its record's commit still records it,
+   * and the rescuer of the next start has nothing to adopt.
+   */
+  @Test
+  void stoppingWaitsForTheLaunchRecordsUnderWay() throws Exception {
+    RecordingLauncher launcher = new RecordingLauncher();
+    leadWithoutPolling(launcher, null);
+    try (Connection holder = Sql.connect()) {
+      // The record's INSERT waits for this lock; the claim and every read go by.
+      holder.setAutoCommit(false);
+      Sql.rows(holder, "LOCK TABLE oneshot.build_launches IN EXCLUSIVE MODE");
+      long id = enqueueDirectly();
+      await().atMost(10, TimeUnit.SECONDS).until(() -> launcher.launched.size() == 1);
+      await()
+          .atMost(10, TimeUnit.SECONDS)
+          .until(() -> Sql.ranElsewhere("Launch bookkeeping: records the launches"));
+      TestServer stopping = t;
+      t = null;
+      Thread closer = Thread.ofPlatform().name("test-stop").start(stopping::close);
+      await()
+          .atMost(10, TimeUnit.SECONDS)
+          .until(
+              () ->
+                  closer.getState() == Thread.State.TIMED_WAITING
+                      && java.util.Arrays.stream(closer.getStackTrace())
+                          .anyMatch(
+                              f ->
+                                  f.getClassName().equals(Dispatcher.class.getName())
+                                      && f.getMethodName().equals("close")));
+      assertThat(Sql.launchRecorded(id)).isFalse();
+      holder.rollback();
+      closer.join(Duration.ofSeconds(30));
+      assertThat(closer.isAlive()).as("the stop ended").isFalse();
+      assertThat(Sql.launchRecorded(id)).isTrue();
+    }
+  }
+
   @Test
   void aRejectedLaunchFailsTheBuildWithTheLaunchersReason() {
     RecordingLauncher launcher = new RecordingLauncher();
