@@ -39,7 +39,9 @@ import picocli.CommandLine.Spec;
       "Examples:",
       "  scripts/bench                 every scenario, full size (about 15 minutes)",
       "  scripts/bench --smoke         every scenario, tiny (what CI runs)",
-      "  scripts/bench --only peer     one scenario"
+      "  scripts/bench --only peer     one scenario",
+      "  scripts/bench --only launch --kubeconfig ~/.kube/config --namespace oneshot-bench",
+      "                                launches against a real API server too (Jobs suspended)"
     })
 public final class Bench implements Callable<Integer> {
   @Option(
@@ -60,6 +62,36 @@ public final class Bench implements Callable<Integer> {
       description = "Where bench.json and bench.md go (default: ${DEFAULT-VALUE}).")
   Path out = Path.of("target", "bench");
 
+  @Option(
+      names = "--kubeconfig",
+      paramLabel = "FILE",
+      description =
+          "Also measure the launch scenario against the real API server this kubeconfig names: the"
+              + " same plain client and the same bursts, each Job created suspended (no pod runs),"
+              + " everything made deleted after each run.")
+  Path kubeconfig;
+
+  @Option(
+      names = "--context",
+      paramLabel = "NAME",
+      description = "The kubeconfig's context to use (default: its current context).")
+  String context;
+
+  @Option(
+      names = "--namespace",
+      paramLabel = "NS",
+      description =
+          "The namespace the real API server's launches go to, which must hold nothing of"
+              + " oneshot's (default: ${DEFAULT-VALUE}).")
+  String namespace = "oneshot-bench";
+
+  @Option(
+      names = "--api-launches",
+      paramLabel = "N",
+      description =
+          "Launches in each run against the real API server, per side (default: ${DEFAULT-VALUE}).")
+  int apiLaunches = 1_000;
+
   @Option(names = "--list", description = "List the scenarios and exit.")
   boolean list;
 
@@ -72,10 +104,15 @@ public final class Bench implements Callable<Integer> {
   @Spec CommandSpec spec;
 
   static List<Scenario> scenarios() {
+    return scenarios(null);
+  }
+
+  /** The scenarios, the launch scenario measuring against {@code real} too when not null. */
+  static List<Scenario> scenarios(RealApi real) {
     return List.of(
         new LatencyBench(),
         new ThroughputBench(),
-        new LaunchBench(),
+        new LaunchBench(real),
         new BackpressureBench(),
         new QueueScaleBench(),
         new PeerBench(),
@@ -95,8 +132,13 @@ public final class Bench implements Callable<Integer> {
 
   /** Runs the benchmark; returns the report (tests use this with {@code --smoke}). */
   static Result run(boolean smoke, List<String> only, Path out) {
+    return run(smoke, only, out, null);
+  }
+
+  /** {@link #run(boolean, List, Path)}, the launch scenario measuring against {@code real} too. */
+  static Result run(boolean smoke, List<String> only, Path out, RealApi real) {
     List<Scenario> chosen = new ArrayList<>();
-    for (Scenario s : scenarios()) {
+    for (Scenario s : scenarios(real)) {
       if (only.isEmpty() || only.contains(s.name())) {
         chosen.add(s);
       }
@@ -150,7 +192,33 @@ public final class Bench implements Callable<Integer> {
         return 2;
       }
     }
-    Result r = run(smoke, only, out);
+    RealApi real = null;
+    if (kubeconfig != null) {
+      if (!only.isEmpty() && !only.contains("launch")) {
+        spec.commandLine()
+            .getErr()
+            .println("--kubeconfig: only the launch scenario uses it; add launch to --only");
+        return 2;
+      }
+      if (apiLaunches < 1) {
+        spec.commandLine().getErr().println("--api-launches: must be at least 1");
+        return 2;
+      }
+      try {
+        real = new RealApi(kubeconfig, context, namespace, apiLaunches);
+      } catch (RuntimeException e) {
+        spec.commandLine().getErr().println("--kubeconfig: " + e.getMessage());
+        return 2;
+      }
+    }
+    Result r;
+    try {
+      r = run(smoke, only, out, real);
+    } finally {
+      if (real != null) {
+        real.close();
+      }
+    }
     System.out.println();
     System.out.print(r.markdown());
     System.out.printf("%nFigures written to %s and bench.md there.%n", out.resolve("bench.json"));

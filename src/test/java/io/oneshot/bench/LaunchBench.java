@@ -1,6 +1,7 @@
 package io.oneshot.bench;
 
 import io.fabric8.kubernetes.client.KubernetesClient;
+import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.kubernetes.LaunchObjects;
 import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.MockCluster;
@@ -14,7 +15,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.Function;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * Kubernetes launches: a burst of builds through the dispatcher, from the burst's commit to the
@@ -36,6 +37,20 @@ final class LaunchBench implements Scenario {
    * wider than the margin (0.65 to 1.17× on the echo API at 300 in flight, 2026-11-26).
    */
   private static final int ROUNDS = 5;
+
+  /** Measured runs of each side in each case against a real API server (each is cleaned up). */
+  private static final int REAL_ROUNDS = 3;
+
+  /** A real API server to measure against as well ({@code --kubeconfig}), or null. */
+  private final RealApi real;
+
+  LaunchBench() {
+    this(null);
+  }
+
+  LaunchBench(RealApi real) {
+    this.real = real;
+  }
 
   @Override
   public String name() {
@@ -71,16 +86,35 @@ final class LaunchBench implements Scenario {
       compare(report, "echo API, " + f + " in flight", n, rounds, EchoApi::new, f);
     }
     int n = smoke ? 20 : 200;
-    try (MockCluster c = Setups.cluster()) {
-      double seconds = dispatched(c::clientFor, "", n).seconds();
-      report.add(
-          "launch",
-          "mock API, default settings (qps 100, burst 300, 64 in flight)",
-          n + " builds enqueued at once: all launched in",
-          seconds,
-          "s",
-          smoke ? null : Report.Goal.under(5));
+    String defaults = "default settings (qps 100, burst 300, 64 in flight)";
+    try (Api api = mock()) {
+      burst(report, "mock API, " + defaults, api, n, smoke);
     }
+    if (real != null) {
+      for (int f : inFlight) {
+        compare(
+            report,
+            real.describe() + ", " + f + " in flight",
+            smoke ? 40 : real.launches,
+            smoke ? 1 : REAL_ROUNDS,
+            real::run,
+            f);
+      }
+      try (Api api = real.run()) {
+        burst(report, real.describe() + ", " + defaults, api, n, smoke);
+      }
+    }
+  }
+
+  /** {@code n} builds enqueued at once through a dispatcher with the default settings. */
+  private static void burst(Report report, String variant, Api api, int n, boolean smoke) {
+    report.add(
+        "launch",
+        variant,
+        n + " builds enqueued at once: all launched in",
+        dispatched(api, "", n).seconds(),
+        "s",
+        smoke ? null : Report.Goal.under(5));
   }
 
   private static String unlimited(int inFlight) {
@@ -91,7 +125,7 @@ final class LaunchBench implements Scenario {
    * A side's {@code n} launches: how long they took, and the CPU they took (the API server's, in
    * this JVM, included).
    */
-  record Run(int n, double seconds, CpuMeter.Used cpu) {
+  record Run(int n, double seconds, CpuMeter.Used cpu, boolean serverInProcess) {
     double perSecond() {
       return n / seconds;
     }
@@ -122,7 +156,28 @@ final class LaunchBench implements Scenario {
 
   /** An API server the launches of one run are made against, fresh for each. */
   interface Api extends AutoCloseable {
+    /** The plain client's. */
     KubernetesClient clientFor(Vertx vertx);
+
+    /** The dispatcher's, configured with {@code config}. */
+    default KubernetesClient dispatcherClient(Vertx vertx, OneshotConfig config) {
+      return clientFor(vertx);
+    }
+
+    /** Where the launches go. */
+    default String namespace() {
+      return Setups.ROUTE;
+    }
+
+    /** The routes' Job templates. */
+    default Path templateDir() {
+      return Path.of("job-templates");
+    }
+
+    /** Whether the server runs in this JVM, so that its CPU is counted in the JVM's. */
+    default boolean serverInProcess() {
+      return true;
+    }
 
     @Override
     void close();
@@ -202,14 +257,9 @@ final class LaunchBench implements Scenario {
         oursMedian.perSecond() / plainMedian.get(Recipe.TWO).perSecond(),
         "×");
     for (Recipe r : Recipe.values()) {
-      cpu(
-          report,
-          variant,
-          "plain client (" + r.name().toLowerCase() + ")",
-          n,
-          plainMedian.get(r).cpu());
+      cpu(report, variant, "plain client (" + r.name().toLowerCase() + ")", plainMedian.get(r));
     }
-    cpu(report, variant, "oneshot", n, oursMedian.cpu());
+    cpu(report, variant, "oneshot", oursMedian);
   }
 
   /**
@@ -223,11 +273,11 @@ final class LaunchBench implements Scenario {
     Map<Recipe, Run> plain = new EnumMap<>(Recipe.class);
     for (Recipe r : Recipe.values()) {
       try (Api api = servers.get()) {
-        plain.put(r, plain(api::clientFor, n, inFlight, r));
+        plain.put(r, plain(api, n, inFlight, r));
       }
     }
     try (Api api = servers.get()) {
-      Run ours = dispatched(api::clientFor, unlimited(inFlight), n);
+      Run ours = dispatched(api, unlimited(inFlight), n);
       double requests = api instanceof EchoApi echo ? (double) echo.requests.get() / n : 0;
       return new Round(plain, ours, requests);
     }
@@ -254,9 +304,16 @@ final class LaunchBench implements Scenario {
    * alike), the JIT's and the collector's share: on two cores the side that needs more CPU a launch
    * launches fewer a second.
    */
-  private static void cpu(Report report, String variant, String side, int n, CpuMeter.Used used) {
+  private static void cpu(Report report, String variant, String side, Run run) {
     String figure = "CPU a launch, " + side + ": ";
-    report.add("launch", variant, figure + "this JVM, API server included", used.jvmMs() / n, "ms");
+    CpuMeter.Used used = run.cpu();
+    int n = run.n();
+    report.add(
+        "launch",
+        variant,
+        figure + (run.serverInProcess() ? "this JVM, API server included" : "this JVM"),
+        used.jvmMs() / n,
+        "ms");
     used.byThreadGroupMs()
         .forEach(
             (group, ms) -> report.add("launch", variant, figure + "of it " + group, ms / n, "ms"));
@@ -267,21 +324,23 @@ final class LaunchBench implements Scenario {
 
   /**
    * The plain client: {@code inFlight} virtual threads take the next launch's objects and make its
-   * requests by {@code recipe}, on a Vert.x of its own, until {@code n} are done.
+   * requests by {@code recipe}, on a Vert.x of its own, until {@code n} are done. A launch that
+   * fails fails the run (a plain client against a real API server retries as fabric8 does).
    */
-  static Run plain(Function<Vertx, KubernetesClient> api, int n, int inFlight, Recipe recipe)
-      throws Exception {
+  static Run plain(Api api, int n, int inFlight, Recipe recipe) throws Exception {
     Path dir = Files.createTempDirectory("oneshot-bench-launch");
     List<LaunchObjects.Objects> objects =
         LaunchObjects.forBuilds(
             Setups.kubernetes(api, "", new TimedLauncher[1]).config(dir),
-            Path.of("job-templates"),
-            "bench",
+            api.templateDir(),
+            Setups.ROUTE,
             1,
             n);
     Vertx vertx = Vertx.vertx();
-    try (KubernetesClient client = api.apply(vertx)) {
+    try (KubernetesClient client = api.clientFor(vertx)) {
       AtomicInteger next = new AtomicInteger();
+      AtomicInteger failed = new AtomicInteger();
+      AtomicReference<RuntimeException> first = new AtomicReference<>();
       CpuMeter cpu = CpuMeter.start();
       long t0 = System.nanoTime();
       try (var threads = Executors.newVirtualThreadPerTaskExecutor()) {
@@ -290,13 +349,22 @@ final class LaunchBench implements Scenario {
               () -> {
                 int i;
                 while ((i = next.getAndIncrement()) < n) {
-                  recipe.launch(client, objects.get(i));
+                  try {
+                    recipe.launch(client, objects.get(i));
+                  } catch (RuntimeException e) {
+                    failed.incrementAndGet();
+                    first.compareAndSet(null, e);
+                  }
                 }
               });
         }
       }
       double seconds = (System.nanoTime() - t0) / 1e9;
-      return new Run(n, seconds, cpu.stop(Map.of()));
+      if (failed.get() > 0) {
+        throw new IllegalStateException(
+            "the plain client's launches failed: " + failed.get() + " of " + n, first.get());
+      }
+      return new Run(n, seconds, cpu.stop(Map.of()), api.serverInProcess());
     } finally {
       vertx.close().toCompletionStage().toCompletableFuture().join();
     }
@@ -307,7 +375,7 @@ final class LaunchBench implements Scenario {
    * added to its section): seconds from the burst's commit to the last launch recorded, and the CPU
    * from the burst's insert on (the enqueue's share of PostgreSQL is counted on this side).
    */
-  static Run dispatched(Function<Vertx, KubernetesClient> api, String settings, int n) {
+  static Run dispatched(Api api, String settings, int n) {
     TimedLauncher[] made = new TimedLauncher[1];
     try (TestServer t = Setups.kubernetes(api, settings, made).start()) {
       Harness.awaitLeader(t);
@@ -321,7 +389,7 @@ final class LaunchBench implements Scenario {
           "the informers saw every launch",
           Duration.ofMinutes(2),
           () -> LaunchObjects.seenAll(made[0], n));
-      return new Run(n, seconds, used);
+      return new Run(n, seconds, used, api.serverInProcess());
     }
   }
 }

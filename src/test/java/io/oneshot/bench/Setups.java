@@ -1,6 +1,7 @@
 package io.oneshot.bench;
 
 import io.fabric8.kubernetes.client.KubernetesClient;
+import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.kubernetes.KubernetesLauncher;
 import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.MockCluster;
@@ -8,8 +9,9 @@ import io.vertx.core.Vertx;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
-import java.util.function.Function;
+import java.util.function.BiFunction;
 
 /** The dispatchers the scenarios measure: production defaults unless a case says otherwise. */
 final class Setups {
@@ -51,28 +53,44 @@ final class Setups {
    * launcher.kubernetes} section (empty: the defaults).
    */
   static TestServer.Builder kubernetes(MockCluster cluster, String settings, TimedLauncher[] made) {
-    return kubernetes(cluster::clientFor, settings, made);
+    return kubernetes(
+        (vertx, config) -> cluster.clientFor(vertx),
+        ROUTE,
+        Path.of("job-templates"),
+        settings,
+        made);
   }
 
-  /** The Kubernetes launcher with the client {@code api} makes on the server's Vert.x. */
+  /** The Kubernetes launcher against {@code api}'s server, in its namespace, with its templates. */
+  static TestServer.Builder kubernetes(LaunchBench.Api api, String settings, TimedLauncher[] made) {
+    return kubernetes(api::dispatcherClient, api.namespace(), api.templateDir(), settings, made);
+  }
+
+  /**
+   * The Kubernetes launcher with the client {@code api} makes on the server's Vert.x for its
+   * configuration, launching into {@code namespace} from the templates in {@code templateDir}.
+   */
   static TestServer.Builder kubernetes(
-      Function<Vertx, KubernetesClient> api, String settings, TimedLauncher[] made) {
+      BiFunction<Vertx, OneshotConfig, KubernetesClient> api,
+      String namespace,
+      Path templateDir,
+      String settings,
+      TimedLauncher[] made) {
     return TestServer.with()
         .routes(
-            "routes: [{name: "
-                + ROUTE
-                + ", template: script.yaml, namespace: bench, maxConcurrent: 100000}]")
+            "routes: [{name: %s, template: script.yaml, namespace: %s, maxConcurrent: 100000}]"
+                .formatted(ROUTE, namespace))
         .dispatch(DISPATCH)
         // Pods never run here, so they need no reachable API.
         .api(
             "{listen: \"127.0.0.1:0\", publicUrl: \"http://127.0.0.1:9\", adminToken: \"%s\"}"
                 .formatted(TestServer.ADMIN_TOKEN))
         .launcherYaml(
-            "{kind: kubernetes, kubernetes: {namespace: bench, templateDir: job-templates%s}}"
-                .formatted(settings.isEmpty() ? "" : ", " + settings))
+            "{kind: kubernetes, kubernetes: {namespace: %s, templateDir: \"%s\"%s}}"
+                .formatted(namespace, templateDir, settings.isEmpty() ? "" : ", " + settings))
         .launchers(
             (vertx, cfg) -> {
-              made[0] = new TimedLauncher(KubernetesLauncher.create(cfg, api.apply(vertx)));
+              made[0] = new TimedLauncher(KubernetesLauncher.create(cfg, api.apply(vertx, cfg)));
               return made[0];
             });
   }

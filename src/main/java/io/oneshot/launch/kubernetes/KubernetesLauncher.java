@@ -130,8 +130,16 @@ public final class KubernetesLauncher implements Launcher {
    * Vert.x instance, with fabric8's own retries off: the dispatcher decides what to retry.
    */
   public static KubernetesClient client(Vertx vertx, OneshotConfig config) {
+    return client(vertx, Config.autoConfigure(null), config);
+  }
+
+  /**
+   * The dispatcher's client to the API server {@code found} describes (a kubeconfig read by the
+   * caller, say), with the same settings as {@link #client(Vertx, OneshotConfig)}.
+   */
+  public static KubernetesClient client(Vertx vertx, Config found, OneshotConfig config) {
     Config c =
-        new ConfigBuilder(Config.autoConfigure(null))
+        new ConfigBuilder(found)
             .withRequestRetryBackoffLimit(0)
             .withRequestTimeout((int) config.launcher().kubernetes().requestTimeout().toMillis())
             .withConnectionTimeout(10_000)
