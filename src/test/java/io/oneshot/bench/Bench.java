@@ -40,8 +40,8 @@ import picocli.CommandLine.Spec;
       "  scripts/bench                 every scenario, full size (about 15 minutes)",
       "  scripts/bench --smoke         every scenario, tiny (what CI runs)",
       "  scripts/bench --only peer     one scenario",
-      "  scripts/bench --only launch --kubeconfig ~/.kube/config --namespace oneshot-bench",
-      "                                launches against a real API server too (Jobs suspended)"
+      "  scripts/bench --only launch --kubeconfig FILE",
+      "                                launches against a real API server too"
     })
 public final class Bench implements Callable<Integer> {
   @Option(
