@@ -231,6 +231,12 @@ public final class Database implements AutoCloseable {
     return await(future, AWAIT_TIMEOUT);
   }
 
+  /** The failure of a wait for the database that had no answer within {@code timeout}. */
+  public static UncheckedIOException noAnswer(Duration timeout) {
+    return new UncheckedIOException(
+        new IOException("the database did not answer within " + timeout.toSeconds() + " s"));
+  }
+
   public static <T> T await(Future<T> future, Duration timeout) {
     if (Context.isOnEventLoopThread()) {
       throw new IllegalStateException("blocking wait on a Vert.x event loop");
@@ -244,8 +250,7 @@ public final class Database implements AutoCloseable {
       Thread.currentThread().interrupt();
       throw new IllegalStateException("interrupted while waiting for the database", e);
     } catch (TimeoutException e) {
-      throw new UncheckedIOException(
-          new IOException("the database did not answer within " + timeout.toSeconds() + " s"));
+      throw noAnswer(timeout);
     } catch (ExecutionException e) {
       Throwable cause = e.getCause();
       if (cause instanceof RuntimeException re) {

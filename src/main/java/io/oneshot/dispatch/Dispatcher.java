@@ -16,8 +16,6 @@ import io.oneshot.launch.LaunchOutcome;
 import io.oneshot.launch.Launcher;
 import io.vertx.core.AsyncResult;
 import io.vertx.core.Future;
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -659,14 +657,7 @@ public final class Dispatcher implements AutoCloseable {
     if (!answered.get()) {
       ScheduledFuture<?> timeout =
           recordTimer.schedule(
-              () ->
-                  answer.accept(
-                      Future.failedFuture(
-                          new UncheckedIOException(
-                              new IOException(
-                                  "the database did not answer within "
-                                      + Database.AWAIT_TIMEOUT.toSeconds()
-                                      + " s")))),
+              () -> answer.accept(Future.failedFuture(Database.noAnswer(Database.AWAIT_TIMEOUT))),
               Database.AWAIT_TIMEOUT.toMillis(),
               TimeUnit.MILLISECONDS);
       f.onComplete(ar -> timeout.cancel(false));
@@ -759,7 +750,7 @@ public final class Dispatcher implements AutoCloseable {
     launches.shutdown();
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
     try {
-      if (!launches.awaitTermination(30, TimeUnit.SECONDS)) {
+      if (!launches.awaitTermination(deadline - System.nanoTime(), TimeUnit.NANOSECONDS)) {
         log.warn(
             "Launches still running after 30 s; leaving them to the rescuer of the next start.");
       }

@@ -1,5 +1,8 @@
 package io.oneshot.bench;
 
+import static io.oneshot.launch.kubernetes.LaunchObjects.MANAGED_BY;
+import static io.oneshot.launch.kubernetes.LaunchObjects.MANAGER;
+
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fabric8.kubernetes.api.model.HasMetadata;
 import io.fabric8.kubernetes.client.Config;
@@ -26,15 +29,13 @@ import java.util.List;
  * <p>Every Job it makes is created suspended ({@code spec.suspend: true}), so that no pod runs and
  * the cluster's only work is the API server's; each run ends by deleting what it made, and waits
  * until it is gone, so the next run starts on the same empty namespace (and may reuse the Jobs'
- * names). It deletes by the label the launcher puts on everything it makes ({@value #MANAGED}), and
- * so refuses a namespace that holds any such object before it starts: use a namespace of its own.
- * The account needs, in that namespace: create, list, watch and deletecollection on Jobs; create,
- * patch, list and deletecollection on Secrets; list and watch on Pods.
+ * names). It deletes by the label the launcher puts on everything it makes ({@code
+ * app.kubernetes.io/managed-by=oneshot}), and so refuses a namespace that holds any such object
+ * before it starts: use a namespace of its own. The account needs, in that namespace: create, list,
+ * watch and deletecollection on Jobs; create, patch, list and deletecollection on Secrets; list and
+ * watch on Pods.
  */
 final class RealApi {
-  /** The label every Job and Secret the launcher makes carries; the clean-up deletes by it. */
-  static final String MANAGED = "app.kubernetes.io/managed-by=oneshot";
-
   /** How long a clean-up may take before the scenario gives up. */
   static final Duration CLEAN_UP = Duration.ofMinutes(10);
 
@@ -78,7 +79,9 @@ final class RealApi {
               + String.join(", ", left.subList(0, Math.min(5, left.size())))
               + (left.size() > 5 ? ", ..." : "")
               + "); the benchmark deletes what it made by the label "
-              + MANAGED
+              + MANAGED_BY
+              + "="
+              + MANAGER
               + ", so it needs a namespace of its own (--namespace)");
     }
   }
@@ -146,8 +149,8 @@ final class RealApi {
    * until none is listed.
    */
   void cleanUp() {
-    admin.batch().v1().jobs().inNamespace(namespace).withLabel(label(), value()).delete();
-    admin.secrets().inNamespace(namespace).withLabel(label(), value()).delete();
+    admin.batch().v1().jobs().inNamespace(namespace).withLabel(MANAGED_BY, MANAGER).delete();
+    admin.secrets().inNamespace(namespace).withLabel(MANAGED_BY, MANAGER).delete();
     long deadline = System.nanoTime() + cleanUpLimit.toNanos();
     long said = System.nanoTime();
     List<String> left;
@@ -183,20 +186,12 @@ final class RealApi {
             .v1()
             .jobs()
             .inNamespace(namespace)
-            .withLabel(label(), value())
+            .withLabel(MANAGED_BY, MANAGER)
             .list()
             .getItems());
     all.addAll(
-        admin.secrets().inNamespace(namespace).withLabel(label(), value()).list().getItems());
+        admin.secrets().inNamespace(namespace).withLabel(MANAGED_BY, MANAGER).list().getItems());
     return all.stream().map(o -> o.getKind() + "/" + o.getMetadata().getName()).toList();
-  }
-
-  private static String label() {
-    return MANAGED.substring(0, MANAGED.indexOf('='));
-  }
-
-  private static String value() {
-    return MANAGED.substring(MANAGED.indexOf('=') + 1);
   }
 
   /**

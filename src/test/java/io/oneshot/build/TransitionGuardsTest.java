@@ -38,6 +38,18 @@ class TransitionGuardsTest {
     return claim();
   }
 
+  /** A build enqueued and claimed, its attempt 1's launch recorded. */
+  private QueueStore.Claimed launchedFirstAttempt() {
+    QueueStore.Claimed first = enqueueAndClaim();
+    assertThat(
+            Database.await(
+                f.store
+                    .attempts()
+                    .markLaunched(first.id(), 1, "test", first.launchName(), null, "ok")))
+        .isPresent();
+    return first;
+  }
+
   private QueueStore.Claimed claim() {
     List<QueueStore.Claimed> c = f.claim(10, 1, "test");
     assertThat(c).hasSize(1);
@@ -159,12 +171,7 @@ class TransitionGuardsTest {
    */
   @Test
   void onlyTheLaunchedAttemptCountsAsLaunched() {
-    QueueStore.Claimed first = enqueueAndClaim();
-    long id = first.id();
-    assertThat(
-            Database.await(
-                f.store.attempts().markLaunched(id, 1, "test", first.launchName(), null, "ok")))
-        .isPresent();
+    long id = launchedFirstAttempt().id();
     assertThat(Database.await(f.store.attempts().launchTry(id, 1, "launch tried again", null)))
         .isFalse();
     assertThat(Database.await(f.store.attempts().launchWaits(id, 1, "launch waits"))).isFalse();
@@ -201,12 +208,7 @@ class TransitionGuardsTest {
    */
   @Test
   void aHeldLaunchIsRecordedOnceFreeAndOneOfAnEndedBuildIsToldItIsOver() throws Exception {
-    QueueStore.Claimed first = enqueueAndClaim();
-    long id = first.id();
-    assertThat(
-            Database.await(
-                f.store.attempts().markLaunched(id, 1, "test", first.launchName(), null, "ok")))
-        .isPresent();
+    long id = launchedFirstAttempt().id();
     assertThat(
             Database.await(f.store.attempts().requeue(id, 1, BuildState.LAUNCHING, "pod vanished")))
         .contains(BuildState.PENDING);

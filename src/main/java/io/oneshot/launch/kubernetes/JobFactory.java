@@ -44,6 +44,10 @@ import java.util.function.Function;
  */
 final class JobFactory {
   static final String MANAGED_BY = "app.kubernetes.io/managed-by";
+
+  /** The {@link #MANAGED_BY} label's value on everything the launcher makes. */
+  static final String MANAGER = "oneshot";
+
   static final String BUILD = "oneshot.io/build";
   static final String ATTEMPT = "oneshot.io/attempt";
   static final String ROUTE = "oneshot.io/route";
@@ -97,7 +101,7 @@ final class JobFactory {
 
   static Map<String, String> labels(Attempt a) {
     Map<String, String> l = new LinkedHashMap<>();
-    l.put(MANAGED_BY, "oneshot");
+    l.put(MANAGED_BY, MANAGER);
     l.put(BUILD, Long.toString(a.buildId()));
     l.put(ATTEMPT, Integer.toString(a.attempt()));
     l.put(ROUTE, a.route().name());

@@ -17,6 +17,11 @@ import java.util.List;
 public final class LaunchObjects {
   private LaunchObjects() {}
 
+  /** The label the launcher puts on every Job and Secret it makes, and its value. */
+  public static final String MANAGED_BY = JobFactory.MANAGED_BY;
+
+  public static final String MANAGER = JobFactory.MANAGER;
+
   /**
    * The token Secret and the Job of attempt 1 of a build on each of the configuration's routes,
    * made from the routes' templates (read from {@code templateDir}) as the launcher makes them.
