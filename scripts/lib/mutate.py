@@ -252,7 +252,10 @@ def run(b, index, cp):
     with open(log, "w") as out:
         try:
             p = subprocess.run(
+                # The test JVM packs the class directories into jars for the JVMs it starts, in the
+                # break's own directory: what those leave running names it (see reap).
                 [java_bin, "-Dio.netty.noUnsafe=true", "--enable-native-access=ALL-UNNAMED", *props,
+                 f"-Doneshot.test.jvmDir={d / 'jvm'}",
                  "-cp", f"{d / 'classes'}:{cp}", "io.oneshot.testing.FirstFailure", *b.tests],
                 stdout=out, stderr=subprocess.STDOUT, timeout=TIMEOUT_S, cwd=ROOT,
             )
@@ -260,7 +263,7 @@ def run(b, index, cp):
         except subprocess.TimeoutExpired:
             code = 124
     took = time.monotonic() - started
-    reap(d / "classes")
+    reap(d)
     tail = [l for l in log.read_text(errors="replace").splitlines() if l.startswith(("FAILED ", "all ", "no test"))]
     detail = tail[-1] if tail else f"see {log.relative_to(ROOT)}"
     if code == 1:
@@ -274,8 +277,8 @@ def run(b, index, cp):
 
 def reap(marker):
     """Kills what a mutant's test run left behind: the test JVM stops at the first failure without
-    cleaning up, and the provisionerd processes it started carry the mutant's class path."""
-    marker = str(marker)
+    cleaning up, and the processes it started carry the break's directory in their class path."""
+    marker = str(marker) + "/"
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             if marker in (proc / "cmdline").read_bytes().decode(errors="replace"):

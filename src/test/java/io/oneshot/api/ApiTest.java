@@ -51,9 +51,7 @@ class ApiTest {
   @BeforeEach
   void empty() {
     // Ids keep counting across tests, so that an attempt recorded earlier never matches.
-    Sql.exec(
-        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
-            + " oneshot.build_launches, oneshot.builds");
+    Sql.emptyBuilds();
   }
 
   private static void nothingWritten() {

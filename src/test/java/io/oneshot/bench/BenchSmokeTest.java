@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.api.Json;
+import io.oneshot.testing.Heavy;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -17,6 +18,7 @@ import org.junit.jupiter.api.io.TempDir;
  * figures are not judged here (performance goals live in the benchmark's own report); what is
  * checked is that every scenario ran to the end and reported, in the table and in the JSON.
  */
+@Heavy
 class BenchSmokeTest {
   @TempDir Path out;
 

@@ -38,9 +38,7 @@ class CliTest {
 
   @BeforeEach
   void empty() {
-    Sql.exec(
-        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
-            + " oneshot.build_launches, oneshot.builds");
+    Sql.emptyBuilds();
   }
 
   /** What a command printed and returned. */

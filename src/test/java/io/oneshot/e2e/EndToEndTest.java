@@ -6,6 +6,7 @@ import static org.awaitility.Awaitility.await;
 
 import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
+import io.oneshot.testing.Heavy;
 import io.oneshot.testing.Limits;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
@@ -24,6 +25,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Builds from enqueue to outcome through the local launcher: each attempt a real provisionerd
  * process running a real script.
  */
+@Heavy
 class EndToEndTest {
   private TestServer t;
   @TempDir Path tmp;

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.api.Json;
 import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.testing.Api;
+import io.oneshot.testing.Heavy;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TerraformOnPath;
 import io.oneshot.testing.TestServer;
@@ -26,6 +27,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Real terraform builds through the local launcher, with the built-in {@code terraform_data}
  * resource and {@code local-exec}, which need nothing from the network.
  */
+@Heavy
 class TerraformTest {
   private static final String ROUTES =
       """

@@ -6,6 +6,7 @@ import static org.awaitility.Awaitility.await;
 import io.oneshot.dispatch.FaultPoint;
 import io.oneshot.testing.Api;
 import io.oneshot.testing.DispatcherProcess;
+import io.oneshot.testing.Heavy;
 import io.oneshot.testing.Limits;
 import io.oneshot.testing.PromText;
 import io.oneshot.testing.Sql;
@@ -38,6 +39,7 @@ import org.junit.jupiter.api.io.TempDir;
  *
  * <p>{@code -Doneshot.soak=N} runs N times as many builds, for a longer soak.
  */
+@Heavy
 class FaultSuiteTest {
   private static final int SOAK = Integer.getInteger("oneshot.soak", 1);
 

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import io.oneshot.testing.DispatcherProcess;
+import io.oneshot.testing.Heavy;
 import io.oneshot.testing.TestServer;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
@@ -34,6 +35,7 @@ import org.junit.jupiter.api.io.TempDir;
  * embedded one listening on the pair's address (the machine's own listens on loopback only). Needs
  * root and {@code ip} (iproute2), as on the project's machines and CI.
  */
+@Heavy
 class LeaderVanishesTest {
   @TempDir Path tmp;
   private final List<DispatcherProcess> dispatchers = new ArrayList<>();

@@ -5,8 +5,10 @@ import static org.awaitility.Awaitility.await;
 
 import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
+import io.oneshot.testing.ChildJvm;
 import io.oneshot.testing.CoderDatabase;
 import io.oneshot.testing.FakeCoder;
+import io.oneshot.testing.Heavy;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
 import java.nio.file.Files;
@@ -26,6 +28,7 @@ import org.junit.jupiter.api.io.TempDir;
  * like Coder's: every job is run exactly once, by a daemon of its own build, and a build whose job
  * went elsewhere ends after its idle timeout.
  */
+@Heavy
 class CoderEndToEndTest {
   private final CoderDatabase coder = new CoderDatabase();
   private TestServer t;
@@ -62,7 +65,8 @@ class CoderEndToEndTest {
                 (vertx, cfg) ->
                     new LocalLauncher(
                         runDir,
-                        LocalCommand.defaultCommand(List.of(), runDir.resolve(".provisionerd.jsa")),
+                        LocalCommand.defaultCommand(
+                            List.of(), ChildJvm.archive("provisionerd"), ChildJvm.classPath()),
                         env))
             .routes(
                 """

@@ -6,6 +6,7 @@ import static org.awaitility.Awaitility.await;
 import io.oneshot.testing.CoderDatabase;
 import io.oneshot.testing.DispatcherProcess;
 import io.oneshot.testing.FakeCoder;
+import io.oneshot.testing.Heavy;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TcpProxy;
 import io.oneshot.testing.TestDatabase;
@@ -26,6 +27,7 @@ import org.junit.jupiter.api.io.TempDir;
  * bursts and the leader is SIGKILLed mid-burst and started again: every job gets exactly one build,
  * and every build's daemon runs exactly one job.
  */
+@Heavy
 class CoderReplicasTest {
   private final CoderDatabase coder = new CoderDatabase();
   private final List<DispatcherProcess> dispatchers = new ArrayList<>();

@@ -32,7 +32,8 @@ public final class CapturingLauncher extends DelegatingLauncher {
     return new CapturingLauncher(
         new LocalLauncher(
             dir.resolve("runs"),
-            LocalCommand.defaultCommand(List.of(), dir.resolve("cds.jsa")),
+            LocalCommand.defaultCommand(
+                List.of(), ChildJvm.archive("provisionerd"), ChildJvm.classPath()),
             env));
   }
 

@@ -29,8 +29,9 @@ public final class DispatcherProcess {
   private final Path config;
   private final Path logDir;
   private volatile Map<String, String> env;
-  private volatile List<String> jvm =
+  private static final List<String> DEFAULT_JVM =
       List.of("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m");
+  private volatile List<String> jvm = DEFAULT_JVM;
   private Process process;
   private int starts;
   private volatile Path log;
@@ -74,9 +75,18 @@ public final class DispatcherProcess {
     List<String> cmd = new ArrayList<>(wrapper);
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.addAll(jvm);
+    // From jars with an archive, as the image starts it; a footprint measure keeps its own.
+    boolean shared = jvm == DEFAULT_JVM;
+    if (shared) {
+      cmd.addAll(ChildJvm.archiveOptions("dispatcher"));
+    }
     cmd.add("-cp");
     cmd.add(
-        String.join(File.pathSeparator, io.oneshot.launch.local.LocalCommand.absoluteClassPath()));
+        String.join(
+            File.pathSeparator,
+            shared
+                ? ChildJvm.classPath()
+                : io.oneshot.launch.local.LocalCommand.absoluteClassPath()));
     cmd.add("io.oneshot.cli.Main");
     cmd.add("dispatcher");
     cmd.add("--config");

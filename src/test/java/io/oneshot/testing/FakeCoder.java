@@ -281,14 +281,13 @@ public final class FakeCoder {
     Path bin = dir.resolve("coder");
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-    cmd.addAll(List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx64m", "-Xshare:auto"));
+    cmd.addAll(List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx64m"));
+    cmd.addAll(ChildJvm.archiveOptions("fakecoder"));
     // Names where it was installed, so that a test can find the daemons it started and stop those
     // whose provisionerd was killed before it could (their command line holds this path).
     cmd.add("-Doneshot.fakecoder=" + bin.toAbsolutePath());
     cmd.add("-cp");
-    cmd.add(
-        String.join(
-            java.io.File.pathSeparator, io.oneshot.launch.local.LocalCommand.absoluteClassPath()));
+    cmd.add(String.join(java.io.File.pathSeparator, ChildJvm.classPath()));
     cmd.add(FakeCoder.class.getName());
     StringBuilder sh = new StringBuilder("#!/bin/sh\nexec");
     for (String a : cmd) {

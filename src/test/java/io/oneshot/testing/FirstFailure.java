@@ -124,7 +124,14 @@ public final class FirstFailure {
    * seconds (the server gone) is left behind.
    */
   private static void halt(int code) {
-    Thread drop = Thread.ofPlatform().daemon().start(TestDatabase::dropCreated);
+    Thread drop =
+        Thread.ofPlatform()
+            .daemon()
+            .start(
+                () -> {
+                  TestDatabase.dropCreated();
+                  ChildJvm.delete();
+                });
     try {
       drop.join(10_000);
     } catch (InterruptedException e) {

@@ -3,6 +3,7 @@ package io.oneshot.testing;
 import io.oneshot.config.ConfigLoader;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.Launcher;
+import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.server.OneshotServer;
 import io.vertx.core.Vertx;
@@ -10,6 +11,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import java.util.function.BiFunction;
 
@@ -106,6 +108,15 @@ public final class TestServer implements AutoCloseable {
       return this;
     }
 
+    /**
+     * The local launcher's default provisionerd command, on the jars and archive of {@link
+     * ChildJvm}.
+     */
+    private static List<String> provisionerd() {
+      return LocalCommand.defaultCommand(
+          List.of(), ChildJvm.archive("provisionerd"), ChildJvm.classPath());
+    }
+
     public OneshotConfig config(Path runDir) {
       String yaml =
           """
@@ -125,7 +136,10 @@ public final class TestServer implements AutoCloseable {
                   limits,
                   launcherYaml != null
                       ? launcherYaml
-                      : "{kind: local, local: {runDir: \"" + runDir + "\"}}",
+                      : "{kind: local, local: {runDir: %s, command: %s}}"
+                          .formatted(
+                              io.oneshot.api.Json.write(runDir.toString()),
+                              io.oneshot.api.Json.write(provisionerd())),
                   routes);
       return ConfigLoader.parse(yaml, "test", Map.of());
     }

@@ -6,6 +6,7 @@ import static org.awaitility.Awaitility.await;
 
 import io.oneshot.testing.Api;
 import io.oneshot.testing.Browser;
+import io.oneshot.testing.Heavy;
 import io.oneshot.testing.TestServer;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -35,6 +36,7 @@ import org.openqa.selenium.support.ui.WebDriverWait;
  * in it shown as text), cancel with a confirmation, and a viewer's token refused the cancel.
  * Screenshots of each page land in {@code target/screenshots/console/}.
  */
+@Heavy
 class ConsoleBrowserTest {
   private TestServer t;
   private Browser browser;

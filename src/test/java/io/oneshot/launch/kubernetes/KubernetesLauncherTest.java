@@ -17,6 +17,7 @@ import io.oneshot.build.Runner;
 import io.oneshot.launch.AttemptRef;
 import io.oneshot.testing.Api;
 import io.oneshot.testing.Audit;
+import io.oneshot.testing.Heavy;
 import io.oneshot.testing.Limits;
 import io.oneshot.testing.Ports;
 import io.oneshot.testing.PromText;
@@ -49,6 +50,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * The Kubernetes launcher end to end, against fabric8's mock API server in CRUD mode and a fake
  * kubelet that runs each Job's provisionerd as a local process.
  */
+@Heavy
 class KubernetesLauncherTest {
   private static final String ROUTES =
       """

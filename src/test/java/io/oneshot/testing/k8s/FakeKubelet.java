@@ -22,6 +22,8 @@ import io.fabric8.kubernetes.client.KubernetesClient;
 import io.fabric8.kubernetes.client.Watch;
 import io.fabric8.kubernetes.client.Watcher;
 import io.fabric8.kubernetes.client.WatcherException;
+import io.oneshot.testing.ChildJvm;
+import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
@@ -181,8 +183,10 @@ public final class FakeKubelet implements AutoCloseable {
           oneshot,
           "#!/bin/sh\nexec '"
               + Path.of(System.getProperty("java.home"), "bin", "java")
-              + "' --enable-native-access=ALL-UNNAMED -Dio.netty.noUnsafe=true -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp '"
-              + System.getProperty("java.class.path")
+              + "' --enable-native-access=ALL-UNNAMED -Dio.netty.noUnsafe=true -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "
+              + String.join(" ", ChildJvm.archiveOptions("pod"))
+              + " -cp '"
+              + String.join(File.pathSeparator, ChildJvm.classPath())
               + "' io.oneshot.cli.Main \"$@\"\n");
       Files.setPosixFilePermissions(oneshot, PosixFilePermissions.fromString("rwxr-xr-x"));
     } catch (IOException e) {

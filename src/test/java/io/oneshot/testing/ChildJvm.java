@@ -1,0 +1,122 @@
+package io.oneshot.testing;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.jar.JarEntry;
+import java.util.jar.JarOutputStream;
+import java.util.stream.Stream;
+import java.util.zip.Deflater;
+
+/**
+ * The class path and class data sharing flags for the JVMs a test starts (provisionerd, the
+ * dispatchers, the fake Coder daemon), so that they start as the image and the local launcher start
+ * provisionerd: from jars, mapping an archive of the classes the first of their kind loaded.
+ *
+ * <p>The JVM archives classes from jars only, and the test class path holds the class directories:
+ * without this every child loaded its classes one file at a time ({@code scripts/bench --only
+ * provisionerd}: 747 ms of overhead a build from the directories, 418 ms from the jar with its
+ * archive). Each class directory is packed into a jar once per test JVM, in a directory of its own
+ * ({@code -Doneshot.test.jvmDir} names it, as {@code scripts/mutate} does for each break so that it
+ * can find the processes a break left), deleted when the JVM exits.
+ */
+public final class ChildJvm {
+  private ChildJvm() {}
+
+  private static Path dir;
+  private static List<String> classPath;
+
+  static {
+    Runtime.getRuntime().addShutdownHook(new Thread(ChildJvm::delete));
+  }
+
+  /**
+   * This JVM's class path for a child JVM: every entry absolute, every class directory as a jar.
+   */
+  public static synchronized List<String> classPath() {
+    if (classPath == null) {
+      List<String> out = new ArrayList<>();
+      int i = 0;
+      for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
+        if (entry.isEmpty()) {
+          continue;
+        }
+        Path p = Path.of(entry).toAbsolutePath();
+        out.add(
+            Files.isDirectory(p) ? jar(p, dir().resolve("classes-" + i++ + ".jar")) : p.toString());
+      }
+      classPath = List.copyOf(out);
+    }
+    return classPath;
+  }
+
+  /**
+   * The flags that let the children of one kind ({@code "provisionerd"}, {@code "dispatcher"})
+   * share an archive: the first to exit normally writes it, later ones map it.
+   */
+  public static List<String> archiveOptions(String kind) {
+    return List.of(
+        "-Xshare:auto", "-XX:+AutoCreateSharedArchive", "-XX:SharedArchiveFile=" + archive(kind));
+  }
+
+  /** The archive of the children of one kind. */
+  public static Path archive(String kind) {
+    return dir().resolve(kind + ".jsa");
+  }
+
+  /** Where the jars and the archives are. */
+  private static synchronized Path dir() {
+    if (dir == null) {
+      try {
+        String named = System.getProperty("oneshot.test.jvmDir");
+        dir =
+            named != null && !named.isBlank()
+                ? Files.createDirectories(Path.of(named).toAbsolutePath())
+                : Files.createTempDirectory("oneshot-test-jvm");
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+    }
+    return dir;
+  }
+
+  private static String jar(Path classes, Path jar) {
+    // Stored, not compressed: the children read every class, and packing is a one-off.
+    try (OutputStream file = Files.newOutputStream(jar);
+        JarOutputStream out = new JarOutputStream(file);
+        Stream<Path> files = Files.walk(classes)) {
+      out.setLevel(Deflater.NO_COMPRESSION);
+      for (Path f : files.filter(Files::isRegularFile).sorted().toList()) {
+        out.putNextEntry(new JarEntry(classes.relativize(f).toString().replace('\\', '/')));
+        Files.copy(f, out);
+        out.closeEntry();
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot pack " + classes + " into " + jar, e);
+    }
+    return jar.toString();
+  }
+
+  /**
+   * Deletes the jars and archives (at exit, and before a halt that skips the exit's hooks: {@link
+   * FirstFailure}).
+   */
+  public static synchronized void delete() {
+    if (dir == null) {
+      return;
+    }
+    try (Stream<Path> all = Files.walk(dir)) {
+      for (Path p : all.sorted(Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(p);
+      }
+    } catch (IOException e) {
+      // a child may still be writing its archive; the directory is in a temporary place
+    }
+  }
+}
