@@ -28,6 +28,8 @@ final class JobTakenWatch {
   private final Report report;
   private final CountDownLatch stopped = new CountDownLatch(1);
   private boolean reported;
+  private boolean emptyBefore;
+  private volatile int looks;
   private volatile Thread thread;
 
   JobTakenWatch(Path file, Duration every, Report report) {
@@ -44,7 +46,7 @@ final class JobTakenWatch {
             .start(
                 () -> {
                   try {
-                    while (!check()) {
+                    while (!check(false)) {
                       if (stopped.await(every.toMillis(), TimeUnit.MILLISECONDS)) {
                         return; // stop() looks once more
                       }
@@ -62,7 +64,7 @@ final class JobTakenWatch {
     if (t != null) {
       t.join(5_000);
     }
-    check();
+    check(true);
   }
 
   /** Whether the watch's thread still runs (for tests). */
@@ -71,20 +73,35 @@ final class JobTakenWatch {
     return t != null && t.isAlive();
   }
 
-  /** Reports the job taken once the file exists; true once reported. */
-  private synchronized boolean check() throws InterruptedException {
+  /** How many times the watch has looked (for tests). */
+  int looks() {
+    return looks;
+  }
+
+  /**
+   * Reports the job taken once the file exists; true once reported. A file found empty while the
+   * script runs may be one a writer has created and not yet written ({@code echo ... > file}): it
+   * is reported at the next look, with its first line if it has one by then, or at the last look.
+   */
+  private synchronized boolean check(boolean last) throws InterruptedException {
+    looks++;
     if (reported || !Files.exists(file)) {
       return reported;
     }
-    reported = true;
-    String what = "took a job";
+    String first = null;
     try {
-      String first = Files.readString(file, StandardCharsets.UTF_8).lines().findFirst().orElse("");
-      if (!first.isBlank()) {
-        what = "took a job: " + (first.length() > 200 ? first.substring(0, 200) : first.strip());
-      }
+      first = Files.readString(file, StandardCharsets.UTF_8).lines().findFirst().orElse("");
     } catch (IOException e) {
       // the file is there: that says it all
+    }
+    if (first != null && first.isEmpty() && !emptyBefore && !last) {
+      emptyBefore = true;
+      return false;
+    }
+    reported = true;
+    String what = "took a job";
+    if (first != null && !first.isBlank()) {
+      what = "took a job: " + (first.length() > 200 ? first.substring(0, 200) : first.strip());
     }
     report.taken(what);
     return true;

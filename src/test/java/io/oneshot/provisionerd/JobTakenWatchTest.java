@@ -49,6 +49,39 @@ class JobTakenWatchTest {
     assertThat(reported).containsExactly("took a job: workspace build 42");
   }
 
+  /**
+   * Created, then written a moment later (a shell's {@code >} does both): a look between the two
+   * finds it empty, and the first line still goes with the report.
+   */
+  @Test
+  void aFileFoundEmptyAndWrittenAMomentLaterIsReportedWithItsFirstLine() throws Exception {
+    Path file = dir.resolve("taken");
+    Files.writeString(file, "");
+    JobTakenWatch watch = new JobTakenWatch(file, Duration.ofHours(1), reported::add);
+    watch.start();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> watch.looks() >= 1);
+    assertThat(reported).isEmpty();
+    Files.writeString(file, "workspace build 7\n");
+
+    watch.stop();
+
+    assertThat(reported).containsExactly("took a job: workspace build 7");
+  }
+
+  /** Left empty while the script goes on: reported at the next look, not only at the end. */
+  @Test
+  void aFileLeftEmptyIsReportedWhileTheScriptRuns() throws Exception {
+    Path file = dir.resolve("taken");
+    Files.writeString(file, "");
+    JobTakenWatch watch = new JobTakenWatch(file, Duration.ofMillis(10), reported::add);
+    watch.start();
+
+    await().atMost(10, TimeUnit.SECONDS).until(() -> !reported.isEmpty());
+    assertThat(reported).containsExactly("took a job");
+    watch.stop();
+    assertThat(reported).hasSize(1);
+  }
+
   /** Written just before the script ended, between two looks: the last look at stop() finds it. */
   @Test
   void aFileWrittenJustBeforeTheEndIsFoundByTheLastLook() throws Exception {
