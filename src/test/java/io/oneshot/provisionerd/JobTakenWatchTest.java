@@ -18,6 +18,18 @@ class JobTakenWatchTest {
 
   private final List<String> reported = new CopyOnWriteArrayList<>();
 
+  /** The file the script writes. */
+  private Path taken() {
+    return dir.resolve("taken");
+  }
+
+  /** A watch on {@link #taken()}, started, looking every {@code every}. */
+  private JobTakenWatch started(Duration every) {
+    JobTakenWatch watch = new JobTakenWatch(taken(), every, reported::add);
+    watch.start();
+    return watch;
+  }
+
   /**
    * The script's end stops the watch at once, however long its interval: the build's completion
    * waits for that stop. With an hour between looks, a watch that slept its interval out would
@@ -25,9 +37,7 @@ class JobTakenWatchTest {
    */
   @Test
   void theScriptsEndStopsTheWatchAtOnceWhateverItsInterval() throws Exception {
-    JobTakenWatch watch =
-        new JobTakenWatch(dir.resolve("taken"), Duration.ofHours(1), reported::add);
-    watch.start();
+    JobTakenWatch watch = started(Duration.ofHours(1));
     await().atMost(10, TimeUnit.SECONDS).until(watch::watching);
 
     watch.stop();
@@ -38,10 +48,8 @@ class JobTakenWatchTest {
 
   @Test
   void aFileWrittenWhileTheScriptRunsIsReportedOnceWithItsFirstLine() throws Exception {
-    Path file = dir.resolve("taken");
-    JobTakenWatch watch = new JobTakenWatch(file, Duration.ofMillis(10), reported::add);
-    watch.start();
-    Files.writeString(file, "workspace build 42\nmore\n");
+    JobTakenWatch watch = started(Duration.ofMillis(10));
+    Files.writeString(taken(), "workspace build 42\nmore\n");
     await().atMost(10, TimeUnit.SECONDS).until(() -> !reported.isEmpty());
 
     watch.stop();
@@ -55,13 +63,11 @@ class JobTakenWatchTest {
    */
   @Test
   void aFileFoundEmptyAndWrittenAMomentLaterIsReportedWithItsFirstLine() throws Exception {
-    Path file = dir.resolve("taken");
-    Files.writeString(file, "");
-    JobTakenWatch watch = new JobTakenWatch(file, Duration.ofHours(1), reported::add);
-    watch.start();
+    Files.writeString(taken(), "");
+    JobTakenWatch watch = started(Duration.ofHours(1));
     await().atMost(10, TimeUnit.SECONDS).until(() -> watch.looks() >= 1);
     assertThat(reported).isEmpty();
-    Files.writeString(file, "workspace build 7\n");
+    Files.writeString(taken(), "workspace build 7\n");
 
     watch.stop();
 
@@ -71,10 +77,8 @@ class JobTakenWatchTest {
   /** Left empty while the script goes on: reported at the next look, not only at the end. */
   @Test
   void aFileLeftEmptyIsReportedWhileTheScriptRuns() throws Exception {
-    Path file = dir.resolve("taken");
-    Files.writeString(file, "");
-    JobTakenWatch watch = new JobTakenWatch(file, Duration.ofMillis(10), reported::add);
-    watch.start();
+    Files.writeString(taken(), "");
+    JobTakenWatch watch = started(Duration.ofMillis(10));
 
     await().atMost(10, TimeUnit.SECONDS).until(() -> !reported.isEmpty());
     assertThat(reported).containsExactly("took a job");
@@ -85,11 +89,9 @@ class JobTakenWatchTest {
   /** Written just before the script ended, between two looks: the last look at stop() finds it. */
   @Test
   void aFileWrittenJustBeforeTheEndIsFoundByTheLastLook() throws Exception {
-    Path file = dir.resolve("taken");
-    JobTakenWatch watch = new JobTakenWatch(file, Duration.ofHours(1), reported::add);
-    watch.start();
+    JobTakenWatch watch = started(Duration.ofHours(1));
     await().atMost(10, TimeUnit.SECONDS).until(watch::watching);
-    Files.writeString(file, "");
+    Files.writeString(taken(), "");
 
     watch.stop();
 

@@ -1,6 +1,6 @@
 package io.oneshot.testing;
 
-import java.io.File;
+import io.oneshot.launch.local.LocalCommand;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
@@ -43,13 +43,9 @@ public final class ChildJvm {
     if (classPath == null) {
       List<String> out = new ArrayList<>();
       int i = 0;
-      for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
-        if (entry.isEmpty()) {
-          continue;
-        }
-        Path p = Path.of(entry).toAbsolutePath();
-        out.add(
-            Files.isDirectory(p) ? jar(p, dir().resolve("classes-" + i++ + ".jar")) : p.toString());
+      for (String entry : LocalCommand.absoluteClassPath()) {
+        Path p = Path.of(entry);
+        out.add(Files.isDirectory(p) ? jar(p, dir().resolve("classes-" + i++ + ".jar")) : entry);
       }
       classPath = List.copyOf(out);
     }
@@ -116,7 +112,8 @@ public final class ChildJvm {
         Files.deleteIfExists(p);
       }
     } catch (IOException e) {
-      // a child may still be writing its archive; the directory is in a temporary place
+      // a child may still be writing its archive: what is left stays, in a temporary directory or
+      // in the directory scripts/mutate clears before the break runs again
     }
   }
 }

@@ -73,10 +73,13 @@ public final class Sql {
    * class may still be writing what an earlier test left: see {@link #execBesideTheServer}.
    */
   public static void emptyBuilds() {
-    execBesideTheServer(
-        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
-            + " oneshot.build_launches, oneshot.builds");
+    execBesideTheServer(TRUNCATE_BUILDS);
   }
+
+  /** The builds and every table that refers to them, in one TRUNCATE. */
+  private static final String TRUNCATE_BUILDS =
+      "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
+          + " oneshot.build_launches, oneshot.builds";
 
   /**
    * Runs {@code sql} again when PostgreSQL chose it as a deadlock's victim. A TRUNCATE of several
@@ -133,8 +136,8 @@ public final class Sql {
   /** Empties the queue between tests; the schema stays. */
   public static void reset() {
     execBesideTheServer(
-        "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
-            + " oneshot.build_launches, oneshot.builds RESTART IDENTITY;"
+        TRUNCATE_BUILDS
+            + " RESTART IDENTITY;"
             + " DELETE FROM oneshot.routes; DELETE FROM oneshot.api_tokens;"
             // The audit trail refuses deletes: a reset (tests only) sets its guard aside.
             + " ALTER TABLE oneshot.audit DISABLE TRIGGER audit_append_only;"
