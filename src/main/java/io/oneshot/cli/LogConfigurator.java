@@ -4,12 +4,12 @@ import ch.qos.logback.classic.Level;
 import ch.qos.logback.classic.Logger;
 import ch.qos.logback.classic.LoggerContext;
 import ch.qos.logback.classic.encoder.JsonEncoder;
-import ch.qos.logback.classic.encoder.PatternLayoutEncoder;
 import ch.qos.logback.classic.spi.Configurator;
 import ch.qos.logback.classic.spi.ConfiguratorRank;
 import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.ConsoleAppender;
 import ch.qos.logback.core.encoder.Encoder;
+import ch.qos.logback.core.encoder.LayoutWrappingEncoder;
 import ch.qos.logback.core.spi.ContextAwareBase;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -71,9 +71,12 @@ public final class LogConfigurator extends ContextAwareBase implements Configura
       json.start();
       encoder = json;
     } else {
-      PatternLayoutEncoder text = new PatternLayoutEncoder();
+      LayoutWrappingEncoder<ILoggingEvent> text = new LayoutWrappingEncoder<>();
       text.setContext(context);
-      text.setPattern("%d{yyyy-MM-dd'T'HH:mm:ss.SSS'Z',UTC} %-5level %logger{0} - %msg%n");
+      TextLayout layout = new TextLayout();
+      layout.setContext(context);
+      layout.start();
+      text.setLayout(layout);
       text.start();
       encoder = text;
     }
