@@ -57,7 +57,7 @@ class CoderReplicasTest {
   void aLeaderKilledMidBurstAndItsStandbyLaunchOneBuildPerJob() throws Exception {
     Sql.reset();
     UUID org = coder.organization("acme");
-    coder.applyMs = 1500;
+    coder.applyMs = CoderDatabase.SHORT_APPLY_MS;
     Map<String, String> env =
         Map.of(
             "CODER_URL", coder.jdbcUrl(),

@@ -160,6 +160,12 @@ public final class CoderDatabase {
   /** How long the stand-in daemon takes to "apply" each job posted from now on. */
   public volatile long applyMs = 200;
 
+  /**
+   * A short terraform apply: longer than a provisionerd takes to hear that its daemon took a job
+   * and signal it, even with a dozen builds' JVMs starting at once on two cores.
+   */
+  public static final long SHORT_APPLY_MS = 4_000;
+
   public List<UUID> post(UUID org, Map<String, String> tags, int n, UUID initiator) {
     List<UUID> ids = new java.util.ArrayList<>();
     String json = Json.write(tags);
