@@ -8,7 +8,7 @@ UPDATE oneshot.builds SET reason = $3
 WHERE id = $1 AND attempt = $2 AND status = 'launching'
   AND NOT EXISTS (SELECT 1 FROM oneshot.build_launches l WHERE l.build_id = $1 AND l.attempt = $2)
   AND ($4::int IS NULL OR EXISTS (
-    SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+    SELECT 1 FROM pg_lock_status() l, pg_stat_get_activity($4) a
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
       AND l.classid::bigint = $6 AND l.objid::bigint = $7
       AND l.pid = $4 AND a.backend_start = $5))
