@@ -31,6 +31,11 @@ STORE_SUITE = [
     "io.oneshot.e2e",
 ]
 TIMEOUT_S = 20 * 60
+# The flags of each break's test JVM (MUTATE_JAVA_OPTS to change them). That JVM lives seconds to a
+# minute and mostly waits, while three breaks side by side keep two cores busy: the client compiler
+# alone and the serial collector spend less of that CPU than C2's and G1's threads would, as for
+# the JVMs the tests start (ChildJvm, DispatcherProcess, the local launcher's provisionerd).
+JAVA_OPTS = os.environ.get("MUTATE_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC").split()
 
 
 @dataclass
@@ -254,7 +259,7 @@ def run(b, index, cp):
             p = subprocess.run(
                 # The test JVM packs the class directories into jars for the JVMs it starts, in the
                 # break's own directory: what those leave running names it (see reap).
-                [java_bin, "-Dio.netty.noUnsafe=true", "--enable-native-access=ALL-UNNAMED", *props,
+                [java_bin, *JAVA_OPTS, "-Dio.netty.noUnsafe=true", "--enable-native-access=ALL-UNNAMED", *props,
                  f"-Doneshot.test.jvmDir={d / 'jvm'}",
                  "-cp", f"{d / 'classes'}:{cp}", "io.oneshot.testing.FirstFailure", *b.tests],
                 stdout=out, stderr=subprocess.STDOUT, timeout=TIMEOUT_S, cwd=ROOT,
