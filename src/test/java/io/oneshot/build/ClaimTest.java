@@ -357,19 +357,12 @@ class ClaimTest {
       // Nor does the leader's own pid under another session start: what a fence shows when its
       // session died and a new session got the same pid.
       LeaderFence fenceB = b.fence();
-      assertThatFencedOut(new LeaderFence(fenceB.pid(), fenceB.sessionStart().minusSeconds(1)));
+      LeaderFence pidReused = new LeaderFence(fenceB.pid(), fenceB.sessionStart().minusSeconds(1));
+      assertThatFencedOut(pidReused);
       assertThat(Database.await(f.store.attempts().launchTry(first, 1, "try 4", fenceB)))
           .as("the fence that holds still lets a launch be tried")
           .isTrue();
-      assertThat(
-              Database.await(
-                  f.store
-                      .attempts()
-                      .launchTry(
-                          first,
-                          1,
-                          "try 5",
-                          new LeaderFence(fenceB.pid(), fenceB.sessionStart().plusSeconds(1)))))
+      assertThat(Database.await(f.store.attempts().launchTry(first, 1, "try 5", pidReused)))
           .as("the leader's pid under another session start tries no launch")
           .isFalse();
       assertThat(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", second))
