@@ -7,7 +7,9 @@ import io.oneshot.api.Json;
 import io.oneshot.testing.Heavy;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import org.junit.jupiter.api.Test;
@@ -40,6 +42,23 @@ class BenchSmokeTest {
         .as("scenarios that failed")
         .isEmpty();
     assertThat(reported).isEqualTo(all);
+    // The latency goal's limit is measured beside it, in the same run (LatencyFloor).
+    Map<String, Double> latency = new HashMap<>();
+    r.report().figures().stream()
+        .filter(f -> f.scenario().equals("latency"))
+        .forEach(f -> latency.put(f.metric(), f.value()));
+    assertThat(latency)
+        .containsKeys(
+            "a round trip (SELECT 1) p50",
+            "a one-row insert committed p50",
+            "a notification, sent -> heard by a listener p50",
+            "a bare claim of one row, committed p50",
+            "enqueue -> claimed p50 ÷ the floor's notification + bare claim");
+    assertThat(latency.get("notification + bare claim, p50 each, summed"))
+        .isEqualTo(
+            latency.get("a notification, sent -> heard by a listener p50")
+                + latency.get("a bare claim of one row, committed p50"))
+        .isPositive();
 
     JsonNode json = Json.MAPPER.readTree(Files.readString(out.resolve("bench.json")));
     assertThat(json.path("smoke").asBoolean()).isTrue();

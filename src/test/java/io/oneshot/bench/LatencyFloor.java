@@ -1,0 +1,141 @@
+package io.oneshot.bench;
+
+import io.oneshot.build.Database;
+import io.oneshot.testing.TestDatabase;
+import io.vertx.core.Vertx;
+import io.vertx.pgclient.PgConnectOptions;
+import io.vertx.pgclient.PgConnection;
+import io.vertx.sqlclient.PreparedQuery;
+import io.vertx.sqlclient.Row;
+import io.vertx.sqlclient.RowSet;
+import io.vertx.sqlclient.Tuple;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The latency scenario's floor: what the steps of enqueue -> claimed cost on the same database in
+ * the same run, through the same client as the dispatcher's (Vert.x's), with nothing of oneshot's
+ * around them. A round trip ({@code SELECT 1}); a one-row insert committed (its WAL flush); a
+ * notification sent by one connection and heard by another listening (NOTIFY's commit and delivery:
+ * how a dispatcher learns of an enqueue); a bare claim of one row ({@code UPDATE ... WHERE id =
+ * (SELECT ... FOR UPDATE SKIP LOCKED)}, committed in the same round trip). The notification and the
+ * bare claim together are about the least an event-driven claim can take here; oneshot's claim adds
+ * its route limits, leader fence, token and timeline row.
+ */
+final class LatencyFloor {
+  private LatencyFloor() {}
+
+  private static final String CHANNEL = "oneshot_bench_floor";
+
+  /**
+   * Reports each step's p50, p99 and max; returns the notification's and bare claim's p50s summed.
+   */
+  static double measure(boolean smoke, Report report) throws Exception {
+    int samples = smoke ? 5 : 400;
+    int warmup = smoke ? 1 : 50;
+    String variant = "floor: the same database, bare statements";
+    Vertx vertx = Vertx.vertx();
+    try {
+      PgConnectOptions options = Database.optionsFor(TestDatabase.url(), "oneshot-bench-floor");
+      PgConnection writer = Database.await(PgConnection.connect(vertx, options));
+      PgConnection listener = Database.await(PgConnection.connect(vertx, options));
+      run(
+          writer,
+          "CREATE TABLE IF NOT EXISTS public.oneshot_bench_floor"
+              + " (id bigserial PRIMARY KEY, claimed boolean NOT NULL DEFAULT false)");
+      // As the queue's pending builds are found: by a partial index of the unclaimed.
+      run(
+          writer,
+          "CREATE INDEX IF NOT EXISTS oneshot_bench_floor_pending"
+              + " ON public.oneshot_bench_floor (id) WHERE NOT claimed");
+      try {
+        List<Double> roundTrip = timed(writer, "SELECT 1", null, warmup, samples);
+        String insert = "INSERT INTO public.oneshot_bench_floor (claimed) VALUES (true)";
+        List<Double> inserted = timed(writer, insert, null, warmup, samples);
+        List<Double> notify = notifications(writer, listener, warmup, samples);
+        List<Double> claim =
+            timed(
+                writer,
+                "UPDATE public.oneshot_bench_floor SET claimed = true WHERE id = ("
+                    + "SELECT id FROM public.oneshot_bench_floor WHERE NOT claimed"
+                    + " ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id",
+                // Untimed before each claim: the row it takes.
+                "INSERT INTO public.oneshot_bench_floor DEFAULT VALUES",
+                warmup,
+                samples);
+        report.latency("latency", variant, "a round trip (SELECT 1)", roundTrip, null, null);
+        report.latency("latency", variant, "a one-row insert committed", inserted, null, null);
+        report.latency(
+            "latency", variant, "a notification, sent -> heard by a listener", notify, null, null);
+        report.latency("latency", variant, "a bare claim of one row, committed", claim, null, null);
+        double floor = Stats.of(notify).p50() + Stats.of(claim).p50();
+        report.add("latency", variant, "notification + bare claim, p50 each, summed", floor, "ms");
+        return floor;
+      } finally {
+        run(writer, "DROP TABLE public.oneshot_bench_floor");
+      }
+    } finally {
+      Database.await(vertx.close());
+    }
+  }
+
+  private static RowSet<Row> run(PgConnection c, String sql) {
+    return Database.await(c.query(sql).execute());
+  }
+
+  /**
+   * Runs {@code sql}, prepared, warmup + samples times, each after {@code before} (untimed, when
+   * given); returns each timed run's ms from the call to the answer. A statement that must take a
+   * row and takes none fails the measurement.
+   */
+  private static List<Double> timed(
+      PgConnection c, String sql, String before, int warmup, int samples) {
+    PreparedQuery<RowSet<Row>> q = c.preparedQuery(sql);
+    List<Double> ms = new ArrayList<>();
+    for (int i = 0; i < warmup + samples; i++) {
+      if (before != null) {
+        run(c, before);
+      }
+      long t0 = System.nanoTime();
+      RowSet<Row> rows = Database.await(q.execute());
+      long took = System.nanoTime() - t0;
+      if (before != null && rows.rowCount() != 1) {
+        throw new IllegalStateException(sql + ": took " + rows.rowCount() + " rows, not 1");
+      }
+      if (i >= warmup) {
+        ms.add(took / 1e6);
+      }
+    }
+    return ms;
+  }
+
+  /**
+   * Each sample: one notification sent in a transaction of its own, timed from the send to the
+   * moment the listening connection's handler gets it (on its event loop, as the dispatcher's
+   * listener does). One at a time: the next is sent once this one was heard.
+   */
+  private static List<Double> notifications(
+      PgConnection writer, PgConnection listener, int warmup, int samples) throws Exception {
+    BlockingQueue<long[]> heard = new LinkedBlockingQueue<>();
+    listener.notificationHandler(
+        n -> heard.add(new long[] {Long.parseLong(n.getPayload()), System.nanoTime()}));
+    run(listener, "LISTEN " + CHANNEL);
+    PreparedQuery<RowSet<Row>> q = writer.preparedQuery("SELECT pg_notify('" + CHANNEL + "', $1)");
+    List<Double> ms = new ArrayList<>();
+    for (int i = 0; i < warmup + samples; i++) {
+      long t0 = System.nanoTime();
+      Database.await(q.execute(Tuple.of(Integer.toString(i))));
+      long[] got = heard.poll(10, TimeUnit.SECONDS);
+      if (got == null || got[0] != i) {
+        throw new IllegalStateException("notification " + i + " not heard within 10 s");
+      }
+      if (i >= warmup) {
+        ms.add((got[1] - t0) / 1e6);
+      }
+    }
+    return ms;
+  }
+}
