@@ -4,6 +4,7 @@ import io.oneshot.testing.Limits;
 import io.oneshot.testing.NoopLauncher;
 import io.oneshot.testing.TestServer;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -42,6 +43,16 @@ final class BackpressureBench implements Scenario {
         // fresh JVM, compiles the handler: 320 ms here, the slowest sample of a run, and nothing
         // the burst did. It is made before the burst and not counted.
         readRoutes(t);
+        // Its ceiling: the same reads, at the same pace, of the same server with nothing queued.
+        List<Double> idle = new ArrayList<>();
+        long tick = System.nanoTime();
+        for (int i = 0; i < (smoke ? 5 : 40); i++) {
+          long t0 = System.nanoTime();
+          readRoutes(t);
+          idle.add((System.nanoTime() - t0) / 1e6);
+          tick += 50_000_000L;
+          Harness.sleepUntil(tick);
+        }
         List<Double> routes = Harness.list();
         AtomicBoolean draining = new AtomicBoolean(true);
         Thread operator =
@@ -79,6 +90,9 @@ final class BackpressureBench implements Scenario {
         report.add("backpressure", variant, "GET /api/v1/routes samples", routes.size(), "");
         report.latency(
             "backpressure", variant, "GET /api/v1/routes", routes, null, Report.Goal.under(100));
+        String ceiling = "ceiling: the same reads before the burst, nothing queued";
+        report.reference("backpressure", ceiling);
+        report.latency("backpressure", ceiling, "GET /api/v1/routes", idle, null, null);
       } finally {
         // Left installed, its lock at every commit slowed each scenario after this one.
         Limits.untrack();

@@ -42,6 +42,12 @@ class BenchSmokeTest {
         .as("scenarios that failed")
         .isEmpty();
     assertThat(reported).isEqualTo(all);
+    // Every scenario prints what its figures are read against, measured in the same run.
+    Set<String> withReference = new TreeSet<>();
+    r.report().figures().stream()
+        .filter(Report.Figure::reference)
+        .forEach(f -> withReference.add(f.scenario()));
+    assertThat(withReference).as("scenarios with a peer or ceiling beside them").isEqualTo(all);
     // The latency goal's limit is measured beside it, in the same run (LatencyFloor).
     Map<String, Double> latency = new HashMap<>();
     r.report().figures().stream()
@@ -65,6 +71,8 @@ class BenchSmokeTest {
     assertThat(json.path("machine").path("postgresql").asText()).startsWith("PostgreSQL");
     assertThat(json.path("figures")).hasSize(r.report().figures().size());
     assertThat(json.path("figures").findValuesAsText("scenario")).containsAll(all);
+    long references = r.report().figures().stream().filter(Report.Figure::reference).count();
+    assertThat(json.path("figures").findValues("reference")).hasSize((int) references);
     // Smoke figures never claim a goal was met or missed.
     assertThat(json.path("figures").findValues("met")).isEmpty();
 

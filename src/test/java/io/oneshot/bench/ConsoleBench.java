@@ -111,6 +111,25 @@ final class ConsoleBench implements Scenario {
         report.latency(name(), variant, "overview shown after a fresh load", overview, null, null);
         report.latency(
             name(), variant, "pending list with why each waits, from the click", list, null, null);
+        // The ceiling: the API reads behind those two views, fetched from the same page with the
+        // same token, and nothing drawn.
+        String ceiling = "ceiling: the views' API reads alone, fetched from the page";
+        report.reference(name(), ceiling);
+        List<Double> overviewReads = new ArrayList<>();
+        List<Double> listReads = new ArrayList<>();
+        for (int i = 0; i < (smoke ? 1 : 5); i++) {
+          overviewReads.add(
+              fetched(js, "['/api/v1/routes', '/api/v1/overview', '/api/v1/sources']"));
+          listReads.add(fetched(js, "['/api/v1/builds?status=pending&limit=50']"));
+        }
+        report.latency(
+            name(),
+            ceiling,
+            "the overview's three reads (routes, overview, sources)",
+            overviewReads,
+            null,
+            null);
+        report.latency(name(), ceiling, "the pending list's read", listReads, null, null);
 
         // A chatty build: as many lines as the shell writes, followed live from its page.
         long chat =
@@ -158,6 +177,26 @@ final class ConsoleBench implements Scenario {
         }
       }
     }
+  }
+
+  /**
+   * Milliseconds, in the page, to fetch every path of {@code paths} (a JavaScript array) at once
+   * with the signed-in token and read each body as JSON; a read that fails fails the scenario.
+   */
+  private static double fetched(JavascriptExecutor js, String paths) {
+    Object r =
+        js.executeAsyncScript(
+            "const done = arguments[arguments.length - 1]; const t0 = performance.now();"
+                + " const auth = {Authorization: 'Bearer ' + sessionStorage.getItem('oneshot.token')};"
+                + " Promise.all("
+                + paths
+                + ".map(p => fetch(p, {headers: auth}).then(r => {"
+                + " if (!r.ok) throw new Error(p + ': HTTP ' + r.status); return r.json(); })))"
+                + " .then(() => done(performance.now() - t0), e => done('failed: ' + e.message));");
+    if (!(r instanceof Number n)) {
+      throw new IllegalStateException("the console's API reads: " + r);
+    }
+    return n.doubleValue();
   }
 
   /**

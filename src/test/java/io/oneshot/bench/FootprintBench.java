@@ -102,6 +102,8 @@ final class FootprintBench implements Scenario {
         Harness.sleepUntil(System.nanoTime() + settle.toNanos());
         long pid = d.process().pid();
         String idle = "idle";
+        // The same process before any build: what the load below adds is read against it.
+        report.reference("footprint", idle);
         report.add("footprint", idle, "RSS", rssMiB(pid, "VmRSS"), "MiB");
         report.add("footprint", idle, "heap live (after a full GC)", heapLiveMiB(pid), "MiB");
 

@@ -1,16 +1,33 @@
 package io.oneshot.bench;
 
+import io.oneshot.build.Database;
 import io.oneshot.testing.NoopLauncher;
 import io.oneshot.testing.TestServer;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import io.vertx.core.VertxOptions;
+import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.HttpVersion;
+import io.vertx.core.http.PoolOptions;
+import io.vertx.core.http.RequestOptions;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
+import java.util.Queue;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Runners' heartbeats while many builds run: every build's runner heartbeats once a second, as
  * provisionerd does, over the runner API. What one costs PostgreSQL and how long it waits, from the
  * end of the first round to the start of the last (nothing but heartbeats in between: acquires
- * before, completions after).
+ * before, completions after). Its ceiling, in the same run against the same server: as many
+ * requests a second to {@code GET /healthz}, which touches no database, from a client like the
+ * runners' (one event loop, at most 64 connections): what HTTP alone costs at that rate.
  */
 final class HeartbeatBench implements Scenario {
   private static final int ROUNDS = 10;
@@ -71,6 +88,82 @@ final class HeartbeatBench implements Scenario {
           new ArrayList<>(launcher.heartbeatMs),
           null,
           null);
+      String ceiling = "ceiling: GET /healthz as often, from a client like the runners'";
+      report.reference("heartbeat", ceiling);
+      healthz(t.api.base(), n, rounds - 1, ceiling, report);
     }
+  }
+
+  /**
+   * {@code n} callers, each sending {@code GET /healthz} once a second from a random offset, for
+   * {@code seconds}: request to answer, and this JVM's CPU a request (server and client).
+   */
+  static void healthz(String base, int n, int seconds, String variant, Report report) {
+    Vertx vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(1));
+    try {
+      HttpClient http =
+          vertx.createHttpClient(
+              new HttpClientOptions()
+                  .setProtocolVersion(HttpVersion.HTTP_1_1)
+                  .setConnectTimeout(5_000)
+                  .setKeepAlive(true),
+              new PoolOptions().setHttp1MaxSize(64).setMaxWaitQueueSize(-1));
+      RequestOptions get =
+          new RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(base + "/healthz");
+      Queue<Double> ms = new ConcurrentLinkedQueue<>();
+      AtomicInteger failed = new AtomicInteger();
+      AtomicInteger done = new AtomicInteger();
+      CpuMeter cpu = CpuMeter.start();
+      for (int i = 0; i < n; i++) {
+        long offset = 1 + ThreadLocalRandom.current().nextLong(1_000);
+        vertx.setTimer(offset, t -> caller(vertx, http, get, seconds, ms, failed, done));
+      }
+      Harness.await(
+          "every caller's requests", Duration.ofSeconds(seconds + 60L), () -> done.get() == n);
+      CpuMeter.Used used = cpu.stop(Map.of());
+      if (failed.get() > 0) {
+        throw new IllegalStateException(failed.get() + " GET /healthz failed");
+      }
+      report.add("heartbeat", variant, "requests measured", ms.size(), "");
+      report.add("heartbeat", variant, "CPU a request: this JVM", used.jvmMs() / ms.size(), "ms");
+      report.latency(
+          "heartbeat", variant, "GET /healthz, request to answer", List.copyOf(ms), null, null);
+    } finally {
+      Database.await(vertx.close());
+    }
+  }
+
+  private static void caller(
+      Vertx vertx,
+      HttpClient http,
+      RequestOptions get,
+      int left,
+      Queue<Double> ms,
+      AtomicInteger failed,
+      AtomicInteger done) {
+    if (left == 0) {
+      done.incrementAndGet();
+      return;
+    }
+    long t0 = System.nanoTime();
+    http.request(get)
+        .compose(req -> req.send())
+        .compose(
+            res ->
+                res.body()
+                    .compose(
+                        b ->
+                            res.statusCode() == 200
+                                ? Future.succeededFuture()
+                                : Future.failedFuture("HTTP " + res.statusCode())))
+        .onComplete(
+            r -> {
+              if (r.succeeded()) {
+                ms.add((System.nanoTime() - t0) / 1e6);
+              } else {
+                failed.incrementAndGet();
+              }
+              vertx.setTimer(1_000, t -> caller(vertx, http, get, left - 1, ms, failed, done));
+            });
   }
 }

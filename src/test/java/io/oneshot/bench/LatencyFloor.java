@@ -43,6 +43,7 @@ final class LatencyFloor {
     int samples = smoke ? 5 : 400;
     int warmup = smoke ? 1 : 50;
     String variant = "floor: the same database, bare statements";
+    report.reference("latency", variant);
     Vertx vertx = Vertx.vertx();
     try {
       PgConnectOptions options = Database.optionsFor(TestDatabase.url(), "oneshot-bench-floor");

@@ -216,7 +216,7 @@ final class LaunchBench implements Scenario {
     plain.forEach((r, runs) -> plainMedian.put(r, Stats.median(runs, Run::perSecond)));
     Run oursMedian = Stats.median(ours, Run::perSecond);
     for (Recipe r : Recipe.values()) {
-      report.add(
+      report.addReference(
           "launch",
           variant,
           "plain fabric8 client, " + r.what,

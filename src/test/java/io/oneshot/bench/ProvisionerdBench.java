@@ -96,12 +96,39 @@ final class ProvisionerdBench implements Scenario {
           "provisionerd", variant, "script exit -> complete recorded", toComplete, null, null);
       report.latency(
           "provisionerd", variant, "overhead in total", total, Report.Goal.under(1000), null);
+      // Its ceiling: the same JVM start, class path and archive doing nothing but its help.
+      List<String> help = new ArrayList<>(command);
+      help.add("--help");
+      String bare = "ceiling: the same java command, provisionerd --help";
+      report.reference("provisionerd", bare);
+      report.latency(
+          "provisionerd", bare, "process start -> exit", jvmStarts(help, runs), null, null);
       report.note(
           "provisionerd: process start is the launcher's call (fork and exec included); the JVM"
               + " runs with "
               + String.join(" ", LocalCommand.DEFAULT_JAVA_OPTIONS)
               + " and, from the jar, an automatic CDS archive (the image ships one too).");
     }
+  }
+
+  /** Milliseconds from each start of {@code command} to its exit, {@code runs} times in turn. */
+  static List<Double> jvmStarts(List<String> command, int runs) throws Exception {
+    List<Double> ms = new ArrayList<>();
+    for (int i = 0; i < runs; i++) {
+      long t0 = System.nanoTime();
+      Process p =
+          new ProcessBuilder(command)
+              .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+              .redirectError(ProcessBuilder.Redirect.DISCARD)
+              .start();
+      int code = p.waitFor();
+      long took = System.nanoTime() - t0;
+      if (code != 0) {
+        throw new IllegalStateException(String.join(" ", command) + ": exit " + code);
+      }
+      ms.add(took / 1e6);
+    }
+    return ms;
   }
 
   private static Instant logTime(long id, String stream, String like) {

@@ -18,10 +18,22 @@ final class Report {
   /**
    * One figure. {@code goal} is the issue's target as text ("< 5"), null where there is none;
    * {@code met} whether this run reached it (null: no goal, or a smoke run, whose figures mean
-   * nothing).
+   * nothing). A {@code reference} is what oneshot's figures are read against, measured in the same
+   * run on the same machine: a peer doing the same work (db-scheduler, a plain fabric8 client), or
+   * a ceiling (the bare statements, a bare JVM, the same server idle).
    */
   record Figure(
-      String scenario, String variant, String metric, double value, String unit, Goal goal) {
+      String scenario,
+      String variant,
+      String metric,
+      double value,
+      String unit,
+      Goal goal,
+      boolean reference) {
+    Figure(String scenario, String variant, String metric, double value, String unit, Goal goal) {
+      this(scenario, variant, metric, value, unit, goal, false);
+    }
+
     Boolean met(boolean smoke) {
       return goal == null || smoke ? null : goal.test(value);
     }
@@ -48,6 +60,10 @@ final class Report {
   }
 
   private final List<Figure> figures = new ArrayList<>();
+
+  /** Cases ("scenario / case") whose figures are all references, declared by {@link #reference}. */
+  private final java.util.Set<String> referenceCases = new java.util.HashSet<>();
+
   private final List<String> notes = new ArrayList<>();
   private final boolean smoke;
   private final Map<String, String> machine;
@@ -71,25 +87,52 @@ final class Report {
 
   synchronized void add(
       String scenario, String variant, String metric, double value, String unit, Goal goal) {
-    Figure f = new Figure(scenario, variant, metric, value, unit, goal);
-    figures.add(f);
+    add(new Figure(scenario, variant, metric, value, unit, goal));
+  }
+
+  /**
+   * Adds a figure another report took (a run measured aside, shown once it is chosen), a reference
+   * there or in a case declared one here.
+   */
+  synchronized void add(Figure f) {
+    boolean reference =
+        f.reference() || referenceCases.contains(f.scenario() + " / " + f.variant());
+    Figure g =
+        new Figure(f.scenario(), f.variant(), f.metric(), f.value(), f.unit(), f.goal(), reference);
+    figures.add(g);
     if (quiet) {
       return;
     }
     System.out.printf(
         Locale.ROOT,
         "  %s / %s: %s = %s %s%s%n",
-        scenario,
-        variant,
-        metric,
-        format(value),
-        unit,
-        goal == null ? "" : " (goal " + goal + " " + unit + ")");
+        g.scenario(),
+        g.variant(),
+        g.metric(),
+        format(g.value()),
+        g.unit(),
+        g.goal() != null
+            ? " (goal " + g.goal() + " " + g.unit() + ")"
+            : g.reference() ? " (reference)" : "");
   }
 
-  /** Adds a figure another report took (a run measured aside, shown once it is chosen). */
-  void add(Figure f) {
-    add(f.scenario(), f.variant(), f.metric(), f.value(), f.unit(), f.goal());
+  /**
+   * Declares a case a reference: every figure of it, added before or after, is a peer or a ceiling
+   * of the scenario's own figures (see {@link Figure}).
+   */
+  synchronized void reference(String scenario, String variant) {
+    referenceCases.add(scenario + " / " + variant);
+    figures.replaceAll(
+        f ->
+            f.scenario().equals(scenario) && f.variant().equals(variant)
+                ? new Figure(
+                    f.scenario(), f.variant(), f.metric(), f.value(), f.unit(), f.goal(), true)
+                : f);
+  }
+
+  /** Adds one reference figure to a case that also holds oneshot's own. */
+  void addReference(String scenario, String variant, String metric, double value, String unit) {
+    add(new Figure(scenario, variant, metric, value, unit, null, true));
   }
 
   void add(String scenario, String variant, String metric, double value, String unit) {
@@ -109,13 +152,13 @@ final class Report {
     System.out.println("  note: " + text);
   }
 
-  List<Figure> figures() {
+  synchronized List<Figure> figures() {
     return List.copyOf(figures);
   }
 
   String markdown() {
     StringBuilder b = new StringBuilder();
-    b.append("| scenario | case | figure | value | goal |\n");
+    b.append("| scenario | case | figure | value | goal or reference |\n");
     b.append("|---|---|---|---:|---|\n");
     for (Figure f : figures) {
       Boolean met = f.met(smoke);
@@ -131,9 +174,9 @@ final class Report {
           .append(f.unit())
           .append(" | ")
           .append(
-              f.goal() == null
-                  ? ""
-                  : f.goal() + " " + f.unit() + (met == null ? "" : met ? " ✓" : " ✗ (missed)"))
+              f.goal() != null
+                  ? f.goal() + " " + f.unit() + (met == null ? "" : met ? " ✓" : " ✗ (missed)")
+                  : f.reference() ? "reference" : "")
           .append(" |\n");
     }
     for (String n : notes) {
@@ -160,6 +203,9 @@ final class Report {
       r.put("figure", f.metric());
       r.put("value", f.value());
       r.put("unit", f.unit());
+      if (f.reference()) {
+        r.put("reference", true);
+      }
       if (f.goal() != null) {
         r.put("goal", f.goal().toString() + " " + f.unit());
         Boolean met = f.met(smoke);
