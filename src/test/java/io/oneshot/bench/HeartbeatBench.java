@@ -18,16 +18,16 @@ import java.util.List;
 import java.util.Map;
 import java.util.Queue;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Runners' heartbeats while many builds run: every build's runner heartbeats once a second, as
  * provisionerd does, over the runner API. What one costs PostgreSQL and how long it waits, from the
  * end of the first round to the start of the last (nothing but heartbeats in between: acquires
- * before, completions after). Its ceiling, in the same run against the same server: as many
- * requests a second to {@code GET /healthz}, which touches no database, from a client like the
- * runners' (one event loop, at most 64 connections): what HTTP alone costs at that rate.
+ * before, completions after). Its ceiling, in the same run against the same server: {@code GET
+ * /healthz}, which touches no database, from a client like the runners' (one event loop, at most 64
+ * connections), once a second per build at the moments of each second its heartbeats came (their
+ * acquires' times: the burst's runners beat in waves): what HTTP alone costs at that rate.
  */
 final class HeartbeatBench implements Scenario {
   private static final int ROUNDS = 10;
@@ -90,15 +90,34 @@ final class HeartbeatBench implements Scenario {
           null);
       String ceiling = "ceiling: GET /healthz as often, from a client like the runners'";
       report.reference("heartbeat", ceiling);
-      healthz(t.api.base(), n, rounds - 1, ceiling, report);
+      healthz(t.api.base(), phases(ids), rounds - 1, ceiling, report);
     }
   }
 
   /**
-   * {@code n} callers, each sending {@code GET /healthz} once a second from a random offset, for
-   * {@code seconds}: request to answer, and this JVM's CPU a request (server and client).
+   * Each build's moment in the second its heartbeats came at, in ms: a runner beats a second after
+   * each answer, starting from its acquire.
    */
-  static void healthz(String base, int n, int seconds, String variant, Report report) {
+  private static List<Long> phases(long[] ids) {
+    List<Long> out = new ArrayList<>();
+    for (Map<String, Object> r :
+        io.oneshot.testing.Sql.rows(
+            "SELECT (extract(epoch FROM started_at - min(started_at) OVER ()) * 1000)::bigint AS ms"
+                + " FROM oneshot.builds WHERE id BETWEEN ? AND ?",
+            ids[0],
+            ids[1])) {
+      out.add(((Number) r.get("ms")).longValue() % 1_000);
+    }
+    return out;
+  }
+
+  /**
+   * A caller for each of {@code phases}, sending {@code GET /healthz} once a second from that
+   * offset (ms), for {@code seconds}: request to answer, and this JVM's CPU a request (server and
+   * client).
+   */
+  static void healthz(String base, List<Long> phases, int seconds, String variant, Report report) {
+    int n = phases.size();
     Vertx vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(1));
     try {
       HttpClient http =
@@ -114,9 +133,8 @@ final class HeartbeatBench implements Scenario {
       AtomicInteger failed = new AtomicInteger();
       AtomicInteger done = new AtomicInteger();
       CpuMeter cpu = CpuMeter.start();
-      for (int i = 0; i < n; i++) {
-        long offset = 1 + ThreadLocalRandom.current().nextLong(1_000);
-        vertx.setTimer(offset, t -> caller(vertx, http, get, seconds, ms, failed, done));
+      for (long phase : phases) {
+        vertx.setTimer(1 + phase, t -> caller(vertx, http, get, seconds, ms, failed, done));
       }
       Harness.await(
           "every caller's requests", Duration.ofSeconds(seconds + 60L), () -> done.get() == n);
