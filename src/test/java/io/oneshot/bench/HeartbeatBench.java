@@ -7,10 +7,7 @@ import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.VertxOptions;
 import io.vertx.core.http.HttpClient;
-import io.vertx.core.http.HttpClientOptions;
 import io.vertx.core.http.HttpMethod;
-import io.vertx.core.http.HttpVersion;
-import io.vertx.core.http.PoolOptions;
 import io.vertx.core.http.RequestOptions;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -120,13 +117,7 @@ final class HeartbeatBench implements Scenario {
     int n = phases.size();
     Vertx vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(1));
     try {
-      HttpClient http =
-          vertx.createHttpClient(
-              new HttpClientOptions()
-                  .setProtocolVersion(HttpVersion.HTTP_1_1)
-                  .setConnectTimeout(5_000)
-                  .setKeepAlive(true),
-              new PoolOptions().setHttp1MaxSize(64).setMaxWaitQueueSize(-1));
+      HttpClient http = NoopLauncher.runnersClient(vertx);
       RequestOptions get =
           new RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(base + "/healthz");
       Queue<Double> ms = new ConcurrentLinkedQueue<>();

@@ -42,14 +42,19 @@ public final class NoopLauncher implements Launcher {
   // HTTP/1.1, a connection per call in flight, as provisionerd's RunnerClient: HTTP/2 would
   // multiplex every attempt over one connection, which the API serves on one event loop, a load
   // no real set of runners makes.
-  private final HttpClient http =
-      vertx.createHttpClient(
-          new HttpClientOptions()
-              .setProtocolVersion(HttpVersion.HTTP_1_1)
-              .setConnectTimeout(5_000)
-              .setKeepAlive(true),
-          new PoolOptions().setHttp1MaxSize(64).setMaxWaitQueueSize(-1));
+  private final HttpClient http = runnersClient(vertx);
   private final Context loop = vertx.getOrCreateContext();
+
+  /** The attempts' HTTP client on {@code vertx}: HTTP/1.1, kept alive, at most 64 connections. */
+  public static HttpClient runnersClient(Vertx vertx) {
+    return vertx.createHttpClient(
+        new HttpClientOptions()
+            .setProtocolVersion(HttpVersion.HTTP_1_1)
+            .setConnectTimeout(5_000)
+            .setKeepAlive(true),
+        new PoolOptions().setHttp1MaxSize(64).setMaxWaitQueueSize(-1));
+  }
+
   private final Map<String, AttemptState> states = new ConcurrentHashMap<>();
   public final AtomicInteger completed = new AtomicInteger();
   public final AtomicInteger errors = new AtomicInteger();
