@@ -24,7 +24,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * before, completions after). Its ceiling, in the same run against the same server: {@code GET
  * /healthz}, which touches no database, from a client like the runners' (one event loop, at most 64
  * connections), once a second per build at the moments of each second its heartbeats came (their
- * acquires' times: the burst's runners beat in waves): what HTTP alone costs at that rate.
+ * acquires' times: the burst's runners beat in waves): what HTTP alone costs at that rate. Each
+ * call is timed twice: from its request (a wait for one of the client's connections included: the
+ * runners here share 64, where each provisionerd has its own) and from the moment it had one.
  */
 final class HeartbeatBench implements Scenario {
   private static final int ROUNDS = 10;
@@ -61,6 +63,7 @@ final class HeartbeatBench implements Scenario {
           () -> launcher.heartbeatsAnswered.get() >= n);
       int from = launcher.heartbeatsAnswered.get();
       launcher.heartbeatMs.clear();
+      launcher.heartbeatOnConnectionMs.clear();
       CpuMeter cpu = CpuMeter.start();
       long t0 = System.nanoTime();
       Harness.await(
@@ -83,6 +86,13 @@ final class HeartbeatBench implements Scenario {
           variant,
           "heartbeat, request to answer",
           new ArrayList<>(launcher.heartbeatMs),
+          null,
+          null);
+      report.latency(
+          "heartbeat",
+          variant,
+          "heartbeat, from its connection to its answer",
+          new ArrayList<>(launcher.heartbeatOnConnectionMs),
           null,
           null);
       String ceiling = "ceiling: GET /healthz as often, from a client like the runners'";
@@ -121,11 +131,13 @@ final class HeartbeatBench implements Scenario {
       RequestOptions get =
           new RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(base + "/healthz");
       Queue<Double> ms = new ConcurrentLinkedQueue<>();
+      Queue<Double> onConnection = new ConcurrentLinkedQueue<>();
       AtomicInteger failed = new AtomicInteger();
       AtomicInteger done = new AtomicInteger();
       CpuMeter cpu = CpuMeter.start();
       for (long phase : phases) {
-        vertx.setTimer(1 + phase, t -> caller(vertx, http, get, seconds, ms, failed, done));
+        vertx.setTimer(
+            1 + phase, t -> caller(vertx, http, get, seconds, ms, onConnection, failed, done));
       }
       Harness.await(
           "every caller's requests", Duration.ofSeconds(seconds + 60L), () -> done.get() == n);
@@ -137,6 +149,13 @@ final class HeartbeatBench implements Scenario {
       report.add("heartbeat", variant, "CPU a request: this JVM", used.jvmMs() / ms.size(), "ms");
       report.latency(
           "heartbeat", variant, "GET /healthz, request to answer", List.copyOf(ms), null, null);
+      report.latency(
+          "heartbeat",
+          variant,
+          "GET /healthz, from its connection to its answer",
+          List.copyOf(onConnection),
+          null,
+          null);
     } finally {
       Database.await(vertx.close());
     }
@@ -148,6 +167,7 @@ final class HeartbeatBench implements Scenario {
       RequestOptions get,
       int left,
       Queue<Double> ms,
+      Queue<Double> onConnection,
       AtomicInteger failed,
       AtomicInteger done) {
     if (left == 0) {
@@ -155,8 +175,13 @@ final class HeartbeatBench implements Scenario {
       return;
     }
     long t0 = System.nanoTime();
+    long[] sent = {0};
     http.request(get)
-        .compose(req -> req.send())
+        .compose(
+            req -> {
+              sent[0] = System.nanoTime();
+              return req.send();
+            })
         .compose(
             res ->
                 res.body()
@@ -168,11 +193,14 @@ final class HeartbeatBench implements Scenario {
         .onComplete(
             r -> {
               if (r.succeeded()) {
-                ms.add((System.nanoTime() - t0) / 1e6);
+                long now = System.nanoTime();
+                ms.add((now - t0) / 1e6);
+                onConnection.add((now - sent[0]) / 1e6);
               } else {
                 failed.incrementAndGet();
               }
-              vertx.setTimer(1_000, t -> caller(vertx, http, get, left - 1, ms, failed, done));
+              vertx.setTimer(
+                  1_000, t -> caller(vertx, http, get, left - 1, ms, onConnection, failed, done));
             });
   }
 }

@@ -68,6 +68,12 @@ public final class NoopLauncher implements Launcher {
 
   public final Queue<Double> heartbeatMs = new ConcurrentLinkedQueue<>();
 
+  /**
+   * Each heartbeat's time from the moment it had a connection (the client's pool, shared by every
+   * attempt here, can make it wait for one) to its answer, in ms.
+   */
+  public final Queue<Double> heartbeatOnConnectionMs = new ConcurrentLinkedQueue<>();
+
   public NoopLauncher() {
     this(true);
   }
@@ -135,10 +141,13 @@ public final class NoopLauncher implements Launcher {
         .compose(
             t -> {
               long t0 = System.nanoTime();
-              return post(a, "heartbeat", "{}")
+              long[] sent = {0};
+              return post(a, "heartbeat", "{}", sent)
                   .onSuccess(
                       v -> {
-                        heartbeatMs.add((System.nanoTime() - t0) / 1e6);
+                        long now = System.nanoTime();
+                        heartbeatMs.add((now - t0) / 1e6);
+                        heartbeatOnConnectionMs.add((now - sent[0]) / 1e6);
                         heartbeatsAnswered.incrementAndGet();
                       });
             })
@@ -146,6 +155,11 @@ public final class NoopLauncher implements Launcher {
   }
 
   private Future<Void> post(Attempt a, String call, String body) {
+    return post(a, call, body, new long[1]);
+  }
+
+  /** {@code sentAt[0]}: when the call had its connection (System.nanoTime). */
+  private Future<Void> post(Attempt a, String call, String body, long[] sentAt) {
     return http.request(
             new RequestOptions()
                 .setMethod(HttpMethod.POST)
@@ -154,7 +168,11 @@ public final class NoopLauncher implements Launcher {
                 .putHeader("Oneshot-Runner-Id", "noop-runner-" + a.name())
                 .putHeader("Content-Type", "application/json")
                 .setTimeout(Duration.ofSeconds(30).toMillis()))
-        .compose(req -> req.send(Buffer.buffer(body)))
+        .compose(
+            req -> {
+              sentAt[0] = System.nanoTime();
+              return req.send(Buffer.buffer(body));
+            })
         .compose(
             res ->
                 res.body()
