@@ -7,6 +7,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.BooleanSupplier;
 
 /**
  * A burst far over a route's limit (10,000 builds through 50 slots), each build acquiring and
@@ -45,30 +46,14 @@ final class BackpressureBench implements Scenario {
         readRoutes(t);
         // Its ceiling: the same reads, at the same pace, of the same server with nothing queued.
         List<Double> idle = new ArrayList<>();
-        long tick = System.nanoTime();
-        for (int i = 0; i < (smoke ? 5 : 40); i++) {
-          long t0 = System.nanoTime();
-          readRoutes(t);
-          idle.add((System.nanoTime() - t0) / 1e6);
-          tick += 50_000_000L;
-          Harness.sleepUntil(tick);
-        }
+        int[] left = {smoke ? 5 : 40};
+        readEvery50ms(t, () -> left[0]-- > 0, idle);
         List<Double> routes = Harness.list();
         AtomicBoolean draining = new AtomicBoolean(true);
         Thread operator =
             Thread.ofPlatform()
                 .name("bench-operator")
-                .start(
-                    () -> {
-                      long next = System.nanoTime();
-                      while (draining.get()) {
-                        long t0 = System.nanoTime();
-                        readRoutes(t);
-                        routes.add((System.nanoTime() - t0) / 1e6);
-                        next += 50_000_000L;
-                        Harness.sleepUntil(next);
-                      }
-                    });
+                .start(() -> readEvery50ms(t, draining::get, routes));
         long t0 = System.nanoTime();
         try (Harness.Producer p = new Harness.Producer()) {
           long[] ids = p.burst(n);
@@ -97,6 +82,21 @@ final class BackpressureBench implements Scenario {
         // Left installed, its lock at every commit slowed each scenario after this one.
         Limits.untrack();
       }
+    }
+  }
+
+  /**
+   * An operator's reads of the routes every 50 ms while {@code more}, each one's ms in {@code
+   * into}.
+   */
+  private static void readEvery50ms(TestServer t, BooleanSupplier more, List<Double> into) {
+    long next = System.nanoTime();
+    while (more.getAsBoolean()) {
+      long t0 = System.nanoTime();
+      readRoutes(t);
+      into.add((System.nanoTime() - t0) / 1e6);
+      next += 50_000_000L;
+      Harness.sleepUntil(next);
     }
   }
 

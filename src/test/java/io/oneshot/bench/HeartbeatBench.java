@@ -124,36 +124,31 @@ final class HeartbeatBench implements Scenario {
    * client).
    */
   static void healthz(String base, List<Long> phases, int seconds, String variant, Report report) {
-    int n = phases.size();
     Vertx vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(1));
     try {
-      HttpClient http = NoopLauncher.runnersClient(vertx);
-      RequestOptions get =
-          new RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(base + "/healthz");
-      Queue<Double> ms = new ConcurrentLinkedQueue<>();
-      Queue<Double> onConnection = new ConcurrentLinkedQueue<>();
-      AtomicInteger failed = new AtomicInteger();
-      AtomicInteger done = new AtomicInteger();
+      Callers c = new Callers(vertx, base);
       CpuMeter cpu = CpuMeter.start();
       for (long phase : phases) {
-        vertx.setTimer(
-            1 + phase, t -> caller(vertx, http, get, seconds, ms, onConnection, failed, done));
+        vertx.setTimer(1 + phase, t -> c.call(seconds));
       }
       Harness.await(
-          "every caller's requests", Duration.ofSeconds(seconds + 60L), () -> done.get() == n);
+          "every caller's requests",
+          Duration.ofSeconds(seconds + 60L),
+          () -> c.done.get() == phases.size());
       CpuMeter.Used used = cpu.stop(Map.of());
-      if (failed.get() > 0) {
-        throw new IllegalStateException(failed.get() + " GET /healthz failed");
+      if (c.failed.get() > 0) {
+        throw new IllegalStateException(c.failed.get() + " GET /healthz failed");
       }
-      report.add("heartbeat", variant, "requests measured", ms.size(), "");
-      report.add("heartbeat", variant, "CPU a request: this JVM", used.jvmMs() / ms.size(), "ms");
+      int measured = c.ms.size();
+      report.add("heartbeat", variant, "requests measured", measured, "");
+      report.add("heartbeat", variant, "CPU a request: this JVM", used.jvmMs() / measured, "ms");
       report.latency(
-          "heartbeat", variant, "GET /healthz, request to answer", List.copyOf(ms), null, null);
+          "heartbeat", variant, "GET /healthz, request to answer", List.copyOf(c.ms), null, null);
       report.latency(
           "heartbeat",
           variant,
           "GET /healthz, from its connection to its answer",
-          List.copyOf(onConnection),
+          List.copyOf(c.onConnection),
           null,
           null);
     } finally {
@@ -161,46 +156,58 @@ final class HeartbeatBench implements Scenario {
     }
   }
 
-  private static void caller(
-      Vertx vertx,
-      HttpClient http,
-      RequestOptions get,
-      int left,
-      Queue<Double> ms,
-      Queue<Double> onConnection,
-      AtomicInteger failed,
-      AtomicInteger done) {
-    if (left == 0) {
-      done.incrementAndGet();
-      return;
+  /** The callers of {@code GET /healthz}, on one client, and what their calls measured. */
+  private static final class Callers {
+    final Queue<Double> ms = new ConcurrentLinkedQueue<>();
+    final Queue<Double> onConnection = new ConcurrentLinkedQueue<>();
+    final AtomicInteger failed = new AtomicInteger();
+
+    /** Callers that made all their calls. */
+    final AtomicInteger done = new AtomicInteger();
+
+    private final Vertx vertx;
+    private final HttpClient http;
+    private final RequestOptions get;
+
+    Callers(Vertx vertx, String base) {
+      this.vertx = vertx;
+      this.http = NoopLauncher.runnersClient(vertx);
+      this.get = new RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(base + "/healthz");
     }
-    long t0 = System.nanoTime();
-    long[] sent = {0};
-    http.request(get)
-        .compose(
-            req -> {
-              sent[0] = System.nanoTime();
-              return req.send();
-            })
-        .compose(
-            res ->
-                res.body()
-                    .compose(
-                        b ->
-                            res.statusCode() == 200
-                                ? Future.succeededFuture()
-                                : Future.failedFuture("HTTP " + res.statusCode())))
-        .onComplete(
-            r -> {
-              if (r.succeeded()) {
-                long now = System.nanoTime();
-                ms.add((now - t0) / 1e6);
-                onConnection.add((now - sent[0]) / 1e6);
-              } else {
-                failed.incrementAndGet();
-              }
-              vertx.setTimer(
-                  1_000, t -> caller(vertx, http, get, left - 1, ms, onConnection, failed, done));
-            });
+
+    /** One caller's next call, then its {@code left - 1} others a second apart. */
+    void call(int left) {
+      if (left == 0) {
+        done.incrementAndGet();
+        return;
+      }
+      long t0 = System.nanoTime();
+      long[] sent = {0};
+      http.request(get)
+          .compose(
+              req -> {
+                sent[0] = System.nanoTime();
+                return req.send();
+              })
+          .compose(
+              res ->
+                  res.body()
+                      .compose(
+                          b ->
+                              res.statusCode() == 200
+                                  ? Future.succeededFuture()
+                                  : Future.failedFuture("HTTP " + res.statusCode())))
+          .onComplete(
+              r -> {
+                if (r.succeeded()) {
+                  long now = System.nanoTime();
+                  ms.add((now - t0) / 1e6);
+                  onConnection.add((now - sent[0]) / 1e6);
+                } else {
+                  failed.incrementAndGet();
+                }
+                vertx.setTimer(1_000, t -> call(left - 1));
+              });
+    }
   }
 }

@@ -1,9 +1,6 @@
 package io.oneshot.bench;
 
 import io.oneshot.build.Database;
-import io.oneshot.testing.TestDatabase;
-import io.vertx.core.Vertx;
-import io.vertx.pgclient.PgConnectOptions;
 import io.vertx.pgclient.PgConnection;
 import io.vertx.sqlclient.PreparedQuery;
 import io.vertx.sqlclient.Row;
@@ -44,53 +41,34 @@ final class LatencyFloor {
     int warmup = smoke ? 1 : 50;
     String variant = "floor: the same database, bare statements";
     report.reference("latency", variant);
-    Vertx vertx = Vertx.vertx();
-    try {
-      PgConnectOptions options = Database.optionsFor(TestDatabase.url(), "oneshot-bench-floor");
-      PgConnection writer = Database.await(PgConnection.connect(vertx, options));
-      PgConnection listener = Database.await(PgConnection.connect(vertx, options));
-      run(
-          writer,
-          "CREATE TABLE IF NOT EXISTS public.oneshot_bench_floor"
-              + " (id bigserial PRIMARY KEY, claimed boolean NOT NULL DEFAULT false)");
-      // As the queue's pending builds are found: by a partial index of the unclaimed.
-      run(
-          writer,
-          "CREATE INDEX IF NOT EXISTS oneshot_bench_floor_pending"
-              + " ON public.oneshot_bench_floor (id) WHERE NOT claimed");
-      try {
-        List<Double> roundTrip = timed(writer, "SELECT 1", null, warmup, samples);
-        String insert = "INSERT INTO public.oneshot_bench_floor (claimed) VALUES (true)";
-        List<Double> inserted = timed(writer, insert, null, warmup, samples);
-        List<Double> notify = notifications(writer, listener, warmup, samples);
-        List<Double> claim =
-            timed(
-                writer,
-                "UPDATE public.oneshot_bench_floor SET claimed = true WHERE id = ("
-                    + "SELECT id FROM public.oneshot_bench_floor WHERE NOT claimed"
-                    + " ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id",
-                // Untimed before each claim: the row it takes.
-                "INSERT INTO public.oneshot_bench_floor DEFAULT VALUES",
-                warmup,
-                samples);
-        report.latency("latency", variant, "a round trip (SELECT 1)", roundTrip, null, null);
-        report.latency("latency", variant, "a one-row insert committed", inserted, null, null);
-        report.latency(
-            "latency", variant, "a notification, sent -> heard by a listener", notify, null, null);
-        report.latency("latency", variant, "a bare claim of one row, committed", claim, null, null);
-        double floor = Stats.of(notify).p50() + Stats.of(claim).p50();
-        report.add("latency", variant, "notification + bare claim, p50 each, summed", floor, "ms");
-        return floor;
-      } finally {
-        run(writer, "DROP TABLE public.oneshot_bench_floor");
-      }
-    } finally {
-      Database.await(vertx.close());
+    try (BareTable t = new BareTable("oneshot_bench_floor", "oneshot-bench-floor")) {
+      PgConnection writer = t.connection;
+      PgConnection listener = t.connect();
+      List<Double> roundTrip = timed(writer, "SELECT 1", null, warmup, samples);
+      String insert = "INSERT INTO " + t.table() + " (claimed) VALUES (true)";
+      List<Double> inserted = timed(writer, insert, null, warmup, samples);
+      List<Double> notify = notifications(writer, listener, warmup, samples);
+      List<Double> claim =
+          timed(
+              writer,
+              "UPDATE "
+                  + t.table()
+                  + " SET claimed = true WHERE id = (SELECT id FROM "
+                  + t.table()
+                  + " WHERE NOT claimed ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id",
+              // Untimed before each claim: the row it takes.
+              "INSERT INTO " + t.table() + " DEFAULT VALUES",
+              warmup,
+              samples);
+      report.latency("latency", variant, "a round trip (SELECT 1)", roundTrip, null, null);
+      report.latency("latency", variant, "a one-row insert committed", inserted, null, null);
+      report.latency(
+          "latency", variant, "a notification, sent -> heard by a listener", notify, null, null);
+      report.latency("latency", variant, "a bare claim of one row, committed", claim, null, null);
+      double floor = Stats.of(notify).p50() + Stats.of(claim).p50();
+      report.add("latency", variant, "notification + bare claim, p50 each, summed", floor, "ms");
+      return floor;
     }
-  }
-
-  private static RowSet<Row> run(PgConnection c, String sql) {
-    return Database.await(c.query(sql).execute());
   }
 
   /**
@@ -104,7 +82,7 @@ final class LatencyFloor {
     List<Double> ms = new ArrayList<>();
     for (int i = 0; i < warmup + samples; i++) {
       if (before != null) {
-        run(c, before);
+        BareTable.run(c, before);
       }
       long t0 = System.nanoTime();
       RowSet<Row> rows = Database.await(q.execute());
@@ -129,7 +107,7 @@ final class LatencyFloor {
     BlockingQueue<long[]> heard = new LinkedBlockingQueue<>();
     listener.notificationHandler(
         n -> heard.add(new long[] {Long.parseLong(n.getPayload()), System.nanoTime()}));
-    run(listener, "LISTEN " + CHANNEL);
+    BareTable.run(listener, "LISTEN " + CHANNEL);
     PreparedQuery<RowSet<Row>> q = writer.preparedQuery("SELECT pg_notify('" + CHANNEL + "', $1)");
     List<Double> ms = new ArrayList<>();
     for (int i = 0; i < warmup + samples; i++) {

@@ -37,6 +37,10 @@ final class Report {
     Boolean met(boolean smoke) {
       return goal == null || smoke ? null : goal.test(value);
     }
+
+    Figure asReference() {
+      return reference ? this : new Figure(scenario, variant, metric, value, unit, goal, true);
+    }
   }
 
   /** A target: below (or above) a bound. */
@@ -95,10 +99,7 @@ final class Report {
    * there or in a case declared one here.
    */
   synchronized void add(Figure f) {
-    boolean reference =
-        f.reference() || referenceCases.contains(f.scenario() + " / " + f.variant());
-    Figure g =
-        new Figure(f.scenario(), f.variant(), f.metric(), f.value(), f.unit(), f.goal(), reference);
+    Figure g = referenceCases.contains(f.scenario() + " / " + f.variant()) ? f.asReference() : f;
     figures.add(g);
     if (quiet) {
       return;
@@ -123,11 +124,7 @@ final class Report {
   synchronized void reference(String scenario, String variant) {
     referenceCases.add(scenario + " / " + variant);
     figures.replaceAll(
-        f ->
-            f.scenario().equals(scenario) && f.variant().equals(variant)
-                ? new Figure(
-                    f.scenario(), f.variant(), f.metric(), f.value(), f.unit(), f.goal(), true)
-                : f);
+        f -> f.scenario().equals(scenario) && f.variant().equals(variant) ? f.asReference() : f);
   }
 
   /** Adds one reference figure to a case that also holds oneshot's own. */

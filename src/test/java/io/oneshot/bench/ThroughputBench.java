@@ -2,10 +2,7 @@ package io.oneshot.bench;
 
 import io.oneshot.build.Database;
 import io.oneshot.testing.NoopLauncher;
-import io.oneshot.testing.TestDatabase;
 import io.oneshot.testing.TestServer;
-import io.vertx.core.Vertx;
-import io.vertx.pgclient.PgConnection;
 import io.vertx.sqlclient.PreparedQuery;
 import io.vertx.sqlclient.Row;
 import io.vertx.sqlclient.RowSet;
@@ -72,58 +69,37 @@ final class ThroughputBench implements Scenario {
    * statement, each committed on its own, after {@code warmUps} such drains unmeasured.
    */
   static double bareClaims(int n, int batch, int warmUps) {
-    Vertx vertx = Vertx.vertx();
-    try {
-      PgConnection c =
-          Database.await(
-              PgConnection.connect(
-                  vertx, Database.optionsFor(TestDatabase.url(), "oneshot-bench-ceiling")));
-      run(
-          c,
-          "CREATE TABLE IF NOT EXISTS public.oneshot_bench_ceiling"
-              + " (id bigserial PRIMARY KEY, claimed boolean NOT NULL DEFAULT false)");
-      // As the queue's pending builds are found: by a partial index of the unclaimed.
-      run(
-          c,
-          "CREATE INDEX IF NOT EXISTS oneshot_bench_ceiling_pending"
-              + " ON public.oneshot_bench_ceiling (id) WHERE NOT claimed");
-      try {
-        PreparedQuery<RowSet<Row>> claim =
-            c.preparedQuery(
-                "UPDATE public.oneshot_bench_ceiling SET claimed = true WHERE id IN ("
-                    + "SELECT id FROM public.oneshot_bench_ceiling WHERE NOT claimed"
-                    + " ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING id");
-        double rate = 0;
-        for (int round = 0; round <= warmUps; round++) {
-          run(
-              c,
-              "INSERT INTO public.oneshot_bench_ceiling (claimed)"
-                  + " SELECT false FROM generate_series(1, "
-                  + n
-                  + ")");
-          long t0 = System.nanoTime();
-          int claimed = 0;
-          int got;
-          while ((got = Database.await(claim.execute(Tuple.of(batch))).rowCount()) > 0) {
-            claimed += got;
-          }
-          long took = System.nanoTime() - t0;
-          if (claimed != n) {
-            throw new IllegalStateException("bare claims took " + claimed + " rows of " + n);
-          }
-          rate = n / (took / 1e9);
+    try (BareTable t = new BareTable("oneshot_bench_ceiling", "oneshot-bench-ceiling")) {
+      PreparedQuery<RowSet<Row>> claim =
+          t.connection.preparedQuery(
+              "UPDATE "
+                  + t.table()
+                  + " SET claimed = true WHERE id IN (SELECT id FROM "
+                  + t.table()
+                  + " WHERE NOT claimed ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING id");
+      double rate = 0;
+      for (int round = 0; round <= warmUps; round++) {
+        BareTable.run(
+            t.connection,
+            "INSERT INTO "
+                + t.table()
+                + " (claimed) SELECT false FROM generate_series(1, "
+                + n
+                + ")");
+        long t0 = System.nanoTime();
+        int claimed = 0;
+        int got;
+        while ((got = Database.await(claim.execute(Tuple.of(batch))).rowCount()) > 0) {
+          claimed += got;
         }
-        return rate;
-      } finally {
-        run(c, "DROP TABLE public.oneshot_bench_ceiling");
+        long took = System.nanoTime() - t0;
+        if (claimed != n) {
+          throw new IllegalStateException("bare claims took " + claimed + " rows of " + n);
+        }
+        rate = n / (took / 1e9);
       }
-    } finally {
-      Database.await(vertx.close());
+      return rate;
     }
-  }
-
-  private static void run(PgConnection c, String sql) {
-    Database.await(c.query(sql).execute());
   }
 
   /** Dispatches a burst of {@code n}; returns builds dispatched per second. */
