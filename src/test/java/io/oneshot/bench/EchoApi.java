@@ -15,6 +15,7 @@ import io.fabric8.mockwebserver.http.WebSocket;
 import io.fabric8.mockwebserver.http.WebSocketListener;
 import io.oneshot.api.Json;
 import io.vertx.core.Vertx;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.HashMap;
 import java.util.List;
@@ -33,13 +34,22 @@ import java.util.concurrent.atomic.AtomicLong;
  * scans every object on each request) in the way.
  *
  * <p>What it leaves out: a real API server's own cost (admission, etcd), and the Pod events a real
- * cluster would add.
+ * cluster would add. Given {@link ApiSeats}, it answers each request other than a watch at the time
+ * they give, or 429 when they turn it away: a busy API server's pace, without its CPU.
  */
 final class EchoApi implements LaunchBench.Api {
   final AtomicLong requests = new AtomicLong();
   private final KubernetesMockServer server;
 
+  /** The pace of its answers, or null to answer at once. */
+  final ApiSeats seats;
+
   EchoApi() {
+    this(null);
+  }
+
+  EchoApi(ApiSeats seats) {
+    this.seats = seats;
     server =
         new KubernetesMockServer(
             new Context(), new MockWebServer(), new HashMap<>(), new Echo(), false);
@@ -75,6 +85,21 @@ final class EchoApi implements LaunchBench.Api {
                   }
                 });
       }
+      if (seats == null) {
+        return answer(r, path, collection);
+      }
+      long now = System.nanoTime();
+      long due = seats.admit(now);
+      if (due < 0) {
+        // What API Priority and Fairness answers a request it turns away.
+        return json(429, status(429)).setHeader("Retry-After", "1");
+      }
+      MockResponse answer = answer(r, path, collection);
+      Duration wait = Duration.ofNanos(due - now);
+      return wait.toMillis() < 1 ? answer : answer.setBodyDelay(wait);
+    }
+
+    private MockResponse answer(RecordedRequest r, String path, String collection) {
       return switch (r.getMethod()) {
         case "POST" -> {
           JsonNode obj = Json.tree(r.getUtf8Body());

@@ -24,8 +24,10 @@ import java.util.concurrent.atomic.AtomicReference;
  * first written (create the Secret, create the Job, make the Job own the Secret) and once with
  * oneshot's two (create the Job, create the Secret owned by it). Both run against the same kind of
  * API server, each against a fresh one: fabric8's mock (CRUD mode), whose store scans every object
- * on each request, and {@link EchoApi}, which answers at once. Then a 9:00 burst of 200 builds with
- * the default settings (rate limit and launches in flight), against the mock.
+ * on each request, {@link EchoApi}, which answers at once, and the echo API paced as the real API
+ * server measured before this work began ({@link ApiSeats}), where the server sets the pace. Then a
+ * 9:00 burst of 200 builds with the default settings (rate limit and launches in flight), against
+ * the mock and the paced API.
  */
 final class LaunchBench implements Scenario {
   /** Rounds of 5,000 launches each side makes before anything is measured. */
@@ -37,6 +39,14 @@ final class LaunchBench implements Scenario {
    * wider than the margin (0.65 to 1.17× on the echo API at 300 in flight, 2026-11-26).
    */
   private static final int ROUNDS = 5;
+
+  /**
+   * Launches a run against the paced API, and its rounds: the server sets the pace there, not this
+   * machine's CPU, so fewer rounds settle it (a run at 64 in flight takes 7 to 11 s a side).
+   */
+  private static final int PACED_LAUNCHES = 1_000;
+
+  private static final int PACED_ROUNDS = 3;
 
   /** Measured runs of each side in each case against a real API server (each is cleaned up). */
   private static final int REAL_ROUNDS = 3;
@@ -60,7 +70,7 @@ final class LaunchBench implements Scenario {
   @Override
   public String describe() {
     return "Kubernetes launches per second against a plain fabric8 client with as many in flight"
-        + " (mock and echo API, 64 and 300 in flight); 200 builds with the default settings";
+        + " (mock, echo and paced API, 64 and 300 in flight); 200 builds with the default settings";
   }
 
   @Override
@@ -85,10 +95,27 @@ final class LaunchBench implements Scenario {
       int n = smoke ? 40 : 5_000;
       compare(report, "echo API, " + f + " in flight", n, rounds, EchoApi::new, f);
     }
+    ApiSeats shape = ApiSeats.measuredServer();
+    for (int f : inFlight) {
+      String variant = "paced API (" + shape.describe() + "), " + f + " in flight";
+      for (Recipe r : Recipe.values()) {
+        report.addReference(
+            "launch",
+            variant,
+            "the server's ceiling, " + r.requests + " requests a launch",
+            shape.ceilingPerSecond() / r.requests,
+            "launches/s");
+      }
+      int n = smoke ? 16 : PACED_LAUNCHES;
+      compare(report, variant, n, smoke ? 1 : PACED_ROUNDS, LaunchBench::paced, f);
+    }
     int n = smoke ? 20 : 200;
     String defaults = "default settings (qps 100, burst 300, 64 in flight)";
     try (Api api = mock()) {
       burst(report, "mock API, " + defaults, api, n, smoke);
+    }
+    try (Api api = paced()) {
+      burst(report, "paced API (" + shape.describe() + "), " + defaults, api, n, smoke);
     }
     if (real != null) {
       for (int f : inFlight) {
@@ -136,12 +163,14 @@ final class LaunchBench implements Scenario {
    * oneshot made it until 2026-11-26), or oneshot's two.
    */
   enum Recipe {
-    THREE("three requests: Secret, Job, owner patch"),
-    TWO("oneshot's two requests: Job, owned Secret");
+    THREE(3, "three requests: Secret, Job, owner patch"),
+    TWO(2, "oneshot's two requests: Job, owned Secret");
 
+    final int requests;
     final String what;
 
-    Recipe(String what) {
+    Recipe(int requests, String what) {
+      this.requests = requests;
       this.what = what;
     }
 
@@ -200,15 +229,21 @@ final class LaunchBench implements Scenario {
     List<Run> ours = new ArrayList<>();
     List<Double> ratios = new ArrayList<>();
     double requests = 0;
+    long turnedAway = -1;
     for (int i = 0; i < rounds; i++) {
       Round round = round(servers, n, inFlight);
       round.plain().forEach((r, run) -> plain.computeIfAbsent(r, k -> new ArrayList<>()).add(run));
       ours.add(round.ours());
       requests = round.requestsPerLaunch();
+      turnedAway = Math.max(turnedAway, round.turnedAway());
       ratios.add(round.ours().perSecond() / round.plain().get(Recipe.THREE).perSecond());
     }
     if (requests > 0) {
       report.add("launch", variant, "API requests per launch", requests, "");
+    }
+    if (turnedAway >= 0) {
+      report.add(
+          "launch", variant, "oneshot's requests turned away (429), most in a run", turnedAway, "");
     }
     report.add("launch", variant, "launches", n, "");
     report.add("launch", variant, "rounds (each side's median run shown)", rounds, "");
@@ -266,7 +301,8 @@ final class LaunchBench implements Scenario {
    * One round: each side's {@code n} launches in turn, each against a fresh server; with the API
    * requests a launch of oneshot's took, when the server counts them (0 when it does not).
    */
-  private record Round(Map<Recipe, Run> plain, Run ours, double requestsPerLaunch) {}
+  private record Round(
+      Map<Recipe, Run> plain, Run ours, double requestsPerLaunch, long turnedAway) {}
 
   private static Round round(
       java.util.function.Supplier<? extends Api> servers, int n, int inFlight) throws Exception {
@@ -279,8 +315,15 @@ final class LaunchBench implements Scenario {
     try (Api api = servers.get()) {
       Run ours = dispatched(api, unlimited(inFlight), n);
       double requests = api instanceof EchoApi echo ? (double) echo.requests.get() / n : 0;
-      return new Round(plain, ours, requests);
+      long turnedAway =
+          api instanceof EchoApi echo && echo.seats != null ? echo.seats.turnedAway() : -1;
+      return new Round(plain, ours, requests, turnedAway);
     }
+  }
+
+  /** A fresh echo API server paced as {@link ApiSeats#measuredServer()}. */
+  private static Api paced() {
+    return new EchoApi(ApiSeats.measuredServer());
   }
 
   /** A fresh mock API server (CRUD mode) with its test kubelet. */
