@@ -91,8 +91,14 @@ final class EchoApi implements LaunchBench.Api {
       long now = System.nanoTime();
       long due = seats.admit(now);
       if (due < 0) {
-        // What API Priority and Fairness answers a request it turns away.
-        return json(429, status(429)).setHeader("Retry-After", "1");
+        // What API Priority and Fairness answers a request it turns away: a header and plain text
+        // (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/server/filters/maxinflight.go,
+        // tooManyRequests).
+        return new MockResponse()
+            .setResponseCode(429)
+            .setHeader("Content-Type", "text/plain; charset=utf-8")
+            .setHeader("Retry-After", "1")
+            .setBody("Too many requests, please try again later.\n");
       }
       MockResponse answer = answer(r, path, collection);
       Duration wait = Duration.ofNanos(due - now);

@@ -1,6 +1,7 @@
 package io.oneshot.launch.kubernetes;
 
 import io.fabric8.kubernetes.api.model.Status;
+import io.fabric8.kubernetes.api.model.StatusBuilder;
 import io.fabric8.kubernetes.client.KubernetesClientException;
 import io.oneshot.launch.LaunchOutcome;
 import java.time.Duration;
@@ -46,6 +47,36 @@ final class ApiErrors {
   /** Whether a 403 is a ResourceQuota's ("exceeded quota: …"), which passes as builds end. */
   static boolean quota(String message) {
     return message.contains("exceeded quota");
+  }
+
+  /**
+   * {@code status} with the wait a {@code Retry-After} header asks for (whole seconds), where the
+   * Status itself names none. API Priority and Fairness turns a request away with the header alone
+   * and a plain-text body ("Too many requests, please try again later."; kubernetes/kubernetes
+   * staging/src/k8s.io/apiserver/pkg/server/filters/maxinflight.go, {@code tooManyRequests}, which
+   * priority-and-fairness.go calls for a request it did not serve); a Status with {@code
+   * details.retryAfterSeconds} comes from other refusals (an eviction a disruption budget blocks).
+   * A header that is not a number of seconds (an HTTP date) is left alone.
+   */
+  static Status withRetryAfter(Status status, String header) {
+    if (header == null
+        || status.getDetails() != null && status.getDetails().getRetryAfterSeconds() != null) {
+      return status;
+    }
+    int seconds;
+    try {
+      seconds = Integer.parseInt(header.strip());
+    } catch (NumberFormatException notSeconds) {
+      return status;
+    }
+    if (seconds < 0) {
+      return status;
+    }
+    return new StatusBuilder(status)
+        .editOrNewDetails()
+        .withRetryAfterSeconds(seconds)
+        .endDetails()
+        .build();
   }
 
   private static Duration retryAfter(KubernetesClientException e) {

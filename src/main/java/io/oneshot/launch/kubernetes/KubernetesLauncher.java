@@ -421,10 +421,11 @@ public final class KubernetesLauncher implements Launcher {
               .withCode(r.code())
               .withMessage(
                   status != null && status.getMessage() != null
-                      ? status.getMessage()
-                      : new String(r.body(), StandardCharsets.UTF_8))
+                      ? status.getMessage().strip()
+                      : new String(r.body(), StandardCharsets.UTF_8).strip())
               .build();
     }
+    status = ApiErrors.withRetryAfter(status, r.header("Retry-After"));
     throw new KubernetesClientException(
         "POST " + apiBase + path + " answered " + r.code(), r.code(), status);
   }

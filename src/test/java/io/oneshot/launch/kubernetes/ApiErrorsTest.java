@@ -76,6 +76,40 @@ class ApiErrorsTest {
   }
 
   @Test
+  void aThrottledLaunchWaitsAsLongAsTheRetryAfterHeaderAsks() {
+    // API Priority and Fairness: the header alone, the body plain text (no Status details).
+    Status plain = new StatusBuilder().withCode(429).withMessage("Too many requests").build();
+    assertThat(classify(new KubernetesClientException(ApiErrors.withRetryAfter(plain, "7"))))
+        .isEqualTo(
+            new LaunchOutcome.RetryLater(
+                Duration.ofSeconds(7), "throttled by the Kubernetes API: Too many requests"));
+    assertThat(classify(new KubernetesClientException(plain)))
+        .as("without the header: a second")
+        .isEqualTo(
+            new LaunchOutcome.RetryLater(
+                Duration.ofSeconds(1), "throttled by the Kubernetes API: Too many requests"));
+  }
+
+  @Test
+  void aRetryAfterInTheStatusWinsOverTheHeaderAndAHeaderThatIsNotSecondsIsLeftAlone() {
+    Status detailed =
+        new StatusBuilder()
+            .withCode(429)
+            .withNewDetails()
+            .withRetryAfterSeconds(3)
+            .endDetails()
+            .build();
+    assertThat(ApiErrors.withRetryAfter(detailed, "9").getDetails().getRetryAfterSeconds())
+        .isEqualTo(3);
+    Status plain = new StatusBuilder().withCode(429).build();
+    assertThat(ApiErrors.withRetryAfter(plain, "Wed, 21 Oct 2026 07:28:00 GMT")).isEqualTo(plain);
+    assertThat(ApiErrors.withRetryAfter(plain, "-1")).isEqualTo(plain);
+    assertThat(ApiErrors.withRetryAfter(plain, null)).isEqualTo(plain);
+    assertThat(ApiErrors.withRetryAfter(plain, " 2 ").getDetails().getRetryAfterSeconds())
+        .isEqualTo(2);
+  }
+
+  @Test
   void reachabilityFollowsAnswersAndTellsListenersOnceWhenItReturns() {
     int[] told = {0};
     api.whenReachable(() -> told[0]++);

@@ -376,6 +376,32 @@ class KubernetesLauncherTest {
     }
   }
 
+  /**
+   * API Priority and Fairness turns the Job's create away (429, a Retry-After header, a plain-text
+   * body): the launch waits as long as the header asks, says so in the build's reason, and then
+   * makes the build's one Job.
+   */
+  @Test
+  void aLaunchTurnedAwayByPriorityAndFairnessWaitsAsTheServerAsks() {
+    cluster.dispatcher.add(
+        FaultyDispatcher.turnedAwayByPriorityAndFairness(
+            "POST", "^/apis/batch/v1/namespaces/team-a/jobs$", 3));
+    t = server().start();
+    long id = t.api.submitScript("{\"team\": \"a\"}", "echo ok");
+    String waiting =
+        await()
+            .atMost(30, TimeUnit.SECONDS)
+            .until(
+                () -> (String) Sql.value("SELECT reason FROM oneshot.builds WHERE id = ?", id),
+                r -> r != null && r.startsWith("throttled"));
+    assertThat(waiting)
+        .isEqualTo(
+            "throttled by the Kubernetes API: Too many requests, please try again later.; try 2"
+                + " in 3s");
+    assertThat(awaitEnd(id)).isEqualTo("succeeded");
+    assertThat(jobsOf(id)).hasSize(1);
+  }
+
   @Test
   void apiFailuresLoseNoBuildAndNeverMakeTwoJobs() {
     String jobs = "^/apis/batch/v1/namespaces/team-a/jobs$";

@@ -200,6 +200,25 @@ public final class FaultyDispatcher extends Dispatcher {
   }
 
   /**
+   * Answers 429 as API Priority and Fairness turns a request away: a {@code Retry-After} header of
+   * {@code seconds} and a plain-text body, no Status (kubernetes/kubernetes
+   * staging/src/k8s.io/apiserver/pkg/server/filters/maxinflight.go, {@code tooManyRequests}, called
+   * by priority-and-fairness.go for a request it did not serve).
+   */
+  public static Fault turnedAwayByPriorityAndFairness(String method, String path, int seconds) {
+    return new Fault(
+        method,
+        Pattern.compile(path),
+        (req, crud) ->
+            new MockResponse()
+                .setResponseCode(429)
+                .setHeader("Content-Type", "text/plain; charset=utf-8")
+                .setHeader("X-Content-Type-Options", "nosniff")
+                .setHeader("Retry-After", seconds)
+                .setBody("Too many requests, please try again later.\n"));
+  }
+
+  /**
    * Carries the request out, then holds the answer back past the client's timeout: the server did
    * the work, the client never hears it (a connection lost after the POST was received).
    */
