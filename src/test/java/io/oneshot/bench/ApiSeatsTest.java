@@ -54,6 +54,19 @@ class ApiSeatsTest {
   }
 
   @Test
+  void aBusyLevelTurnsAwayMostOfAWaveOf64() {
+    ApiSeats busy = ApiSeats.busyLevel();
+    int answered = 0;
+    for (int i = 0; i < 64; i++) {
+      if (busy.admit(0) >= 0) {
+        answered++;
+      }
+    }
+    assertEquals(8 + 16, answered, "its seats and its queue");
+    assertEquals(40, busy.turnedAway());
+  }
+
+  @Test
   void nonsenseShapesAreRefused() {
     assertThrows(IllegalArgumentException.class, () -> new ApiSeats(0, Duration.ofMillis(1), 1));
     assertThrows(IllegalArgumentException.class, () -> new ApiSeats(1, Duration.ofMillis(-1), 1));

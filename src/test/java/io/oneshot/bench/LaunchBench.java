@@ -117,6 +117,31 @@ final class LaunchBench implements Scenario {
     try (Api api = paced()) {
       burst(report, "paced API (" + shape.describe() + "), " + defaults, api, n, smoke);
     }
+    // The same burst where the dispatcher's flow has a small share of its priority level: most of
+    // a wave of 64 is turned away (429, Retry-After: 1) and comes back when the server said.
+    ApiSeats busy = ApiSeats.busyLevel();
+    try (EchoApi api = new EchoApi(busy)) {
+      String variant =
+          "paced API, a busy priority level ("
+              + busy.describe()
+              + ", "
+              + busy.queueLimit()
+              + " waiting at most), "
+              + defaults;
+      report.addReference(
+          "launch",
+          variant,
+          "the server's ceiling: " + n + " launches of two requests in",
+          2.0 * n / busy.ceilingPerSecond(),
+          "s");
+      report.add(
+          "launch",
+          variant,
+          n + " builds enqueued at once: all launched in",
+          dispatched(api, "", n).seconds(),
+          "s");
+      report.add("launch", variant, "requests turned away (429)", busy.turnedAway(), "");
+    }
     if (real != null) {
       for (int f : inFlight) {
         compare(

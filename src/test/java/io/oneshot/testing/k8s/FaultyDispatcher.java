@@ -188,15 +188,12 @@ public final class FaultyDispatcher extends Dispatcher {
 
   /** Answers 429 asking the client to come back in {@code seconds}. */
   public static Fault throttle(String method, String path, int seconds) {
-    return new Fault(
+    return tooManyRequests(
         method,
-        Pattern.compile(path),
-        (req, crud) ->
-            new MockResponse()
-                .setResponseCode(429)
-                .setHeader("Content-Type", "application/json")
-                .setHeader("Retry-After", seconds)
-                .setBody(status(429, "TooManyRequests", "too many requests", seconds)));
+        path,
+        seconds,
+        "application/json",
+        status(429, "TooManyRequests", "too many requests", seconds));
   }
 
   /**
@@ -206,16 +203,25 @@ public final class FaultyDispatcher extends Dispatcher {
    * by priority-and-fairness.go for a request it did not serve).
    */
   public static Fault turnedAwayByPriorityAndFairness(String method, String path, int seconds) {
+    return tooManyRequests(
+        method,
+        path,
+        seconds,
+        "text/plain; charset=utf-8",
+        "Too many requests, please try again later.\n");
+  }
+
+  private static Fault tooManyRequests(
+      String method, String path, int seconds, String contentType, String body) {
     return new Fault(
         method,
         Pattern.compile(path),
         (req, crud) ->
             new MockResponse()
                 .setResponseCode(429)
-                .setHeader("Content-Type", "text/plain; charset=utf-8")
-                .setHeader("X-Content-Type-Options", "nosniff")
+                .setHeader("Content-Type", contentType)
                 .setHeader("Retry-After", seconds)
-                .setBody("Too many requests, please try again later.\n"));
+                .setBody(body));
   }
 
   /**
