@@ -51,6 +51,7 @@ final class ClusterWatch {
     this.client = client;
     this.namespaces = namespaces;
     this.api = api;
+    WatchedKinds.register(client.getKubernetesSerialization());
   }
 
   void events(AttemptEvents events) {

@@ -111,8 +111,11 @@ public final class KubernetesLauncher implements Launcher {
    */
   public static KubernetesLauncher create(OneshotConfig config, KubernetesClient client) {
     OneshotConfig.Kubernetes k = config.launcher().kubernetes();
+    // Read with a serialization of their own: the client's decodes a Job read by its kind as the
+    // watch does, without its spec (WatchedKinds).
+    JobTemplates templates =
+        JobTemplates.load(k.templateDir(), config.routes(), new KubernetesSerialization());
     KubernetesSerialization serialization = client.getKubernetesSerialization();
-    JobTemplates templates = JobTemplates.load(k.templateDir(), config.routes(), serialization);
     Set<String> namespaces = new TreeSet<>();
     for (OneshotConfig.Route r : config.routes()) {
       namespaces.add(r.namespace() != null ? r.namespace() : k.namespace());
