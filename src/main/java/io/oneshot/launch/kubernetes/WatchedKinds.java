@@ -17,8 +17,8 @@ import java.io.IOException;
  * whole object; fabric8 builds each event's object into the model, the Job's pod template with its
  * containers and environment included, and on a real API server the metadata's {@code
  * managedFields} too, a tree the size of the object itself. Decoded in full, the Jobs' events took
- * 9% of the dispatcher's CPU in a burst of launches against the echo API (async-profiler,
- * 2026-11-28), the largest single part of it after the HTTP requests themselves.
+ * 9% of the CPU of a burst of launches against the echo API, outside the JIT and the collector
+ * (async-profiler, 2026-11-28: the dispatcher and the echo server in one JVM), and 4% decoded so.
  *
  * <p>{@link #register} makes the client's serialization decode the watched kinds into these
  * subclasses wherever it reads an object by its {@code apiVersion} and {@code kind}: a watch
