@@ -56,6 +56,81 @@ class StalePlanTest {
   }
 
   /**
+   * A burst's launch records come 50 to 200 at once. The planner takes each of the statement's own
+   * results for a row or ten, and where two of them were joined it joined them in a nested loop,
+   * each row of one against every row of the other: 49 ms of a 54 ms record of 172 launches.
+   */
+  @Test
+  void aBurstsLaunchRecordJoinsNoneOfItsOwnResultsRowAgainstRow() throws Exception {
+    f = new StoreFixture("routes: [{name: a, maxConcurrent: 100000}]");
+    f.enqueueNoops(3_000);
+    io.oneshot.testing.Sql.exec("ANALYZE oneshot.builds");
+    List<QueueStore.Claimed> claimed = f.claim(100_000, 2_000, "noop");
+    List<QueueStore.Claimed> batch = claimed.subList(100, 300);
+    int n = batch.size();
+    String args =
+        "("
+            + batch.stream()
+                .map(c -> Long.toString(c.id()))
+                .collect(Collectors.joining(", ", "ARRAY[", "]::bigint[]"))
+            + ", "
+            + batch.stream()
+                .map(c -> Integer.toString(c.attempt()))
+                .collect(Collectors.joining(", ", "ARRAY[", "]"))
+            + ", "
+            + texts("'noop'", n)
+            + ", "
+            + batch.stream()
+                .map(c -> "'" + c.launchName() + "'")
+                .collect(Collectors.joining(", ", "ARRAY[", "]::text[]"))
+            + ", "
+            + texts("NULL", n)
+            + ", "
+            + texts("'launched'", n)
+            + ")";
+    try (Connection c = io.oneshot.testing.Sql.connect();
+        Statement s = c.createStatement()) {
+      s.execute("PREPARE under_test AS " + Sql.load("attempts/mark-launched").text());
+      for (String mode : new String[] {"force_custom_plan", "force_generic_plan"}) {
+        s.execute("BEGIN");
+        s.execute("SET LOCAL plan_cache_mode = " + mode);
+        String plan;
+        try (ResultSet r =
+            s.executeQuery("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE under_test" + args)) {
+          r.next();
+          plan = r.getString(1);
+        }
+        s.execute("ROLLBACK");
+        assertThat(rowsTouched(plan))
+            .as(mode + ": rows the plan's nodes returned or dropped, for a record of " + n)
+            .isLessThan(50L * n);
+        assertThat(plan).as(mode).contains("\"Actual Rows\": " + n);
+      }
+    }
+  }
+
+  /**
+   * Every row each node of an EXPLAIN ANALYZE plan (JSON) returned or dropped by a filter, over all
+   * its loops: a node run once per row of another shows here as the product of the two.
+   */
+  private static long rowsTouched(String plan) throws Exception {
+    long total = 0;
+    java.util.ArrayDeque<com.fasterxml.jackson.databind.JsonNode> nodes =
+        new java.util.ArrayDeque<>();
+    nodes.add(new com.fasterxml.jackson.databind.ObjectMapper().readTree(plan).get(0).get("Plan"));
+    while (!nodes.isEmpty()) {
+      com.fasterxml.jackson.databind.JsonNode n = nodes.poll();
+      double perLoop =
+          n.path("Actual Rows").asDouble()
+              + n.path("Rows Removed by Filter").asDouble()
+              + n.path("Rows Removed by Join Filter").asDouble();
+      total += Math.round(perLoop * n.path("Actual Loops").asDouble());
+      n.path("Plans").forEach(nodes::add);
+    }
+    return total;
+  }
+
+  /**
    * 3,000 builds analyzed with 100 of them launching (a few live, as the night's statistics say),
    * then 2,000 claimed in all, and 1,000 of those running.
    */
