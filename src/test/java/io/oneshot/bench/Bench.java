@@ -122,10 +122,16 @@ public final class Bench implements Callable<Integer> {
         new ConsoleBench());
   }
 
+  /**
+   * The mock API server logs every request; at thousands a second that is what it would measure.
+   * Held here: java.util.logging keeps its loggers weakly, and a logger collected before the mock
+   * server's first request takes its level with it.
+   */
+  private static final java.util.logging.Logger MOCK_SERVER_LOG =
+      java.util.logging.Logger.getLogger("io.fabric8.mockwebserver");
+
   public static void main(String[] args) {
-    // The mock API server logs every request; at thousands a second that is what it would measure.
-    java.util.logging.Logger.getLogger("io.fabric8.mockwebserver")
-        .setLevel(java.util.logging.Level.WARNING);
+    MOCK_SERVER_LOG.setLevel(java.util.logging.Level.WARNING);
     int code = new CommandLine(new Bench()).execute(args);
     System.exit(code);
   }

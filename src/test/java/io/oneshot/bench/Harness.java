@@ -76,10 +76,19 @@ final class Harness {
    * its commit to the last launch recorded.
    */
   static double burstSeconds(TestServer t, int n) {
+    return burstSeconds(t, n, () -> {});
+  }
+
+  /**
+   * {@link #burstSeconds(TestServer, int)}, running {@code atCommit} once the burst's enqueue
+   * committed, where the time starts.
+   */
+  static double burstSeconds(TestServer t, int n, Runnable atCommit) {
     awaitLeader(t);
     try (Producer p = new Producer()) {
       long before = t.server.metrics().launches(Setups.ROUTE);
       long[] ids = p.burst(n);
+      atCommit.run();
       Instant committed = p.answered.get(ids[0]);
       // Counted in memory (the dispatcher's own count of recorded launches): a count over the
       // builds every 20 ms took the database's CPU from the launches it measured.
