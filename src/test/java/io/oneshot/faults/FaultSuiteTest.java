@@ -639,11 +639,14 @@ class FaultSuiteTest {
 
     d.env(Map.of());
     if (requeue) {
+      // The attempts launched from here on reach the API, and must acquire within the launch
+      // timeout: on a slow 2-core machine under the whole suite, four provisionerd JVMs starting
+      // at once took more than 5 s each, for all five attempts of four builds.
       Path config = tmp.resolve("oneshot-0.yaml");
       Files.writeString(
           config,
           Files.readString(config)
-              .replaceAll("launchTimeout: \\d+s", "launchTimeout: 5s")
+              .replaceAll("launchTimeout: \\d+s", "launchTimeout: 20s")
               .replace("http://127.0.0.1:1\"", "http://127.0.0.1:" + service.port() + "\""));
     }
     d.start();
