@@ -451,9 +451,9 @@ final class LaunchBench implements Scenario {
     try (TestServer t = Setups.kubernetes(api, settings, made).start()) {
       Harness.awaitLeader(t);
       // From the enqueue's commit, as the time and as the drain's (PeerBench): putting the builds
-      // in
-      // the queue is no part of their launches (the plain client's side has none); counted here,
-      // it was most of PostgreSQL's CPU a launch against the mock API.
+      // in the queue is no part of their launches (the plain client's side has none); counted
+      // here, it was most of the time PostgreSQL spent in statements in a burst against the mock
+      // API (pg_stat_statements).
       CpuMeter[] cpu = new CpuMeter[1];
       double seconds = Harness.burstSeconds(t, n, () -> cpu[0] = CpuMeter.start());
       CpuMeter.Used used = cpu[0].stop(Map.of());
