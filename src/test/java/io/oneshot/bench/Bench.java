@@ -242,6 +242,12 @@ public final class Bench implements Callable<Integer> {
     m.put("cpu", firstMatch(Path.of("/proc/cpuinfo"), "model name"));
     m.put("os", System.getProperty("os.name") + " " + System.getProperty("os.version"));
     m.put("java", System.getProperty("java.vm.name") + " " + System.getProperty("java.version"));
+    // The collector and heap the figures were taken with: under G1 in place of the serial
+    // collector the drain's ratio was lower (docs/performance.md, "A tenth machine").
+    m.put(
+        "jvm flags",
+        String.join(
+            " ", java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()));
     TestDatabase.url();
     m.put("postgresql", (String) Sql.value("SELECT version()"));
     return m;
