@@ -4,6 +4,7 @@ import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestDatabase;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -244,10 +245,7 @@ public final class Bench implements Callable<Integer> {
     m.put("java", System.getProperty("java.vm.name") + " " + System.getProperty("java.version"));
     // The collector and heap the figures were taken with: under G1 in place of the serial
     // collector the drain's ratio was lower (docs/performance.md, "A tenth machine").
-    m.put(
-        "jvm flags",
-        String.join(
-            " ", java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()));
+    m.put("jvm flags", String.join(" ", ManagementFactory.getRuntimeMXBean().getInputArguments()));
     TestDatabase.url();
     m.put("postgresql", (String) Sql.value("SELECT version()"));
     return m;
