@@ -12,7 +12,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.function.Consumer;
 
 /**
  * The queue: builds come in (enqueue), are handed to the dispatcher (claim) and can be called off
@@ -298,26 +297,56 @@ public final class QueueStore {
       double waitSeconds) {}
 
   /**
+   * A token ready for a claim: the token, and its hash as the claim sends it. A claim sends a whole
+   * batch of hashes and at low load uses one; the dispatcher keeps the others for its next claim
+   * with their hashes already made (a copy of each, every cycle, was most of what a cycle
+   * allocated).
+   */
+  public record ClaimToken(BuildToken token, Buffer hash) {
+    public static ClaimToken of(BuildToken token) {
+      return new ClaimToken(token, Buffer.buffer(token.hash()));
+    }
+  }
+
+  /**
+   * Hears a claim's steps as they happen, on the database client's event loop (keep it quick): the
+   * connection in hand, the answer to its BEGIN, and the claim's rows (the transaction still open:
+   * its COMMIT is sent, not yet answered).
+   */
+  @FunctionalInterface
+  public interface ClaimSteps {
+    void answered(List<Claimed> claimed);
+
+    default void connected() {}
+
+    default void begun() {}
+  }
+
+  /**
    * Claims up to {@code tokens.size()} builds, all limits holding, in one transaction that commits
    * before any launch. Each claimed build gets one of the given tokens (by hash). The transaction
    * is sent in one round trip: BEGIN, the claim lock with the fence check, the claim and COMMIT go
    * out together on one connection, and an error in any of them rolls all of it back (the COMMIT of
    * an aborted transaction is a rollback). The builds are returned once the commit is known; {@code
-   * answered} sees them as soon as the claim's rows arrive (for timing). With a {@code fence}, the
-   * claim commits only while that leadership session holds the leader lock; otherwise it fails with
-   * {@link FencedOutException} and claims nothing.
+   * steps} sees them as soon as the claim's rows arrive, and the steps before (for timing). With a
+   * {@code fence}, the claim commits only while that leadership session holds the leader lock;
+   * otherwise it fails with {@link FencedOutException} and claims nothing.
    */
   public Future<List<Claimed>> claim(
       int globalLimit,
       String launchKind,
-      List<BuildToken> tokens,
+      List<ClaimToken> tokens,
       LeaderFence fence,
-      Consumer<List<Claimed>> answered) {
-    Buffer[] hashes = tokens.stream().map(t -> Buffer.buffer(t.hash())).toArray(Buffer[]::new);
+      ClaimSteps steps) {
+    Buffer[] hashes = new Buffer[tokens.size()];
+    for (int i = 0; i < hashes.length; i++) {
+      hashes[i] = tokens.get(i).hash();
+    }
     return pool.getConnection()
         .compose(
             conn -> {
-              Future<?> begin = conn.query(CLAIM_BEGIN).execute();
+              steps.connected();
+              Future<?> begin = conn.query(CLAIM_BEGIN).execute().onSuccess(x -> steps.begun());
               Future<Void> lock = AdvisoryLocks.takeFenced(conn, AdvisoryLocks.CLAIM, fence);
               Future<List<Claimed>> claim =
                   conn.preparedQuery(CLAIM.with(Map.of("batch", tokens.size())))
@@ -332,10 +361,10 @@ public final class QueueStore {
                                       r.getInteger("attempt"),
                                       r.getString("route"),
                                       r.getString("launch_name"),
-                                      tokens.get(r.getInteger("n") - 1),
+                                      tokens.get(r.getInteger("n") - 1).token(),
                                       r.getDouble("wait")));
                             }
-                            answered.accept(out);
+                            steps.answered(out);
                             return out;
                           });
               Future<?> commit = conn.query("COMMIT").execute();
@@ -356,11 +385,12 @@ public final class QueueStore {
   }
 
   /**
-   * {@link #claim(int, String, List, LeaderFence, Consumer)} without a fence, for callers with
+   * {@link #claim(int, String, List, LeaderFence, ClaimSteps)} without a fence, for callers with
    * nothing to register (tests).
    */
   public Future<List<Claimed>> claim(int globalLimit, String launchKind, List<BuildToken> tokens) {
-    return claim(globalLimit, launchKind, tokens, null, c -> {});
+    return claim(
+        globalLimit, launchKind, tokens.stream().map(ClaimToken::of).toList(), null, c -> {});
   }
 
   /** What a cancel did, and the build's route. */

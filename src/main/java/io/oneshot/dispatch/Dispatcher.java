@@ -8,6 +8,8 @@ import io.oneshot.build.BuildToken;
 import io.oneshot.build.Database;
 import io.oneshot.build.FencedOutException;
 import io.oneshot.build.LeaderFence;
+import io.oneshot.build.QueueStore.ClaimSteps;
+import io.oneshot.build.QueueStore.ClaimToken;
 import io.oneshot.build.QueueStore.Claimed;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.config.Units;
@@ -71,7 +73,7 @@ public final class Dispatcher implements AutoCloseable {
   /** The launch records' timers: a held row's next write, a record's timeout. */
   private final ScheduledExecutorService recordTimer;
 
-  private final Deque<BuildToken> spareTokens = new ArrayDeque<>();
+  private final Deque<ClaimToken> spareTokens = new ArrayDeque<>();
   private final AtomicLong cycles = new AtomicLong();
   private volatile long lastWake;
   private volatile Consumer<CycleTimes> cycleTimes;
@@ -135,12 +137,19 @@ public final class Dispatcher implements AutoCloseable {
 
   /**
    * When the steps of a cycle that claimed builds happened, on {@link System#nanoTime}'s clock: the
-   * last wake before it (a notification heard, for one), its start on the dispatch thread, the
-   * claim's rows arriving (its COMMIT, sent with it, not yet answered), and the commit's answer.
-   * What the benchmark breaks dispatch latency down with.
+   * last wake before it (a notification heard, for one), its start on the dispatch thread, a pooled
+   * connection in hand (on the client's event loop), the answer to the transaction's BEGIN (sent
+   * with the rest), the claim's rows arriving (its COMMIT, sent with it, not yet answered), and the
+   * commit's answer. What the benchmark breaks dispatch latency down with.
    */
   public record CycleTimes(
-      long wokenAt, long startedAt, long answeredAt, long committedAt, List<Long> ids) {}
+      long wokenAt,
+      long startedAt,
+      long connectedAt,
+      long begunAt,
+      long answeredAt,
+      long committedAt,
+      List<Long> ids) {}
 
   /** Hears the times of every cycle that claimed builds, on the dispatch thread (keep it quick). */
   public void onCycle(Consumer<CycleTimes> observer) {
@@ -258,9 +267,10 @@ public final class Dispatcher implements AutoCloseable {
     }
     long startedAt = System.nanoTime();
     long wokenAt = lastWake;
-    long[] answeredAt = {0};
+    // When the claim's connection came, its BEGIN was answered, its rows arrived.
+    long[] at = new long[3];
     int batch = Math.min(config.dispatch().claimBatch(), config.dispatch().maxConcurrent());
-    List<BuildToken> tokens = takeTokens(batch);
+    List<ClaimToken> tokens = takeTokens(batch);
     List<Claimed> claimed;
     List<Long> ids;
     long claim;
@@ -277,7 +287,22 @@ public final class Dispatcher implements AutoCloseable {
                       launcher.kind(),
                       tokens,
                       leading,
-                      c -> answeredAt[0] = System.nanoTime()));
+                      new ClaimSteps() {
+                        @Override
+                        public void connected() {
+                          at[0] = System.nanoTime();
+                        }
+
+                        @Override
+                        public void begun() {
+                          at[1] = System.nanoTime();
+                        }
+
+                        @Override
+                        public void answered(List<Claimed> c) {
+                          at[2] = System.nanoTime();
+                        }
+                      }));
       ids = claimed.stream().map(Claimed::id).toList();
       Consumer<List<Long>> hook = claimCommitted;
       if (hook != null && !ids.isEmpty()) {
@@ -305,7 +330,7 @@ public final class Dispatcher implements AutoCloseable {
     long claimedAt = System.nanoTime();
     Consumer<CycleTimes> observer = cycleTimes;
     if (observer != null && !claimed.isEmpty()) {
-      observer.accept(new CycleTimes(wokenAt, startedAt, answeredAt[0], claimedAt, ids));
+      observer.accept(new CycleTimes(wokenAt, startedAt, at[0], at[1], at[2], claimedAt, ids));
     }
     if (!claimed.isEmpty()) {
       FaultPoint.AFTER_CLAIM.reach();
@@ -324,6 +349,7 @@ public final class Dispatcher implements AutoCloseable {
       Launch l = new Launch(a, leading, claimedAt + route.get().launchTimeout().toNanos());
       launches.execute(() -> tryLaunch(l, false));
     }
+    refillTokens(batch);
     if (claimed.size() == batch) {
       wake();
     }
@@ -716,25 +742,36 @@ public final class Dispatcher implements AutoCloseable {
     return config.dispatch().launchRetry().delay(tries);
   }
 
-  private synchronized List<BuildToken> takeTokens(int n) {
-    List<BuildToken> out = new ArrayList<>(n);
+  /** The tokens a claim sends: kept ones first (their hashes made), then new ones if short. */
+  private synchronized List<ClaimToken> takeTokens(int n) {
+    List<ClaimToken> out = new ArrayList<>(n);
     while (out.size() < n && !spareTokens.isEmpty()) {
       out.add(spareTokens.pop());
     }
     while (out.size() < n) {
-      out.add(BuildToken.generate());
+      out.add(ClaimToken.of(BuildToken.generate()));
     }
     return out;
   }
 
   /** Tokens no claim used were never stored anywhere; they serve the next cycle. */
-  private synchronized void returnUnused(List<BuildToken> tokens, List<Claimed> claimed) {
+  private synchronized void returnUnused(List<ClaimToken> tokens, List<Claimed> claimed) {
     Set<BuildToken> used = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     claimed.forEach(c -> used.add(c.token()));
-    for (BuildToken t : tokens) {
-      if (!used.contains(t)) {
+    for (ClaimToken t : tokens) {
+      if (!used.contains(t.token())) {
         spareTokens.push(t);
       }
+    }
+  }
+
+  /**
+   * Makes new tokens for those a claim used, once its builds are handed to their launches: the next
+   * claim then finds a whole batch kept and does not wait for new randomness and hashes.
+   */
+  private synchronized void refillTokens(int n) {
+    while (spareTokens.size() < n) {
+      spareTokens.push(ClaimToken.of(BuildToken.generate()));
     }
   }
 

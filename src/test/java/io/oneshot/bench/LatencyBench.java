@@ -114,9 +114,12 @@ final class LatencyBench implements Scenario {
    * Harness.Producer#committedBefore}: mostly the end of its statement, since the notification
    * arrives before the producer's answer, so this step holds the commit's own flush) to the
    * notification heard (NOTIFY's delivery, the listener's connection and event loop), to the
-   * cycle's start on the dispatch thread (the wake-up), to the claim's rows (BEGIN, the claim lock
-   * and fence, the claim and COMMIT, sent together), to the commit's answer, to the launcher's call
-   * (the hand-over to a launch thread).
+   * cycle's start on the dispatch thread (the wake-up), to a pooled connection in hand on the
+   * client's event loop (the tokens, the hand-over to the event loop), to the answer to BEGIN (sent
+   * with the claim lock and fence, the claim and COMMIT: the connection's server process and the
+   * event loop woken, the first statement), to the claim's rows (the lock and fence, the claim
+   * statement), to the commit's answer (its flush), to the launcher's call (the hand-over to a
+   * launch thread).
    */
   static void breakdown(
       long[] ids,
@@ -128,7 +131,9 @@ final class LatencyBench implements Scenario {
     String[] steps = {
       "enqueue committed -> notification heard",
       "notification -> cycle started",
-      "cycle started -> claim answered",
+      "cycle started -> connection in hand",
+      "connection -> BEGIN answered",
+      "BEGIN answered -> claim answered",
       "claim answered -> committed",
       "committed -> launcher called"
     };
@@ -146,7 +151,16 @@ final class LatencyBench implements Scenario {
       if (committed == null) {
         continue;
       }
-      long[] at = {committed, c.wokenAt(), c.startedAt(), c.answeredAt(), c.committedAt(), called};
+      long[] at = {
+        committed,
+        c.wokenAt(),
+        c.startedAt(),
+        c.connectedAt(),
+        c.begunAt(),
+        c.answeredAt(),
+        c.committedAt(),
+        called
+      };
       if (c.wokenAt() < committed) {
         continue; // woken by something else before this build's notification
       }

@@ -81,7 +81,7 @@ class ClaimTest {
                 .claim(
                     1000,
                     "test",
-                    StoreFixture.tokens(2),
+                    StoreFixture.claimTokens(2),
                     null,
                     claimed -> {
                       // The claim's transaction is still open: the builds it did not take are free.
@@ -120,6 +120,28 @@ class ClaimTest {
         Sql.rows("SELECT status, attempt, launch_name, token_hash FROM oneshot.builds").get(0);
     assertThat(row.get("status")).isEqualTo("launching");
     assertThat((byte[]) row.get("token_hash")).isEqualTo(c.get(0).token().hash());
+  }
+
+  @Test
+  void aTokenSentUnusedByEarlierClaimsIsStoredWholeWhenALaterClaimTakesIt() {
+    // The dispatcher keeps the tokens a claim left unused, hashes made, and sends them again.
+    f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 10}\n");
+    List<QueueStore.ClaimToken> kept = new ArrayList<>(StoreFixture.claimTokens(3));
+    for (int round = 0; round < 3; round++) {
+      long id = enqueue("{}", 0, null);
+      List<QueueStore.Claimed> c =
+          Database.await(f.store.queue().claim(10, "test", kept, null, x -> {}));
+      assertThat(c).extracting(QueueStore.Claimed::id).containsExactly(id);
+      BuildToken used = c.get(0).token();
+      assertThat(used).isSameAs(kept.get(0).token());
+      byte[] stored =
+          (byte[])
+              Sql.rows("SELECT token_hash FROM oneshot.builds WHERE id = ?", id)
+                  .get(0)
+                  .get("token_hash");
+      assertThat(stored).as("round %d", round).isEqualTo(BuildToken.hash(used.value()));
+      kept.remove(0);
+    }
   }
 
   @Test
@@ -333,7 +355,7 @@ class ClaimTest {
       assertThat(b.fence()).as("b does not lead").isNull();
       assertThat(
               Database.await(
-                  f.store.queue().claim(10, "test", StoreFixture.tokens(5), fenceA, c -> {})))
+                  f.store.queue().claim(10, "test", StoreFixture.claimTokens(5), fenceA, c -> {})))
           .extracting(QueueStore.Claimed::id)
           .containsExactly(first);
       assertThat(Database.await(f.store.attempts().launchTry(first, 1, "try 2", fenceA))).isTrue();
@@ -370,7 +392,9 @@ class ClaimTest {
 
       assertThat(
               Database.await(
-                  f.store.queue().claim(10, "test", StoreFixture.tokens(5), b.fence(), c -> {})))
+                  f.store
+                      .queue()
+                      .claim(10, "test", StoreFixture.claimTokens(5), b.fence(), c -> {})))
           .extracting(QueueStore.Claimed::id)
           .containsExactly(second);
     } finally {
@@ -442,7 +466,7 @@ class ClaimTest {
     org.assertj.core.api.Assertions.assertThatThrownBy(
             () ->
                 Database.await(
-                    f.store.queue().claim(10, "test", StoreFixture.tokens(5), stale, c -> {})))
+                    f.store.queue().claim(10, "test", StoreFixture.claimTokens(5), stale, c -> {})))
         .isInstanceOf(FencedOutException.class)
         .hasMessageContaining("does not lead");
   }

@@ -46,6 +46,11 @@ public final class StoreFixture implements AutoCloseable {
     return IntStream.range(0, n).mapToObj(i -> BuildToken.generate()).toList();
   }
 
+  /** {@link #tokens} as a claim takes them. */
+  public static List<QueueStore.ClaimToken> claimTokens(int n) {
+    return tokens(n).stream().map(QueueStore.ClaimToken::of).toList();
+  }
+
   /** Enqueues {@code n} builds of a script that does nothing, through {@code oneshot.enqueue()}. */
   public void enqueueNoops(int n) {
     io.oneshot.testing.Sql.exec(
