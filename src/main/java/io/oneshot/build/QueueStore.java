@@ -299,8 +299,8 @@ public final class QueueStore {
   /**
    * A token ready for a claim: the token, and its hash as the claim sends it. A claim sends a whole
    * batch of hashes and at low load uses one; the dispatcher keeps the others for its next claim
-   * with their hashes already made (a copy of each, every cycle, was most of what a cycle
-   * allocated).
+   * with their hashes already made (a copy of each, every cycle, was the largest of a cycle's
+   * allocations).
    */
   public record ClaimToken(BuildToken token, Buffer hash) {
     public static ClaimToken of(BuildToken token) {

@@ -13,6 +13,7 @@ import io.oneshot.testing.TestServer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -60,11 +61,21 @@ class RunnerGivesUpTest {
     api.target("127.0.0.1", t.server.port());
   }
 
+  /**
+   * The build's provisionerd process, once started: the capturing launcher notes an attempt before
+   * the real one starts its process, so the attempt alone does not mean a pid yet.
+   */
   private long pidOf(long id) {
-    await()
+    return await()
         .atMost(30, TimeUnit.SECONDS)
-        .until(() -> launcher.launched.stream().anyMatch(a -> a.buildId() == id));
-    return ((LocalLauncher) launcher.real()).pid(launcher.of(id).name()).orElseThrow();
+        .until(
+            () ->
+                launcher.launched.stream()
+                    .filter(a -> a.buildId() == id)
+                    .findFirst()
+                    .flatMap(a -> ((LocalLauncher) launcher.real()).pid(a.name())),
+            Optional::isPresent)
+        .orElseThrow();
   }
 
   private static String error(long id) {
