@@ -742,14 +742,15 @@ public final class Dispatcher implements AutoCloseable {
     return config.dispatch().launchRetry().delay(tries);
   }
 
-  /** The tokens a claim sends: kept ones first (their hashes made), then new ones if short. */
+  /**
+   * The tokens a claim sends: the kept ones (their hashes made), topped up with new ones when a
+   * cycle ended before {@link #refillTokens} (the first, or one whose claim failed).
+   */
   private synchronized List<ClaimToken> takeTokens(int n) {
+    refillTokens(n);
     List<ClaimToken> out = new ArrayList<>(n);
-    while (out.size() < n && !spareTokens.isEmpty()) {
-      out.add(spareTokens.pop());
-    }
     while (out.size() < n) {
-      out.add(ClaimToken.of(BuildToken.generate()));
+      out.add(spareTokens.pop());
     }
     return out;
   }
