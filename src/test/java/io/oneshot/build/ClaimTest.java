@@ -108,6 +108,28 @@ class ClaimTest {
   }
 
   @Test
+  void aClaimAnswersItsBuildsInTheOrderTheyLaunchWhateverOrderTheyWereWritten() {
+    // Priorities rise with the id, so the table's order and the launch order disagree; two routes,
+    // so that the claim's rows come from two scans. The dispatcher starts its launches in the
+    // order the claim answers: the most urgent build's Job goes out first.
+    f =
+        new StoreFixture(
+            "routes:\n"
+                + "  - {name: a, maxConcurrent: 50, tags: {team: a}}\n"
+                + "  - {name: b, maxConcurrent: 50, tags: {team: b}}\n");
+    List<Long> expected = new ArrayList<>();
+    List<long[]> written = new ArrayList<>();
+    for (int i = 0; i < 40; i++) {
+      String team = i % 2 == 0 ? "a" : "b";
+      written.add(new long[] {enqueue("{\"team\": \"" + team + "\"}", i / 3, null), i / 3});
+    }
+    written.stream()
+        .sorted((x, y) -> x[1] != y[1] ? Long.compare(y[1], x[1]) : Long.compare(x[0], y[0]))
+        .forEach(w -> expected.add(w[0]));
+    assertThat(claim(f.store, 100, StoreFixture.tokens(40))).containsExactlyElementsOf(expected);
+  }
+
+  @Test
   void aClaimRecordsAttemptLaunchNameAndTokenHash() {
     f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 2}\n");
     long id = enqueue("{}", 0, null);

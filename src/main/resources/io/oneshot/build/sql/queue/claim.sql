@@ -61,4 +61,6 @@ WITH events AS MATERIALIZED (
   INSERT INTO oneshot.build_events (build_id, attempt, from_status, to_status, reason)
   SELECT id, attempt, 'pending', 'launching', reason FROM claimed ORDER BY id
 )
-SELECT id, attempt, route, launch_name, n, wait FROM claimed
+-- In the order the builds launch (priority, then age): UPDATE ... RETURNING answers in the table's
+-- order, and the dispatcher starts its launches in the order it reads here.
+SELECT id, attempt, route, launch_name, n, wait FROM claimed ORDER BY n
