@@ -30,6 +30,7 @@ final class CpuMeter {
   private final Map<Long, Sample> postgres;
   private final Map<Long, Long> threads;
   private final Map<Long, Sample> vmThreads;
+  private final long systemTicks;
 
   /**
    * The JVM's own threads, which the thread bean does not list, by their name in /proc (cut to 15
@@ -50,6 +51,7 @@ final class CpuMeter {
     postgres = postgresTicks();
     threads = threadNanos();
     vmThreads = vmTicks();
+    systemTicks = systemTicks();
   }
 
   static CpuMeter start() {
@@ -86,7 +88,28 @@ final class CpuMeter {
     if (!vmNow.isEmpty()) {
       VM_GROUPS.forEach((g, which) -> byGroup.put(g, msSince(vmThreads, vmNow, which)));
     }
+    long systemNow = systemTicks();
+    if (systemNow >= 0 && systemTicks >= 0) {
+      byGroup.put(SYSTEM, (systemNow - systemTicks) * MS_PER_TICK);
+    }
     return new Used(jvmMs, pgMs, byGroup);
+  }
+
+  /**
+   * The JVM's time in the kernel, its threads' system calls and what they wait on (sockets, wakes),
+   * which a Java profiler does not sample.
+   */
+  static final String SYSTEM = "the kernel (system time)";
+
+  /** This JVM's system time in ticks, from /proc/self/stat (-1 where there is none). */
+  private static long systemTicks() {
+    try {
+      String stat = Files.readString(Path.of("/proc/self/stat"));
+      // After the command: stime is field 15.
+      return Long.parseLong(stat.substring(stat.lastIndexOf(')') + 2).split(" ")[12]);
+    } catch (IOException | RuntimeException e) {
+      return -1;
+    }
   }
 
   private static Map<Long, Long> threadNanos() {
