@@ -22,6 +22,11 @@ final class CpuMeter {
   /** /proc counts in USER_HZ, which Linux fixes at 100 a second for user space. */
   private static final double MS_PER_TICK = 10;
 
+  /** utime and stime (fields 14 and 15 of a stat line), among the fields after its command. */
+  private static final int UTIME = 11;
+
+  private static final int STIME = 12;
+
   private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
   private static final com.sun.management.OperatingSystemMXBean OS =
       (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
@@ -31,6 +36,12 @@ final class CpuMeter {
   private final Map<Long, Long> threads;
   private final Map<Long, Sample> vmThreads;
   private final long systemTicks;
+
+  /**
+   * The JVM's time in the kernel, its threads' system calls and what they wait on (sockets, wakes),
+   * which a Java profiler does not sample.
+   */
+  private static final String SYSTEM = "the kernel (system time)";
 
   /**
    * The JVM's own threads, which the thread bean does not list, by their name in /proc (cut to 15
@@ -95,21 +106,21 @@ final class CpuMeter {
     return new Used(jvmMs, pgMs, byGroup);
   }
 
-  /**
-   * The JVM's time in the kernel, its threads' system calls and what they wait on (sockets, wakes),
-   * which a Java profiler does not sample.
-   */
-  static final String SYSTEM = "the kernel (system time)";
-
   /** This JVM's system time in ticks, from /proc/self/stat (-1 where there is none). */
   private static long systemTicks() {
     try {
-      String stat = Files.readString(Path.of("/proc/self/stat"));
-      // After the command: stime is field 15.
-      return Long.parseLong(stat.substring(stat.lastIndexOf(')') + 2).split(" ")[12]);
+      return Long.parseLong(afterCommand(Files.readString(Path.of("/proc/self/stat")))[STIME]);
     } catch (IOException | RuntimeException e) {
       return -1;
     }
+  }
+
+  /**
+   * The fields of a /proc stat line after its command (which may hold spaces and parentheses): the
+   * state (field 3) first.
+   */
+  private static String[] afterCommand(String stat) {
+    return stat.substring(stat.lastIndexOf(')') + 2).split(" ");
   }
 
   private static Map<Long, Long> threadNanos() {
@@ -175,11 +186,10 @@ final class CpuMeter {
         if (!which.test(name)) {
           continue;
         }
-        // After the command: state is field 3, utime field 14, stime field 15.
-        String[] f = stat.substring(close + 2).split(" ");
+        String[] f = afterCommand(stat);
         out.put(
             Long.parseLong(p.getFileName().toString()),
-            new Sample(name, Long.parseLong(f[11]) + Long.parseLong(f[12])));
+            new Sample(name, Long.parseLong(f[UTIME]) + Long.parseLong(f[STIME])));
       }
     } catch (IOException | RuntimeException e) {
       return Map.of();
