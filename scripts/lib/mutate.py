@@ -13,6 +13,7 @@ import subprocess
 import concurrent.futures
 import json
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,7 +198,7 @@ def mutated_source(b):
 
 def java():
     home = os.environ.get("JAVA_HOME")
-    return (str(Path(home) / "bin" / "java"), str(Path(home) / "bin" / "javac")) if home else ("java", "javac")
+    return str(Path(home) / "bin" / "java") if home else "java"
 
 
 TIMES = WORK / "times.json"
@@ -229,26 +230,20 @@ def expected_seconds(b, took_before):
     return PACKAGE_SECONDS.get(parts[2] if len(parts) > 2 else "", 10)
 
 
-def run(b, index, cp):
+def prepare(b, index):
+    """Makes the break's directory: its mutated source to compile, or its resource or chart in
+    place. Returns (directory, the JVM's extra flags, the source to compile or None, a problem)."""
     src, problem = mutated_source(b)
     if problem:
-        return "STALE", problem, 0.0
+        return None, [], None, problem
     d = WORK / f"{index:03d}"
     shutil.rmtree(d, ignore_errors=True)
     (d / "classes").mkdir(parents=True)
-    java_bin, javac_bin = java()
-    props = []
+    props, source = [], None
     if b.file.endswith(".java"):
-        f = d / "src" / Path(b.file).name
-        f.parent.mkdir(parents=True)
-        f.write_text(src)
-        c = subprocess.run(
-            [javac_bin, "--release", "21", "-nowarn", "-proc:none", "-encoding", "UTF-8",
-             "-d", str(d / "classes"), "-cp", cp, str(f)],
-            capture_output=True, text=True,
-        )
-        if c.returncode != 0:
-            return "NOCOMPILE", c.stderr.strip().splitlines()[0] if c.stderr else "javac failed", 0.0
+        source = d / "src" / Path(b.file).name
+        source.parent.mkdir(parents=True)
+        source.write_text(src)
     elif b.file.startswith(CHART + "/"):
         # The chart: a copy of it, broken, which the tests read instead (-Doneshot.chart.dir).
         shutil.copytree(ROOT / CHART, d / "chart")
@@ -259,6 +254,61 @@ def run(b, index, cp):
         rel = Path(b.file).relative_to("src/main/resources")
         (d / "classes" / rel).parent.mkdir(parents=True, exist_ok=True)
         (d / "classes" / rel).write_text(src)
+    return d, props, source, None
+
+
+class Compiler:
+    """Compiles the mutated sources one after another in one JVM (scripts/lib/CompileEach.java),
+    in the order the breaks will run, ahead of them: a javac per break spent seconds of CPU on
+    starting before it compiled a file, while other breaks' tests ran on the same cores."""
+
+    def __init__(self, cp, jobs):
+        self.results = {}
+        self.ready = {}
+        self.cp = cp
+        self.jobs = [(b, d, source) for b, d, source in jobs if source is not None]
+        for b, _, _ in self.jobs:
+            self.ready[b.name] = threading.Event()
+        self.thread = threading.Thread(target=self._compile_all, daemon=True)
+        self.thread.start()
+
+    def _compile_all(self):
+        java_bin = java()
+        try:
+            p = subprocess.Popen(
+                [java_bin, "-XX:+UseSerialGC", str(ROOT / "scripts" / "lib" / "CompileEach.java"), self.cp],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+            )
+            for b, d, source in self.jobs:
+                p.stdin.write(f"{source}\t{d / 'classes'}\n")
+                p.stdin.flush()
+                answer = p.stdout.readline().rstrip("\n")
+                if not answer:
+                    raise RuntimeError(f"the compiler stopped (exit {p.poll()})")
+                self.results[b.name] = None if answer == "ok" else answer.split("\t", 1)[-1]
+                self.ready[b.name].set()
+            p.stdin.close()
+            p.wait()
+        except (OSError, RuntimeError) as e:
+            for b, _, _ in self.jobs:
+                self.results.setdefault(b.name, f"not compiled: {e}")
+                self.ready[b.name].set()
+
+    def compiled(self, b):
+        """None once the break's source compiled, else javac's first error."""
+        self.ready[b.name].wait()
+        return self.results[b.name]
+
+
+def run(b, prepared, compiler):
+    d, props, source, problem = prepared
+    if problem:
+        return "STALE", problem, 0.0
+    java_bin = java()
+    if source is not None:
+        error = compiler.compiled(b)
+        if error:
+            return "NOCOMPILE", error, 0.0
     log = d / "tests.log"
     started = time.monotonic()
     with open(log, "w") as out:
@@ -268,7 +318,7 @@ def run(b, index, cp):
                 # break's own directory: what those leave running names it (see reap).
                 [java_bin, *JAVA_OPTS, "-Dio.netty.noUnsafe=true", "--enable-native-access=ALL-UNNAMED", *props,
                  f"-Doneshot.test.jvmDir={d / 'jvm'}",
-                 "-cp", f"{d / 'classes'}:{cp}", "io.oneshot.testing.FirstFailure", *b.tests],
+                 "-cp", f"{d / 'classes'}:{compiler.cp}", "io.oneshot.testing.FirstFailure", *b.tests],
                 stdout=out, stderr=subprocess.STDOUT, timeout=TIMEOUT_S, cwd=ROOT,
             )
             code = p.returncode
@@ -338,8 +388,10 @@ def main(argv):
     # last run here took, else as long as breaks of its tests' package usually take.
     took_before = last_times()
     order = sorted(enumerate(breaks, 1), key=lambda ib: -expected_seconds(ib[1], took_before))
+    prepared = {i: prepare(b, i) for i, b in order}
+    compiler = Compiler(cp, [(b, prepared[i][0], prepared[i][2]) for i, b in order])
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run, b, i, cp): (i, b) for i, b in order}
+        futures = {pool.submit(run, b, prepared[i], compiler): (i, b) for i, b in order}
         for f in concurrent.futures.as_completed(futures):
             i, b = futures[f]
             verdict, detail, took = f.result()
