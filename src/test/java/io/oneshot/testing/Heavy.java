@@ -11,6 +11,7 @@ import java.nio.channels.FileLock;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.extension.AfterAllCallback;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -22,14 +23,21 @@ import org.junit.jupiter.api.extension.ExtensionContext;
  * runs in two JVMs side by side; two such classes at once on two cores starve each other's
  * processes past their leases, which tests the machine, not oneshot.
  *
- * <p>The classes take a file lock, named by {@code -Doneshot.test.heavyLock} (the build sets it);
- * without it (a single test run, {@code scripts/mutate}, whose breaks are meant to run side by
+ * <p>{@code scripts/test} runs them all, one after another, in {@link io.oneshot.HeavyTests} (the
+ * build leaves them out of its own pick of classes): the first class in the run, so that one test
+ * JVM runs heavy classes from start to end while the other runs the light ones.
+ *
+ * <p>The classes also take a file lock, named by {@code -Doneshot.test.heavyLock} (the build sets
+ * it); without it (a single test run, {@code scripts/mutate}, whose breaks are meant to run side by
  * side) nothing is locked.
  */
 @Target(ElementType.TYPE)
 @Retention(RetentionPolicy.RUNTIME)
+@Tag(Heavy.TAG)
 @ExtendWith(Heavy.OneAtATime.class)
 public @interface Heavy {
+  /** The tag {@link io.oneshot.HeavyTests} selects them by. */
+  String TAG = "heavy";
 
   /** Holds the lock from before the class's first test to after its last. */
   final class OneAtATime implements BeforeAllCallback, AfterAllCallback {
