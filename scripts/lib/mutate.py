@@ -289,7 +289,7 @@ class Compiler:
                 self.ready[b.name].set()
             p.stdin.close()
             p.wait()
-        except (OSError, RuntimeError) as e:
+        except Exception as e:  # whatever stopped it, no break may wait for it forever
             for b, _, _ in self.jobs:
                 self.results.setdefault(b.name, f"not compiled: {e}")
                 self.ready[b.name].set()
