@@ -3,6 +3,7 @@ package io.oneshot.bench;
 import io.oneshot.testing.DispatcherProcess;
 import io.oneshot.testing.Ports;
 import io.oneshot.testing.Sql;
+import io.oneshot.testing.TempDirs;
 import io.oneshot.testing.TestDatabase;
 import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.MockCluster;
@@ -51,7 +52,7 @@ final class FootprintBench implements Scenario {
     int running = smoke ? 20 : 1_000;
     int queued = smoke ? 200 : 10_000;
     Duration settle = Duration.ofSeconds(smoke ? 1 : 10);
-    Path dir = Files.createTempDirectory("oneshot-bench-footprint");
+    Path dir = TempDirs.make("oneshot-bench-footprint");
     int port = Ports.stable();
     Sql.reset();
     Path config = dir.resolve("oneshot.yaml");
@@ -131,6 +132,8 @@ final class FootprintBench implements Scenario {
         d.kill();
       }
     }
+    // Kept when the scenario failed: the dispatcher's log is there.
+    TempDirs.delete(dir);
   }
 
   /** A /proc/PID/status figure (VmRSS, VmHWM) in MiB. */

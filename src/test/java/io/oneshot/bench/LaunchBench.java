@@ -3,10 +3,10 @@ package io.oneshot.bench;
 import io.fabric8.kubernetes.client.KubernetesClient;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.kubernetes.LaunchObjects;
+import io.oneshot.testing.TempDirs;
 import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.MockCluster;
 import io.vertx.core.Vertx;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -399,14 +399,21 @@ final class LaunchBench implements Scenario {
    * fails fails the run (a plain client against a real API server retries as fabric8 does).
    */
   static Run plain(Api api, int n, int inFlight, Recipe recipe) throws Exception {
-    Path dir = Files.createTempDirectory("oneshot-bench-launch");
-    List<LaunchObjects.Objects> objects =
-        LaunchObjects.forBuilds(
-            Setups.kubernetes(api, "", new TimedLauncher[1]).config(dir),
-            api.templateDir(),
-            Setups.ROUTE,
-            1,
-            n);
+    // The objects of oneshot's launches, made as its launcher makes them (from its configuration,
+    // whose run directory nothing uses here).
+    Path dir = TempDirs.make("oneshot-bench-launch");
+    List<LaunchObjects.Objects> objects;
+    try {
+      objects =
+          LaunchObjects.forBuilds(
+              Setups.kubernetes(api, "", new TimedLauncher[1]).config(dir),
+              api.templateDir(),
+              Setups.ROUTE,
+              1,
+              n);
+    } finally {
+      TempDirs.delete(dir);
+    }
     Vertx vertx = Vertx.vertx();
     try (KubernetesClient client = api.clientFor(vertx)) {
       AtomicInteger next = new AtomicInteger();

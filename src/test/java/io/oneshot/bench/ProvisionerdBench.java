@@ -4,6 +4,7 @@ import io.oneshot.api.Json;
 import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.server.OneshotServer;
 import io.oneshot.testing.Sql;
+import io.oneshot.testing.TempDirs;
 import io.oneshot.testing.TestServer;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -33,8 +34,17 @@ final class ProvisionerdBench implements Scenario {
 
   @Override
   public void run(boolean smoke, Report report) throws Exception {
+    Path runDir = TempDirs.make("oneshot-bench-runs");
+    try {
+      run(smoke, report, runDir);
+    } finally {
+      TempDirs.delete(runDir);
+    }
+  }
+
+  /** The scenario, its attempts and its class data sharing archive in {@code runDir}. */
+  private void run(boolean smoke, Report report, Path runDir) throws Exception {
     int runs = smoke ? 3 : 50;
-    Path runDir = Files.createTempDirectory("oneshot-bench-runs");
     Path jar = Path.of("target", "oneshot.jar").toAbsolutePath();
     Path archive = runDir.resolve(".provisionerd.jsa");
     List<String> command;

@@ -11,6 +11,7 @@ import io.fabric8.kubernetes.client.KubernetesClientBuilder;
 import io.fabric8.kubernetes.client.vertx.VertxHttpClientFactory;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.launch.kubernetes.KubernetesLauncher;
+import io.oneshot.testing.TempDirs;
 import io.vertx.core.Vertx;
 import java.io.File;
 import java.io.IOException;
@@ -71,7 +72,7 @@ final class RealApi {
     this.admin = plainClient(null);
     List<String> left = leftovers();
     if (!left.isEmpty()) {
-      admin.close();
+      close();
       throw new IllegalStateException(
           "namespace "
               + namespace
@@ -174,7 +175,11 @@ final class RealApi {
 
   /** Closes the client of the clean-up. */
   void close() {
-    admin.close();
+    try {
+      admin.close();
+    } finally {
+      TempDirs.delete(templateDir);
+    }
   }
 
   /** The Jobs and Secrets of the launcher's in the namespace, by kind and name. */
@@ -200,7 +205,7 @@ final class RealApi {
    */
   private static Path suspendedTemplates() {
     try {
-      Path dir = Files.createTempDirectory("oneshot-bench-suspended");
+      Path dir = TempDirs.make("oneshot-bench-suspended");
       var yaml =
           new com.fasterxml.jackson.databind.ObjectMapper(
               new com.fasterxml.jackson.dataformat.yaml.YAMLFactory());

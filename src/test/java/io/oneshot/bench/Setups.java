@@ -6,9 +6,6 @@ import io.oneshot.launch.kubernetes.KubernetesLauncher;
 import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.MockCluster;
 import io.vertx.core.Vertx;
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.function.BiFunction;
@@ -41,11 +38,7 @@ final class Setups {
    * its real API calls (Secret, Job, owner patch) and nothing else.
    */
   static MockCluster cluster() {
-    try {
-      return new MockCluster(List.of(), Files.createTempDirectory("oneshot-bench-kubelet"));
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
+    return MockCluster.inTemporaryDirectory(List.of());
   }
 
   /**

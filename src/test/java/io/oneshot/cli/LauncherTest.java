@@ -30,13 +30,18 @@ class LauncherTest {
                     "io.oneshot.cli.Launcher"),
                 Stream.of(args))
             .toList();
-    Process p =
-        new ProcessBuilder(cmd).redirectOutput(out.toFile()).redirectError(err.toFile()).start();
-    assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
-    return new Run(
-        p.exitValue(),
-        Files.readString(out, StandardCharsets.UTF_8),
-        Files.readString(err, StandardCharsets.UTF_8));
+    try {
+      Process p =
+          new ProcessBuilder(cmd).redirectOutput(out.toFile()).redirectError(err.toFile()).start();
+      assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      return new Run(
+          p.exitValue(),
+          Files.readString(out, StandardCharsets.UTF_8),
+          Files.readString(err, StandardCharsets.UTF_8));
+    } finally {
+      Files.deleteIfExists(out);
+      Files.deleteIfExists(err);
+    }
   }
 
   /** A Java older than 21 installed beside this one (Debian's OpenJDK 17 on our machines). */

@@ -18,6 +18,7 @@ import java.util.Map;
 import java.util.UUID;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A dispatcher with a coder source, as operators see it: builds appear as Coder posts jobs (woken
@@ -136,7 +137,8 @@ class SourceServerTest {
   }
 
   @Test
-  void aPostgresSourcesScriptSaysItTookItsJobAndTheNextJobGetsABuildOfItsOwn() throws Exception {
+  void aPostgresSourcesScriptSaysItTookItsJobAndTheNextJobGetsABuildOfItsOwn(
+      @TempDir java.nio.file.Path tmp) throws Exception {
     String url = io.oneshot.testing.TestDatabase.fresh();
     String jdbc = io.oneshot.testing.TestDatabase.jdbcUrl(url);
     try (var c = java.sql.DriverManager.getConnection(jdbc)) {
@@ -145,7 +147,7 @@ class SourceServerTest {
               "CREATE TABLE jobs (id serial PRIMARY KEY, taken boolean NOT NULL DEFAULT false);"
                   + " INSERT INTO jobs DEFAULT VALUES");
     }
-    java.nio.file.Path go = java.nio.file.Files.createTempDirectory("go").resolve("go");
+    java.nio.file.Path go = tmp.resolve("go");
     // The script takes its job (says so), then waits for the test before it ends.
     t =
         TestServer.with()

@@ -56,7 +56,7 @@ public final class Browser implements AutoCloseable {
             + " chromium-driver)",
         "the browser tests are skipped");
     try {
-      Path profile = Files.createTempDirectory("oneshot-chromium-");
+      Path profile = TempDirs.make("oneshot-chromium-");
       ChromeOptions options = new ChromeOptions();
       options.setBinary(binary);
       options.addArguments(
@@ -126,11 +126,7 @@ public final class Browser implements AutoCloseable {
     try {
       driver.quit();
     } finally {
-      try (var walk = Files.walk(profile)) {
-        walk.sorted(java.util.Comparator.reverseOrder()).map(Path::toFile).forEach(File::delete);
-      } catch (IOException e) {
-        // a profile left in the temp directory
-      }
+      TempDirs.delete(profile);
     }
   }
 }

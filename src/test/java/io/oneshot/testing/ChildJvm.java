@@ -7,7 +7,6 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.jar.JarEntry;
 import java.util.jar.JarOutputStream;
@@ -74,7 +73,7 @@ public final class ChildJvm {
         dir =
             named != null && !named.isBlank()
                 ? Files.createDirectories(Path.of(named).toAbsolutePath())
-                : Files.createTempDirectory("oneshot-test-jvm");
+                : TempDirs.make("oneshot-test-jvm");
       } catch (IOException e) {
         throw new UncheckedIOException(e);
       }
@@ -107,13 +106,8 @@ public final class ChildJvm {
     if (dir == null) {
       return;
     }
-    try (Stream<Path> all = Files.walk(dir)) {
-      for (Path p : all.sorted(Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(p);
-      }
-    } catch (IOException e) {
-      // a child may still be writing its archive: what is left stays, in a temporary directory or
-      // in the directory scripts/mutate clears before the break runs again
-    }
+    // A child may still be writing its archive: what is left stays, in a temporary directory or in
+    // the directory scripts/mutate clears before the break runs again.
+    TempDirs.delete(dir);
   }
 }

@@ -75,6 +75,9 @@ public final class DispatcherProcess {
     List<String> cmd = new ArrayList<>(wrapper);
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.addAll(jvm);
+    // Vert.x's file cache in the log directory: a dispatcher killed on purpose cannot delete it,
+    // and would leave one in the machine's temporary directory at each kill.
+    cmd.add("-Dvertx.cacheDirBase=" + logDir.resolve("vertx-cache").toAbsolutePath());
     // From jars with an archive, as the image starts it; a footprint measure keeps its own.
     boolean shared = jvm == DEFAULT_JVM;
     if (shared) {

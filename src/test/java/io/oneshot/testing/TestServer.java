@@ -7,12 +7,13 @@ import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.server.OneshotServer;
 import io.vertx.core.Vertx;
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.BiFunction;
 
 /**
@@ -149,12 +150,7 @@ public final class TestServer implements AutoCloseable {
       if (!keepQueue) {
         Sql.reset();
       }
-      Path runDir;
-      try {
-        runDir = Files.createTempDirectory("oneshot-runs");
-      } catch (IOException e) {
-        throw new UncheckedIOException(e);
-      }
+      Path runDir = TempDirs.make("oneshot-runs");
       OneshotConfig config = config(runDir);
       OneshotServer s =
           launchers == null ? OneshotServer.start(config) : OneshotServer.start(config, launchers);
@@ -179,22 +175,47 @@ public final class TestServer implements AutoCloseable {
       server.close();
     } finally {
       // The default launcher's run directory is runDir; a launcher block may name another.
-      if ("local".equals(config.launcher().kind()) && config.launcher().local() != null) {
-        stopAttemptsIn(config.launcher().local().runDir());
+      try {
+        if ("local".equals(config.launcher().kind()) && config.launcher().local() != null) {
+          stopAttemptsIn(config.launcher().local().runDir());
+        }
+      } finally {
+        TempDirs.delete(runDir);
       }
     }
   }
 
-  /** Kills every provisionerd whose attempt directory is in {@code runDir}, with its children. */
+  /**
+   * Kills every provisionerd whose attempt directory is in {@code runDir}, with its children, and
+   * waits (ten seconds at most) until they are gone, so that nothing writes there any more.
+   */
   public static void stopAttemptsIn(Path runDir) {
     Path dir = runDir.toAbsolutePath();
+    List<ProcessHandle> killed = new ArrayList<>();
     ProcessHandle.allProcesses()
         .filter(
             p -> LocalLauncher.attemptDirOf(p).map(d -> dir.equals(d.getParent())).orElse(false))
         .forEach(
             p -> {
-              p.descendants().forEach(ProcessHandle::destroyForcibly);
+              p.descendants()
+                  .forEach(
+                      c -> {
+                        c.destroyForcibly();
+                        killed.add(c);
+                      });
               p.destroyForcibly();
+              killed.add(p);
             });
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    for (ProcessHandle p : killed) {
+      try {
+        p.onExit().get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+      } catch (ExecutionException | TimeoutException e) {
+        // still there: its files stay behind, in a temporary directory
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
   }
 }

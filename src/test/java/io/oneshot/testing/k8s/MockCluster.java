@@ -11,6 +11,7 @@ import io.fabric8.mockwebserver.MockWebServerListener;
 import io.fabric8.mockwebserver.ServerRequest;
 import io.fabric8.mockwebserver.ServerResponse;
 import io.fabric8.mockwebserver.http.RecordedHttpConnection;
+import io.oneshot.testing.TempDirs;
 import io.vertx.core.Vertx;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -36,7 +37,24 @@ public final class MockCluster implements AutoCloseable {
   /** The clients' ends of the connections open to the API server. */
   private final Set<String> connections = new HashSet<>();
 
+  /** The kubelet's work directory when this cluster made it (and deletes it at its close). */
+  private final Path ownWorkRoot;
+
+  /** A cluster whose kubelet works in {@code workRoot}, which the caller made and removes. */
   public MockCluster(List<String> namespaces, Path workRoot) {
+    this(namespaces, workRoot, false);
+  }
+
+  /**
+   * A cluster whose kubelet works in a temporary directory of its own, deleted at its close (for
+   * the benchmark, which has no test's temporary directory).
+   */
+  public static MockCluster inTemporaryDirectory(List<String> namespaces) {
+    return new MockCluster(namespaces, TempDirs.make("oneshot-kubelet"), true);
+  }
+
+  private MockCluster(List<String> namespaces, Path workRoot, boolean own) {
+    ownWorkRoot = own ? workRoot : null;
     Map<ServerRequest, Queue<ServerResponse>> responses = new HashMap<>();
     dispatcher = new FaultyDispatcher(new KubernetesMixedDispatcher(responses));
     MockWebServer web = new MockWebServer();
@@ -127,14 +145,18 @@ public final class MockCluster implements AutoCloseable {
    */
   @Override
   public void close() {
-    kubelet.close();
-    admin.close();
-    List<String> left = awaitNoConnections(Duration.ofSeconds(20));
     try {
-      server.destroy();
-    } catch (IllegalStateException e) {
-      throw new IllegalStateException(
-          e.getMessage() + "; connections still open when it closed: " + left, e);
+      kubelet.close();
+      admin.close();
+      List<String> left = awaitNoConnections(Duration.ofSeconds(20));
+      try {
+        server.destroy();
+      } catch (IllegalStateException e) {
+        throw new IllegalStateException(
+            e.getMessage() + "; connections still open when it closed: " + left, e);
+      }
+    } finally {
+      TempDirs.delete(ownWorkRoot);
     }
   }
 
