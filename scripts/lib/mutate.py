@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import concurrent.futures
 import json
 import sys
@@ -310,6 +311,12 @@ def run(b, prepared, compiler):
         if error:
             return "NOCOMPILE", error, 0.0
     log = d / "tests.log"
+    # The test JVM stops at the first failure without cleaning up: what it makes in its temporary
+    # directory (run directories, JUnit's, Vert.x's file cache) goes in one of the break's own, on a
+    # short path (a PostgreSQL socket's must stay under 108 bytes), removed after the run. An
+    # embedded PostgreSQL's binaries stay where every run finds them, extracted once.
+    tmp = Path(tempfile.mkdtemp(prefix="oneshot-break-"))
+    embedded = Path(tempfile.gettempdir()) / "embedded-pg"
     started = time.monotonic()
     with open(log, "w") as out:
         try:
@@ -317,7 +324,7 @@ def run(b, prepared, compiler):
                 # The test JVM packs the class directories into jars for the JVMs it starts, in the
                 # break's own directory: what those leave running names it (see reap).
                 [java_bin, *JAVA_OPTS, "-Dio.netty.noUnsafe=true", "--enable-native-access=ALL-UNNAMED", *props,
-                 f"-Doneshot.test.jvmDir={d / 'jvm'}",
+                 f"-Doneshot.test.jvmDir={d / 'jvm'}", f"-Djava.io.tmpdir={tmp}", f"-Dot.epg.working-dir={embedded}",
                  "-cp", f"{d / 'classes'}:{compiler.cp}", "io.oneshot.testing.FirstFailure", *b.tests],
                 stdout=out, stderr=subprocess.STDOUT, timeout=TIMEOUT_S, cwd=ROOT,
             )
@@ -326,6 +333,8 @@ def run(b, prepared, compiler):
             code = 124
     took = time.monotonic() - started
     reap(d)
+    reap(tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
     tail = [l for l in log.read_text(errors="replace").splitlines() if l.startswith(("FAILED ", "all ", "no test"))]
     detail = tail[-1] if tail else f"see {log.relative_to(ROOT)}"
     if code == 1:

@@ -48,6 +48,12 @@ class DevCommandTest {
         new ProcessBuilder(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "-Dio.netty.noUnsafe=true",
+                // Its temporary files (Vert.x's file cache, the run directory, the embedded
+                // PostgreSQL's probe of the system) with the test's: a dev killed on purpose cannot
+                // delete them. The PostgreSQL binaries, extracted once, stay shared.
+                "-Djava.io.tmpdir=" + Files.createDirectories(tmp.resolve("java-tmp")),
+                "-Dot.epg.working-dir="
+                    + Path.of(System.getProperty("java.io.tmpdir"), "embedded-pg"),
                 "-cp",
                 System.getProperty("java.class.path"),
                 "io.oneshot.cli.Main",
