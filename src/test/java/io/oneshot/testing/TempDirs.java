@@ -3,7 +3,6 @@ package io.oneshot.testing;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.util.Comparator;
 import java.util.List;
@@ -28,12 +27,11 @@ public final class TempDirs {
 
   /**
    * Deletes {@code dir} and everything in it, symbolic links as links (never what they point to).
-   * True when nothing of it is left; false when something could not go (a process still writing
-   * there), which then stays.
+   * What cannot go (a process still writing there) stays.
    */
-  public static boolean delete(Path dir) {
+  public static void delete(Path dir) {
     if (dir == null) {
-      return true;
+      return;
     }
     try (Stream<Path> walk = Files.walk(dir)) {
       List<Path> all = walk.sorted(Comparator.reverseOrder()).toList();
@@ -41,8 +39,7 @@ public final class TempDirs {
         Files.deleteIfExists(p);
       }
     } catch (IOException | UncheckedIOException e) {
-      // gone already, or something in it could not be deleted: said by the answer below
+      // gone already, or something in it could not be deleted
     }
-    return !Files.exists(dir, LinkOption.NOFOLLOW_LINKS);
   }
 }

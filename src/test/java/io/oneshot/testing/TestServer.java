@@ -185,16 +185,22 @@ public final class TestServer implements AutoCloseable {
     }
   }
 
+  /** The provisionerd processes whose attempt directories are in {@code runDir}. */
+  public static List<ProcessHandle> attemptsIn(Path runDir) {
+    Path dir = runDir.toAbsolutePath();
+    return ProcessHandle.allProcesses()
+        .filter(
+            p -> LocalLauncher.attemptDirOf(p).map(d -> dir.equals(d.getParent())).orElse(false))
+        .toList();
+  }
+
   /**
    * Kills every provisionerd whose attempt directory is in {@code runDir}, with its children, and
    * waits (ten seconds at most) until they are gone, so that nothing writes there any more.
    */
   public static void stopAttemptsIn(Path runDir) {
-    Path dir = runDir.toAbsolutePath();
     List<ProcessHandle> killed = new ArrayList<>();
-    ProcessHandle.allProcesses()
-        .filter(
-            p -> LocalLauncher.attemptDirOf(p).map(d -> dir.equals(d.getParent())).orElse(false))
+    attemptsIn(runDir)
         .forEach(
             p -> {
               p.descendants()
