@@ -1,12 +1,8 @@
 package io.oneshot.bench;
 
 import io.fabric8.kubernetes.client.Config;
-import io.fabric8.kubernetes.client.ConfigBuilder;
 import io.fabric8.kubernetes.client.KubernetesClient;
-import io.fabric8.kubernetes.client.KubernetesClientBuilder;
-import io.fabric8.kubernetes.client.vertx.VertxHttpClientFactory;
 import io.oneshot.config.OneshotConfig;
-import io.oneshot.launch.kubernetes.KubernetesLauncher;
 import io.oneshot.launch.kubernetes.LaunchObjects;
 import io.oneshot.testing.TempDirs;
 import io.oneshot.testing.TestServer;
@@ -360,11 +356,10 @@ final class LaunchBench implements Scenario {
   }
 
   /**
-   * A fresh mock API server (CRUD mode) with its test kubelet, and each side's client as it would
-   * be made outside the tests: the plain client with fabric8's own request timeout (10 s) and
-   * retries, the dispatcher's as {@code oneshot dispatcher} makes it. The tests' client gives up on
-   * a request after 3 s without a retry, which on a loaded machine failed a plain client's run at
-   * 300 in flight, and with it the whole scenario.
+   * A fresh mock API server (CRUD mode) with its test kubelet; the plain client with fabric8's own
+   * request timeout (10 s) and retries, as a program outside the tests makes one. The tests' client
+   * gives up on a request after 3 s without a retry (a dispatcher tries the launch again), which on
+   * a loaded machine failed a plain client's run at 300 in flight, and the scenario with it.
    */
   private static Api mock() {
     return mock(Setups.cluster());
@@ -375,19 +370,16 @@ final class LaunchBench implements Scenario {
     return new Api() {
       @Override
       public KubernetesClient clientFor(Vertx vertx) {
-        return new KubernetesClientBuilder()
-            .withConfig(
-                new ConfigBuilder(c.admin.getConfiguration())
-                    .withRequestTimeout(Config.DEFAULT_REQUEST_TIMEOUT)
-                    .withRequestRetryBackoffLimit(Config.DEFAULT_REQUEST_RETRY_BACKOFFLIMIT)
-                    .build())
-            .withHttpClientFactory(new VertxHttpClientFactory(vertx))
-            .build();
+        return c.clientFor(
+            vertx,
+            b ->
+                b.withRequestTimeout(Config.DEFAULT_REQUEST_TIMEOUT)
+                    .withRequestRetryBackoffLimit(Config.DEFAULT_REQUEST_RETRY_BACKOFFLIMIT));
       }
 
       @Override
       public KubernetesClient dispatcherClient(Vertx vertx, OneshotConfig config) {
-        return KubernetesLauncher.client(vertx, c.admin.getConfiguration(), config);
+        return c.clientFor(vertx);
       }
 
       @Override

@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.Queue;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
 
 /**
  * A Kubernetes API server for tests: fabric8's mock server in CRUD mode (real HTTP, real watches,
@@ -99,9 +100,17 @@ public final class MockCluster implements AutoCloseable {
    * User-Agent of its own ({@link #DISPATCHER_AGENT}).
    */
   public KubernetesClient clientFor(Vertx vertx) {
+    return clientFor(vertx, UnaryOperator.identity());
+  }
+
+  /** {@link #clientFor}, its configuration changed by {@code adjust}. */
+  public KubernetesClient clientFor(
+      Vertx vertx, UnaryOperator<io.fabric8.kubernetes.client.ConfigBuilder> adjust) {
     Config config =
-        new io.fabric8.kubernetes.client.ConfigBuilder(admin.getConfiguration())
-            .withUserAgent(DISPATCHER_AGENT)
+        adjust
+            .apply(
+                new io.fabric8.kubernetes.client.ConfigBuilder(admin.getConfiguration())
+                    .withUserAgent(DISPATCHER_AGENT))
             .build();
     return server.createClient(
         b -> b.withConfig(config).withHttpClientFactory(new VertxHttpClientFactory(vertx)));
