@@ -1,13 +1,16 @@
 package io.oneshot.testing;
 
 import io.oneshot.launch.local.LocalCommand;
+import io.oneshot.launch.local.SharedArchive;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.jar.JarEntry;
 import java.util.jar.JarOutputStream;
 import java.util.stream.Stream;
@@ -52,13 +55,34 @@ public final class ChildJvm {
   }
 
   /**
-   * The flags that let the children of one kind ({@code "provisionerd"}, {@code "dispatcher"})
-   * share an archive: the first to exit normally writes it, later ones map it.
+   * The flags that let every child of one kind write the archive in place at its exit when it found
+   * none, which {@link #sharedArchive} takes over.
    */
-  public static List<String> archiveOptions(String kind) {
+  private static List<String> archiveOptions(String kind) {
     return List.of(
         "-Xshare:auto", "-XX:+AutoCreateSharedArchive", "-XX:SharedArchiveFile=" + archive(kind));
   }
+
+  /**
+   * The archive the children of one kind share, given out a process at a time: one writes it, to a
+   * file of its own moved into place whole, the others map it once it is there ({@link
+   * SharedArchive}), where a child writing it in place at its exit can crash another that maps it
+   * meanwhile.
+   */
+  public static synchronized SharedArchive sharedArchive(String kind) {
+    return shared.computeIfAbsent(
+        kind,
+        k -> {
+          List<String> cmd = new ArrayList<>();
+          cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+          cmd.addAll(archiveOptions(k));
+          cmd.add("-cp");
+          cmd.add(String.join(java.io.File.pathSeparator, classPath()));
+          return SharedArchive.takeOver(cmd).archive();
+        });
+  }
+
+  private static final Map<String, SharedArchive> shared = new HashMap<>();
 
   /** The archive of the children of one kind. */
   public static Path archive(String kind) {

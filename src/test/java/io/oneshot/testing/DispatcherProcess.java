@@ -2,6 +2,7 @@ package io.oneshot.testing;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.api.Json;
+import io.oneshot.launch.local.SharedArchive;
 import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -80,8 +81,12 @@ public final class DispatcherProcess {
     cmd.add("-Dvertx.cacheDirBase=" + logDir.resolve("vertx-cache").toAbsolutePath());
     // From jars with an archive, as the image starts it; a footprint measure keeps its own.
     boolean shared = jvm == DEFAULT_JVM;
+    SharedArchive archive = ChildJvm.sharedArchive("dispatcher");
+    SharedArchive.Use use = null;
     if (shared) {
-      cmd.addAll(ChildJvm.archiveOptions("dispatcher"));
+      use = archive.next();
+      cmd.add("-Xshare:auto");
+      cmd.addAll(use.flags());
     }
     cmd.add("-cp");
     cmd.add(
@@ -103,7 +108,15 @@ public final class DispatcherProcess {
     try {
       process = pb.start();
     } catch (IOException e) {
+      if (use != null) {
+        archive.exited(use, -1);
+      }
       throw new UncheckedIOException(e);
+    }
+    if (use != null) {
+      SharedArchive.Use started = use;
+      Process p = process;
+      p.onExit().thenRun(() -> archive.exited(started, p.exitValue()));
     }
     return this;
   }

@@ -29,8 +29,9 @@ public final class LocalCommand {
   /**
    * {@code java <options> -cp <this JVM's class path> io.oneshot.cli.Main provisionerd}, with every
    * class path entry made absolute (attempts run in their own directories). With the default
-   * options, the first provisionerd writes a class data sharing archive of what it loaded to {@code
-   * archive} and every later one maps it, which saves a good part of its start.
+   * options, a provisionerd writes a class data sharing archive of what it loaded, named after
+   * {@code archive}, and every later one maps it, which saves a good part of its start ({@link
+   * LocalLauncher} gives each process its archive flags through a {@link SharedArchive}).
    */
   public static List<String> defaultCommand(List<String> javaOptions, Path archive) {
     return defaultCommand(javaOptions, archive, absoluteClassPath());

@@ -59,6 +59,11 @@ public final class LocalLauncher implements Launcher {
   static final String MARKER = "-Doneshot.attempt=";
 
   private final List<String> command;
+
+  /** The class data sharing archive its processes share (null: none), and where its flags go. */
+  private final SharedArchive archive;
+
+  private final int archiveAt;
   private final Map<String, String> baseEnv;
   private final String setsid;
   private final ConcurrentMap<String, Proc> procs = new ConcurrentHashMap<>();
@@ -70,12 +75,16 @@ public final class LocalLauncher implements Launcher {
 
   /**
    * @param runDir where attempt directories go; created if missing
-   * @param command the provisionerd command line (see {@link LocalCommand#defaultCommand})
+   * @param command the provisionerd command line (see {@link LocalCommand#defaultCommand}); its
+   *     class data sharing archive flags, if it has them, are given out by a {@link SharedArchive}
    * @param baseEnv the environment every attempt gets, before oneshot's own variables
    */
   public LocalLauncher(Path runDir, List<String> command, Map<String, String> baseEnv) {
     this.runDir = runDir.toAbsolutePath();
-    this.command = List.copyOf(command);
+    SharedArchive.Command taken = SharedArchive.takeOver(command);
+    this.command = taken.command();
+    this.archive = taken.archive();
+    this.archiveAt = taken.at();
     this.baseEnv = Map.copyOf(baseEnv);
     this.setsid = LocalCommand.findSetsid();
     this.timers =
@@ -115,6 +124,7 @@ public final class LocalLauncher implements Launcher {
       return new LaunchOutcome.AlreadyLaunched(
           null, found.map(p -> "process " + p.handle().pid()).orElse("process already ended"));
     }
+    SharedArchive.Use use = null;
     try {
       createPrivateDirectory(dir);
       Path work = Files.createDirectories(dir.resolve("work"));
@@ -126,17 +136,22 @@ public final class LocalLauncher implements Launcher {
           PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
       Files.writeString(tokenFile, a.token().value(), StandardCharsets.UTF_8);
 
+      List<String> own = new ArrayList<>(command);
+      if (archive != null) {
+        use = archive.next();
+        own.addAll(archiveAt, use.flags());
+      }
       List<String> cmd = new ArrayList<>();
       if (setsid != null) {
         cmd.add(setsid);
       }
-      cmd.add(command.get(0));
-      if (Path.of(command.get(0)).getFileName().toString().equals("java")) {
+      cmd.add(own.get(0));
+      if (Path.of(own.get(0)).getFileName().toString().equals("java")) {
         // Names the attempt on the process's command line: a dispatcher that died between
         // starting the process and recording its pid can still be found (see byMarker).
         cmd.add(MARKER + dir.toAbsolutePath());
       }
-      cmd.addAll(command.subList(1, command.size()));
+      cmd.addAll(own.subList(1, own.size()));
       ProcessBuilder pb = new ProcessBuilder(cmd).directory(work.toFile());
       Map<String, String> env = pb.environment();
       env.clear();
@@ -152,6 +167,11 @@ public final class LocalLauncher implements Launcher {
       pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
       pb.redirectError(dir.resolve(LOG_FILE).toFile());
       Process process = pb.start();
+      SharedArchive.Use started = use;
+      use = null;
+      if (started != null) {
+        process.onExit().thenRun(() -> archive.exited(started, process.exitValue()));
+      }
       ProcessHandle handle = process.toHandle();
       writeAttemptFile(dir, a, handle);
       Proc proc = new Proc(a.ref(), handle, process, dir);
@@ -160,7 +180,15 @@ public final class LocalLauncher implements Launcher {
       events.runsIn(a.ref(), "process " + handle.pid());
       log.debug("Build {}: started attempt {} as process {}.", a.buildId(), name, handle.pid());
       return new LaunchOutcome.Launched(null, "process " + handle.pid());
+    } catch (RuntimeException e) {
+      if (use != null) {
+        archive.exited(use, -1);
+      }
+      throw e;
     } catch (IOException e) {
+      if (use != null) {
+        archive.exited(use, -1);
+      }
       deleteQuietly(dir);
       String msg = "cannot start provisionerd (" + command.get(0) + "): " + e.getMessage();
       if (e.getMessage() != null && e.getMessage().contains("error=2,")) {
@@ -400,7 +428,7 @@ public final class LocalLauncher implements Launcher {
    * A process's arguments. Linux's {@code /proc/<pid>/cmdline} has them whole, where {@code
    * ProcessHandle.Info} gives up on command lines as long as a class path makes them.
    */
-  private static List<String> commandLine(ProcessHandle h) {
+  static List<String> commandLine(ProcessHandle h) {
     Path proc = Path.of("/proc", Long.toString(h.pid()), "cmdline");
     try {
       byte[] raw = Files.readAllBytes(proc);

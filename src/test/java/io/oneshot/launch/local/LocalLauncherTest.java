@@ -9,6 +9,7 @@ import io.oneshot.config.ConfigLoader;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.AttemptState;
 import io.oneshot.launch.LaunchOutcome;
+import io.oneshot.testing.ChildJvm;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -35,6 +36,64 @@ class LocalLauncherTest {
   /** {@code oneshot provisionerd} from the test class path. */
   private List<String> provisionerd() {
     return LocalCommand.defaultCommand(List.of("-XX:TieredStopAtLevel=1"), runDir.resolve("x.jsa"));
+  }
+
+  /**
+   * Attempts started at once with the default command share one class data sharing archive: the
+   * first writes it, to a file of its own, the second starts without one rather than map a file
+   * being written (a JVM that did crashed before main, exit code 134), and once the writer has
+   * ended, a third maps the finished archive.
+   */
+  @Test
+  void attemptsStartedAtOnceNeverMapAnArchiveBeingWritten() throws Exception {
+    List<String> command =
+        LocalCommand.defaultCommand(List.of(), runDir.resolve("x.jsa"), ChildJvm.classPath());
+    LocalLauncher l = new LocalLauncher(runDir, command, LocalCommand.baseEnvironment(List.of()));
+    Attempt writer = attempt(21);
+    Attempt meanwhile = attempt(22);
+    assertThat(l.launch(writer)).isInstanceOf(LaunchOutcome.Launched.class);
+    assertThat(l.launch(meanwhile)).isInstanceOf(LaunchOutcome.Launched.class);
+    List<String> first = commandLineOf(l, writer);
+    assertThat(first)
+        .contains(SharedArchive.AUTO_CREATE)
+        .anyMatch(a -> a.startsWith(SharedArchive.FILE) && a.endsWith(".tmp"));
+    assertThat(commandLineOf(l, meanwhile))
+        .doesNotContain(SharedArchive.AUTO_CREATE)
+        .noneMatch(a -> a.startsWith(SharedArchive.FILE));
+
+    // Once it runs (it has read its token file, and deleted it), stopped as a dispatcher stops an
+    // attempt (SIGTERM): the JVM writes its archive at its exit.
+    Path token = runDir.resolve(writer.name()).resolve("token");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> !Files.exists(token));
+    l.kill(writer.ref(), Duration.ofSeconds(20), "test");
+    Path archive =
+        await()
+            .atMost(60, TimeUnit.SECONDS)
+            .until(() -> archiveIn(runDir), java.util.Optional::isPresent)
+            .orElseThrow();
+    Attempt after = attempt(23);
+    assertThat(l.launch(after)).isInstanceOf(LaunchOutcome.Launched.class);
+    assertThat(commandLineOf(l, after))
+        .doesNotContain(SharedArchive.AUTO_CREATE)
+        .contains(SharedArchive.FILE + archive);
+    for (Attempt a : List.of(meanwhile, after)) {
+      l.kill(a.ref(), Duration.ZERO, "test");
+    }
+    l.close();
+  }
+
+  private static List<String> commandLineOf(LocalLauncher l, Attempt a) {
+    long pid = l.pid(a.name()).orElseThrow();
+    return LocalLauncher.commandLine(ProcessHandle.of(pid).orElseThrow());
+  }
+
+  /** The finished archive in {@code dir}, once there is one. */
+  private static java.util.Optional<Path> archiveIn(Path dir) throws java.io.IOException {
+    try (var files = Files.list(dir)) {
+      return files
+          .filter(f -> f.getFileName().toString().matches("x-[0-9a-f]{12}\\.jsa"))
+          .findFirst();
+    }
   }
 
   /**

@@ -22,6 +22,7 @@ import io.fabric8.kubernetes.client.KubernetesClient;
 import io.fabric8.kubernetes.client.Watch;
 import io.fabric8.kubernetes.client.Watcher;
 import io.fabric8.kubernetes.client.WatcherException;
+import io.oneshot.launch.local.SharedArchive;
 import io.oneshot.testing.ChildJvm;
 import java.io.File;
 import java.io.IOException;
@@ -102,6 +103,17 @@ public final class FakeKubelet implements AutoCloseable {
   private final List<String> namespaces;
   private final Path workRoot;
   private final Path bin;
+
+  /**
+   * The image's oneshot command, and where in it each pod's process gets its class data sharing
+   * archive flags ({@link ChildJvm#sharedArchive}: one writes the archive at a time, the others map
+   * it once written).
+   */
+  private final List<String> oneshot;
+
+  private final int archiveAt;
+
+  private final SharedArchive archive = ChildJvm.sharedArchive("pod");
   private final Map<String, JobRun> jobs = new ConcurrentHashMap<>();
   private final Map<String, PodRun> pods = new ConcurrentHashMap<>();
   private final Set<String> held = ConcurrentHashMap.newKeySet();
@@ -176,22 +188,43 @@ public final class FakeKubelet implements AutoCloseable {
     this.requests = requests;
     this.namespaces = List.copyOf(namespaces);
     this.workRoot = workRoot;
+    List<String> cmd =
+        new ArrayList<>(
+            List.of(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "--enable-native-access=ALL-UNNAMED",
+                "-Dio.netty.noUnsafe=true",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Xshare:auto"));
+    archiveAt = cmd.size();
+    cmd.addAll(
+        List.of(
+            "-cp", String.join(File.pathSeparator, ChildJvm.classPath()), "io.oneshot.cli.Main"));
+    this.oneshot = List.copyOf(cmd);
     try {
       this.bin = Files.createDirectories(workRoot.resolve("bin"));
-      Path oneshot = bin.resolve("oneshot");
-      Files.writeString(
-          oneshot,
-          "#!/bin/sh\nexec '"
-              + Path.of(System.getProperty("java.home"), "bin", "java")
-              + "' --enable-native-access=ALL-UNNAMED -Dio.netty.noUnsafe=true -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "
-              + String.join(" ", ChildJvm.archiveOptions("pod"))
-              + " -cp '"
-              + String.join(File.pathSeparator, ChildJvm.classPath())
-              + "' io.oneshot.cli.Main \"$@\"\n");
-      Files.setPosixFilePermissions(oneshot, PosixFilePermissions.fromString("rwxr-xr-x"));
+      script(bin.resolve("oneshot"), List.of());
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
+  }
+
+  /**
+   * Writes at {@code at} the {@code oneshot} of the image: the JVM with {@code archiveFlags} among
+   * its options, running oneshot's main class.
+   */
+  private Path script(Path at, List<String> archiveFlags) throws IOException {
+    List<String> cmd = new ArrayList<>(oneshot);
+    cmd.addAll(archiveAt, archiveFlags);
+    StringBuilder sh = new StringBuilder("#!/bin/sh\nexec");
+    for (String a : cmd) {
+      sh.append(" '").append(a.replace("'", "'\\''")).append('\'');
+    }
+    sh.append(" \"$@\"\n");
+    Files.writeString(at, sh.toString());
+    Files.setPosixFilePermissions(at, PosixFilePermissions.fromString("rwxr-xr-x"));
+    return at;
   }
 
   void start() {
@@ -735,13 +768,30 @@ public final class FakeKubelet implements AutoCloseable {
     if (p.deleted) {
       return;
     }
+    SharedArchive.Use use = null;
     try {
+      if (pb.command().get(0).equals(bin.resolve("oneshot").toString())) {
+        use = archive.next();
+        pb.command().set(0, script(p.dir.resolve("oneshot"), use.flags()).toString());
+      }
       p.process = pb.start();
     } catch (IOException e) {
+      if (use != null) {
+        archive.exited(use, -1);
+      }
       waiting(p, "RunContainerError", e.getMessage());
       return;
     }
-    p.process.onExit().thenRun(() -> work.execute(() -> ended(p, p.process.exitValue())));
+    SharedArchive.Use started = use;
+    p.process
+        .onExit()
+        .thenRun(
+            () -> {
+              if (started != null) {
+                archive.exited(started, p.process.exitValue());
+              }
+              work.execute(() -> ended(p, p.process.exitValue()));
+            });
   }
 
   /** A container path as the pod's directory holds it: under the longest mount that has it. */

@@ -1,0 +1,175 @@
+package io.oneshot.launch.local;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The class data sharing archive the provisionerd processes of one command share: each maps it once
+ * it exists, and while it does not, one of them at a time writes it.
+ *
+ * <p>The JVM writes a dynamic archive ({@code -XX:+AutoCreateSharedArchive}) at its exit, in place,
+ * and every JVM that started without a usable archive writes it again; a JVM that maps the file
+ * while another writes it can crash before {@code main} (JDK 25: SIGABRT in {@code
+ * AOTClassLocationConfig::validate}, exit code 134). With several provisionerd starting at once,
+ * one build failed so on all three of its attempts. So the one writer writes a file of its own,
+ * moved into place whole once it has exited, and a process only ever maps a finished archive.
+ *
+ * <p>The archive's name carries a fingerprint of the command and of its class path's jars: the JVM
+ * ignores, without a word, an archive made by another JDK or for other jars, so a new oneshot or a
+ * new JDK writes an archive of its own instead of starting without one.
+ */
+public final class SharedArchive {
+  private static final Logger log = LoggerFactory.getLogger(SharedArchive.class);
+
+  static final String AUTO_CREATE = "-XX:+AutoCreateSharedArchive";
+  static final String FILE = "-XX:SharedArchiveFile=";
+
+  private final Path file;
+  private final AtomicBoolean writing = new AtomicBoolean();
+
+  /**
+   * What one process is started with ({@code flags}, among the JVM's options) and the file it
+   * writes at its exit (null: none).
+   */
+  public record Use(List<String> flags, Path writes) {}
+
+  /**
+   * A command with its archive flags taken out, where they were ({@code at}), and the archive they
+   * named (null: the command had none).
+   */
+  public record Command(List<String> command, int at, SharedArchive archive) {}
+
+  /**
+   * The archive named {@code requested} (its fingerprint is added to the name) for the processes
+   * {@code command} starts.
+   */
+  SharedArchive(Path requested, List<String> command) {
+    String name = requested.getFileName().toString();
+    int dot = name.endsWith(".jsa") ? name.length() - 4 : name.length();
+    this.file =
+        requested
+            .toAbsolutePath()
+            .resolveSibling(
+                name.substring(0, dot) + "-" + fingerprint(command) + name.substring(dot));
+  }
+
+  /**
+   * Takes the archive flags ({@code -XX:+AutoCreateSharedArchive} with {@code
+   * -XX:SharedArchiveFile=}) out of {@code command}, so that each process started from it gets its
+   * own from {@link #next}. A command without both is left as it is, with no archive.
+   */
+  public static Command takeOver(List<String> command) {
+    int auto = command.indexOf(AUTO_CREATE);
+    Optional<String> named = command.stream().filter(a -> a.startsWith(FILE)).findFirst();
+    if (auto < 0 || named.isEmpty()) {
+      return new Command(List.copyOf(command), -1, null);
+    }
+    List<String> rest = new ArrayList<>(command);
+    rest.remove(AUTO_CREATE);
+    rest.remove(named.get());
+    int at = Math.min(auto, command.indexOf(named.get()));
+    SharedArchive archive =
+        new SharedArchive(Path.of(named.get().substring(FILE.length())), List.copyOf(rest));
+    return new Command(List.copyOf(rest), at, archive);
+  }
+
+  /** Where the finished archive is (or will be). */
+  public Path file() {
+    return file;
+  }
+
+  /**
+   * The flags for the next process: the archive once it exists; while it does not, the flags that
+   * make this process write it (to a file of its own), unless another is writing it already, in
+   * which case none.
+   */
+  public Use next() {
+    if (Files.isRegularFile(file)) {
+      return new Use(List.of(FILE + file), null);
+    }
+    if (writing.compareAndSet(false, true)) {
+      Path own = file.resolveSibling(file.getFileName() + "." + UUID.randomUUID() + ".tmp");
+      return new Use(List.of(AUTO_CREATE, FILE + own), own);
+    }
+    return new Use(List.of(), null);
+  }
+
+  /**
+   * A process started with {@code use} exited with {@code exitCode} (or was never started: -1). A
+   * writer that exited as a JVM exits, its own way or on SIGINT or SIGTERM, has written its archive
+   * whole, and the archive is moved into place; one killed or crashed may have written part of it,
+   * and its file is deleted. Either way, the next process may write.
+   */
+  public void exited(Use use, int exitCode) {
+    Path own = use.writes();
+    if (own == null) {
+      return;
+    }
+    try {
+      if (wroteWhole(exitCode) && Files.isRegularFile(own) && Files.size(own) > 0) {
+        Files.move(own, file, StandardCopyOption.ATOMIC_MOVE);
+        log.debug("Class data sharing archive {} written.", file);
+      }
+    } catch (IOException e) {
+      log.debug("Cannot put the class data sharing archive {} in place: {}.", own, e.toString());
+    } finally {
+      try {
+        Files.deleteIfExists(own);
+      } catch (IOException e) {
+        log.debug("Cannot delete {}: {}.", own, e.toString());
+      }
+      writing.set(false);
+    }
+  }
+
+  /** Whether a JVM that exited so ran its exit: not killed (SIGKILL) and not crashed. */
+  static boolean wroteWhole(int exitCode) {
+    return exitCode >= 0 && (exitCode < 128 || exitCode == 128 + 2 || exitCode == 128 + 15);
+  }
+
+  /**
+   * The command and, for each jar or directory of its class path, its size and time of change: an
+   * archive is good for the JVM, options and classes it was made with.
+   */
+  static String fingerprint(List<String> command) {
+    try {
+      MessageDigest sha = MessageDigest.getInstance("SHA-256");
+      for (int i = 0; i < command.size(); i++) {
+        String arg = command.get(i);
+        sha.update(arg.getBytes(StandardCharsets.UTF_8));
+        sha.update((byte) 0);
+        boolean classPath =
+            arg.equals("-cp") || arg.equals("-classpath") || arg.equals("--class-path");
+        if (classPath && i + 1 < command.size()) {
+          for (String entry : command.get(i + 1).split(File.pathSeparator)) {
+            Path p = Path.of(entry);
+            try {
+              sha.update(
+                  (Files.size(p) + ":" + Files.getLastModifiedTime(p).toMillis())
+                      .getBytes(StandardCharsets.UTF_8));
+            } catch (IOException e) {
+              sha.update((byte) 1);
+            }
+          }
+        }
+      }
+      return HexFormat.of().formatHex(sha.digest(), 0, 6);
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}

@@ -1,0 +1,124 @@
+package io.oneshot.launch.local;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.oneshot.testing.ChildJvm;
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A class data sharing archive shared by processes started at once: one writes it at a time, to a
+ * file of its own, and a process only ever maps a finished one.
+ */
+class SharedArchiveTest {
+  @TempDir Path dir;
+
+  private List<String> command(String... main) {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    cmd.add("-Xshare:auto");
+    cmd.add(SharedArchive.AUTO_CREATE);
+    cmd.add(SharedArchive.FILE + dir.resolve("p.jsa"));
+    cmd.add("-cp");
+    cmd.add(String.join(File.pathSeparator, ChildJvm.classPath()));
+    cmd.addAll(List.of(main));
+    return cmd;
+  }
+
+  /** Runs {@code command} with {@code use}'s flags where the archive flags were; its exit code. */
+  private static int run(SharedArchive.Command c, SharedArchive.Use use, String... extra)
+      throws Exception {
+    List<String> cmd = new ArrayList<>(c.command());
+    cmd.addAll(c.at(), use.flags());
+    cmd.addAll(1, List.of(extra));
+    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    p.getInputStream().transferTo(java.io.OutputStream.nullOutputStream());
+    assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+    return p.exitValue();
+  }
+
+  @Test
+  void oneProcessWritesTheArchiveToAFileOfItsOwnAndTheOthersMapItOnlyOnceWhole() throws Exception {
+    SharedArchive.Command c = SharedArchive.takeOver(command("io.oneshot.cli.Main", "--version"));
+    SharedArchive archive = c.archive();
+    assertThat(c.command())
+        .doesNotContain(SharedArchive.AUTO_CREATE)
+        .noneMatch(a -> a.startsWith(SharedArchive.FILE));
+    assertThat(c.at()).isEqualTo(2);
+    assertThat(archive.file().getParent()).isEqualTo(dir);
+    assertThat(archive.file().getFileName().toString()).matches("p-[0-9a-f]{12}\\.jsa");
+
+    SharedArchive.Use writer = archive.next();
+    SharedArchive.Use meanwhile = archive.next();
+    assertThat(writer.writes()).isNotNull().isNotEqualTo(archive.file());
+    assertThat(writer.flags())
+        .containsExactly(SharedArchive.AUTO_CREATE, SharedArchive.FILE + writer.writes());
+    assertThat(meanwhile.flags()).as("while another writes it").isEmpty();
+    assertThat(meanwhile.writes()).isNull();
+
+    assertThat(run(c, writer)).isZero();
+    assertThat(writer.writes()).as("written by the JVM at its exit").isNotEmptyFile();
+    assertThat(archive.file()).as("not in place before its writer exited").doesNotExist();
+    assertThat(run(c, meanwhile)).isZero();
+    archive.exited(meanwhile, 0);
+    assertThat(archive.file()).doesNotExist();
+
+    archive.exited(writer, 0);
+    assertThat(archive.file()).isNotEmptyFile();
+    assertThat(writer.writes()).doesNotExist();
+    SharedArchive.Use reader = archive.next();
+    assertThat(reader.flags()).containsExactly(SharedArchive.FILE + archive.file());
+    assertThat(reader.writes()).isNull();
+    // -Xshare:on: the JVM refuses to start if it cannot map the archive.
+    assertThat(run(c, reader, "-Xshare:on")).isZero();
+    try (var files = Files.list(dir)) {
+      assertThat(files).containsExactly(archive.file());
+    }
+  }
+
+  /**
+   * A writer killed or crashed may have written part of its file: nothing of it is put in place,
+   * and the next process writes the archive again.
+   */
+  @Test
+  void aWriterThatDidNotRunItsExitLeavesNothingAndTheNextOneWrites() throws Exception {
+    SharedArchive archive = SharedArchive.takeOver(command("x")).archive();
+    for (int code : new int[] {-1, 128 + 9, 128 + 6, 128 + 11}) {
+      SharedArchive.Use writer = archive.next();
+      assertThat(writer.writes()).isNotNull();
+      Files.write(writer.writes(), new byte[] {1, 2, 3});
+      archive.exited(writer, code);
+      assertThat(archive.file()).as("after exit code %d", code).doesNotExist();
+      assertThat(writer.writes()).doesNotExist();
+    }
+    for (int code : new int[] {0, 1, 2, 128 + 2, 128 + 15}) {
+      assertThat(SharedArchive.wroteWhole(code)).as("exit code %d", code).isTrue();
+    }
+    assertThat(archive.next().writes()).isNotNull();
+  }
+
+  /**
+   * The archive's name changes with the JVM's command and with its jars, so that a new oneshot or
+   * JDK writes one of its own: the JVM ignores one made for other jars without a word.
+   */
+  @Test
+  void theArchiveIsNamedForTheCommandAndItsJars() throws Exception {
+    Path jar = Files.write(dir.resolve("a.jar"), new byte[] {1});
+    List<String> cmd = List.of("java", "-Xmx64m", "-cp", jar.toString(), "Main");
+    String first = SharedArchive.fingerprint(cmd);
+    assertThat(SharedArchive.fingerprint(cmd)).isEqualTo(first);
+    assertThat(SharedArchive.fingerprint(List.of("java", "-Xmx32m", "-cp", jar.toString(), "Main")))
+        .isNotEqualTo(first);
+    Files.write(jar, new byte[] {1, 2});
+    assertThat(SharedArchive.fingerprint(cmd)).isNotEqualTo(first);
+    assertThat(SharedArchive.takeOver(List.of("java", "-cp", "x", "Main")).archive())
+        .as("a command without the archive flags")
+        .isNull();
+  }
+}
