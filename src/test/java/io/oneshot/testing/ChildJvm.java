@@ -64,10 +64,9 @@ public final class ChildJvm {
   }
 
   /**
-   * The archive the children of one kind share, given out a process at a time: one writes it, to a
-   * file of its own moved into place whole, the others map it once it is there ({@link
-   * SharedArchive}), where a child writing it in place at its exit can crash another that maps it
-   * meanwhile.
+   * The archive the children of one kind share ({@link SharedArchive}): until it is there, each
+   * writes a copy to a file of its own, the first moved into place whole after its exit, where a
+   * child writing it in place at its exit can crash another that maps it meanwhile.
    */
   public static synchronized SharedArchive sharedArchive(String kind) {
     return shared.computeIfAbsent(

@@ -283,8 +283,8 @@ public final class FakeCoder {
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.addAll(List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx64m"));
     // The JDK's own class data sharing only: a script run by processes this JVM does not start
-    // cannot give out an archive of its own a process at a time (ChildJvm.sharedArchive), and
-    // JVMs that each write one in place at exit crash the ones mapping it meanwhile.
+    // cannot put a writer's archive in place after its exit (ChildJvm.sharedArchive), and JVMs
+    // that each write one in place at exit crash the ones mapping it meanwhile.
     cmd.add("-Xshare:auto");
     // Names where it was installed, so that a test can find the daemons it started and stop those
     // whose provisionerd was killed before it could (their command line holds this path).

@@ -13,20 +13,20 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * The class data sharing archive the provisionerd processes of one command share: each maps it once
- * it exists, and while it does not, one of them at a time writes it.
+ * it exists, and until then each writes a copy of its own at its exit, the first one whole put in
+ * place for the others.
  *
  * <p>The JVM writes a dynamic archive ({@code -XX:+AutoCreateSharedArchive}) at its exit, in place,
  * and every JVM that started without a usable archive writes it again; a JVM that maps the file
  * while another writes it can crash before {@code main} (JDK 25: SIGABRT in {@code
  * AOTClassLocationConfig::validate}, exit code 134). With several provisionerd starting at once,
- * one build failed so on all three of its attempts. So the one writer writes a file of its own,
- * moved into place whole once it has exited, and a process only ever maps a finished archive.
+ * one build failed so on all three of its attempts. So each writer writes a file of its own, moved
+ * into place whole once it has exited, and a process only ever maps a finished archive.
  *
  * <p>The archive's name carries a fingerprint of the command and of its class path's jars: the JVM
  * ignores, without a word, an archive made by another JDK or for other jars, so a new oneshot or a
@@ -39,7 +39,6 @@ public final class SharedArchive {
   static final String FILE = "-XX:SharedArchiveFile=";
 
   private final Path file;
-  private final AtomicBoolean writing = new AtomicBoolean();
 
   /**
    * What one process is started with ({@code flags}, among the JVM's options) and the file it
@@ -93,26 +92,22 @@ public final class SharedArchive {
   }
 
   /**
-   * The flags for the next process: the archive once it exists; while it does not, the flags that
-   * make this process write it (to a file of its own), unless another is writing it already, in
-   * which case none.
+   * The flags for the next process: the archive once it exists; until then, the flags that make
+   * this process write one at its exit, to a file of its own.
    */
   public Use next() {
     if (Files.isRegularFile(file)) {
       return new Use(List.of(FILE + file), null);
     }
-    if (writing.compareAndSet(false, true)) {
-      Path own = file.resolveSibling(file.getFileName() + "." + UUID.randomUUID() + ".tmp");
-      return new Use(List.of(AUTO_CREATE, FILE + own), own);
-    }
-    return new Use(List.of(), null);
+    Path own = file.resolveSibling(file.getFileName() + "." + UUID.randomUUID() + ".tmp");
+    return new Use(List.of(AUTO_CREATE, FILE + own), own);
   }
 
   /**
    * A process started with {@code use} exited with {@code exitCode} (or was never started: -1). A
    * writer that exited as a JVM exits, its own way or on SIGINT or SIGTERM, has written its archive
-   * whole, and the archive is moved into place; one killed or crashed may have written part of it,
-   * and its file is deleted. Either way, the next process may write.
+   * whole, and it is moved into place unless another got there first; one killed or crashed may
+   * have written part of it. Either way, nothing of the writer's own file is left.
    */
   public void exited(Use use, int exitCode) {
     Path own = use.writes();
@@ -120,7 +115,10 @@ public final class SharedArchive {
       return;
     }
     try {
-      if (wroteWhole(exitCode) && Files.isRegularFile(own) && Files.size(own) > 0) {
+      if (wroteWhole(exitCode)
+          && !Files.exists(file)
+          && Files.isRegularFile(own)
+          && Files.size(own) > 0) {
         Files.move(own, file, StandardCopyOption.ATOMIC_MOVE);
         log.debug("Class data sharing archive {} written.", file);
       }
@@ -132,7 +130,6 @@ public final class SharedArchive {
       } catch (IOException e) {
         log.debug("Cannot delete {}: {}.", own, e.toString());
       }
-      writing.set(false);
     }
   }
 

@@ -13,8 +13,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * A class data sharing archive shared by processes started at once: one writes it at a time, to a
- * file of its own, and a process only ever maps a finished one.
+ * A class data sharing archive shared by processes started at once: each writes a copy of its own
+ * until one is in place, and a process only ever maps a finished one.
  */
 class SharedArchiveTest {
   @TempDir Path dir;
@@ -44,7 +44,7 @@ class SharedArchiveTest {
   }
 
   @Test
-  void oneProcessWritesTheArchiveToAFileOfItsOwnAndTheOthersMapItOnlyOnceWhole() throws Exception {
+  void processesWriteTheArchiveToFilesOfTheirOwnAndMapItOnlyOnceWhole() throws Exception {
     SharedArchive.Command c = SharedArchive.takeOver(command("io.oneshot.cli.Main", "--version"));
     SharedArchive archive = c.archive();
     assertThat(c.command())
@@ -54,24 +54,25 @@ class SharedArchiveTest {
     assertThat(archive.file().getParent()).isEqualTo(dir);
     assertThat(archive.file().getFileName().toString()).matches("p-[0-9a-f]{12}\\.jsa");
 
-    SharedArchive.Use writer = archive.next();
-    SharedArchive.Use meanwhile = archive.next();
-    assertThat(writer.writes()).isNotNull().isNotEqualTo(archive.file());
-    assertThat(writer.flags())
-        .containsExactly(SharedArchive.AUTO_CREATE, SharedArchive.FILE + writer.writes());
-    assertThat(meanwhile.flags()).as("while another writes it").isEmpty();
-    assertThat(meanwhile.writes()).isNull();
+    SharedArchive.Use first = archive.next();
+    SharedArchive.Use second = archive.next();
+    for (SharedArchive.Use writer : List.of(first, second)) {
+      assertThat(writer.writes()).isNotNull().isNotEqualTo(archive.file());
+      assertThat(writer.flags())
+          .containsExactly(SharedArchive.AUTO_CREATE, SharedArchive.FILE + writer.writes());
+    }
+    assertThat(first.writes()).isNotEqualTo(second.writes());
 
-    assertThat(run(c, writer)).isZero();
-    assertThat(writer.writes()).as("written by the JVM at its exit").isNotEmptyFile();
-    assertThat(archive.file()).as("not in place before its writer exited").doesNotExist();
-    assertThat(run(c, meanwhile)).isZero();
-    archive.exited(meanwhile, 0);
-    assertThat(archive.file()).doesNotExist();
+    assertThat(run(c, first)).isZero();
+    assertThat(run(c, second)).isZero();
+    assertThat(first.writes()).as("written by the JVM at its exit").isNotEmptyFile();
+    assertThat(archive.file()).as("not in place before a writer exited").doesNotExist();
 
-    archive.exited(writer, 0);
+    archive.exited(first, 0);
     assertThat(archive.file()).isNotEmptyFile();
-    assertThat(writer.writes()).doesNotExist();
+    assertThat(first.writes()).doesNotExist();
+    archive.exited(second, 0);
+    assertThat(second.writes()).doesNotExist();
     SharedArchive.Use reader = archive.next();
     assertThat(reader.flags()).containsExactly(SharedArchive.FILE + archive.file());
     assertThat(reader.writes()).isNull();

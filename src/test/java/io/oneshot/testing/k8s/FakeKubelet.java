@@ -106,8 +106,8 @@ public final class FakeKubelet implements AutoCloseable {
 
   /**
    * The image's oneshot command, and where in it each pod's process gets its class data sharing
-   * archive flags ({@link ChildJvm#sharedArchive}: one writes the archive at a time, the others map
-   * it once written).
+   * archive flags ({@link ChildJvm#sharedArchive}: each writes a copy of its own until one is in
+   * place, and maps only a finished one).
    */
   private final List<String> oneshot;
 
