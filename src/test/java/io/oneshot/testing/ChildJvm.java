@@ -7,6 +7,7 @@ import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -82,6 +83,21 @@ public final class ChildJvm {
   }
 
   private static final Map<String, SharedArchive> shared = new HashMap<>();
+
+  /**
+   * Writes at {@code at} an executable shell script that runs {@code cmd} (each word quoted) with
+   * the script's own arguments after it, the command taking the shell's process.
+   */
+  public static Path execScript(Path at, List<String> cmd) throws IOException {
+    StringBuilder sh = new StringBuilder("#!/bin/sh\nexec");
+    for (String a : cmd) {
+      sh.append(" '").append(a.replace("'", "'\\''")).append('\'');
+    }
+    sh.append(" \"$@\"\n");
+    Files.writeString(at, sh.toString());
+    Files.setPosixFilePermissions(at, PosixFilePermissions.fromString("rwxr-xr-x"));
+    return at;
+  }
 
   /** The archive of the children of one kind. */
   public static Path archive(String kind) {

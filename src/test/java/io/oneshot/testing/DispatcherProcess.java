@@ -81,10 +81,8 @@ public final class DispatcherProcess {
     cmd.add("-Dvertx.cacheDirBase=" + logDir.resolve("vertx-cache").toAbsolutePath());
     // From jars with an archive, as the image starts it; a footprint measure keeps its own.
     boolean shared = jvm == DEFAULT_JVM;
-    SharedArchive archive = ChildJvm.sharedArchive("dispatcher");
-    SharedArchive.Use use = null;
-    if (shared) {
-      use = archive.next();
+    SharedArchive.Use use = shared ? ChildJvm.sharedArchive("dispatcher").next() : null;
+    if (use != null) {
       cmd.add("-Xshare:auto");
       cmd.addAll(use.flags());
     }
@@ -108,15 +106,10 @@ public final class DispatcherProcess {
     try {
       process = pb.start();
     } catch (IOException e) {
-      if (use != null) {
-        archive.exited(use, -1);
-      }
       throw new UncheckedIOException(e);
     }
     if (use != null) {
-      SharedArchive.Use started = use;
-      Process p = process;
-      p.onExit().thenRun(() -> archive.exited(started, p.exitValue()));
+      ChildJvm.sharedArchive("dispatcher").watch(use, process);
     }
     return this;
   }

@@ -292,13 +292,6 @@ public final class FakeCoder {
     cmd.add("-cp");
     cmd.add(String.join(java.io.File.pathSeparator, ChildJvm.classPath()));
     cmd.add(FakeCoder.class.getName());
-    StringBuilder sh = new StringBuilder("#!/bin/sh\nexec");
-    for (String a : cmd) {
-      sh.append(" '").append(a.replace("'", "'\\''")).append('\'');
-    }
-    sh.append(" \"$@\"\n");
-    Files.writeString(bin, sh.toString());
-    bin.toFile().setExecutable(true);
-    return bin;
+    return ChildJvm.execScript(bin, cmd);
   }
 }

@@ -124,7 +124,6 @@ public final class LocalLauncher implements Launcher {
       return new LaunchOutcome.AlreadyLaunched(
           null, found.map(p -> "process " + p.handle().pid()).orElse("process already ended"));
     }
-    SharedArchive.Use use = null;
     try {
       createPrivateDirectory(dir);
       Path work = Files.createDirectories(dir.resolve("work"));
@@ -137,8 +136,8 @@ public final class LocalLauncher implements Launcher {
       Files.writeString(tokenFile, a.token().value(), StandardCharsets.UTF_8);
 
       List<String> own = new ArrayList<>(command);
-      if (archive != null) {
-        use = archive.next();
+      SharedArchive.Use use = archive == null ? null : archive.next();
+      if (use != null) {
         own.addAll(archiveAt, use.flags());
       }
       List<String> cmd = new ArrayList<>();
@@ -167,10 +166,8 @@ public final class LocalLauncher implements Launcher {
       pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
       pb.redirectError(dir.resolve(LOG_FILE).toFile());
       Process process = pb.start();
-      SharedArchive.Use started = use;
-      use = null;
-      if (started != null) {
-        process.onExit().thenRun(() -> archive.exited(started, process.exitValue()));
+      if (use != null) {
+        archive.watch(use, process);
       }
       ProcessHandle handle = process.toHandle();
       writeAttemptFile(dir, a, handle);
@@ -180,15 +177,7 @@ public final class LocalLauncher implements Launcher {
       events.runsIn(a.ref(), "process " + handle.pid());
       log.debug("Build {}: started attempt {} as process {}.", a.buildId(), name, handle.pid());
       return new LaunchOutcome.Launched(null, "process " + handle.pid());
-    } catch (RuntimeException e) {
-      if (use != null) {
-        archive.exited(use, -1);
-      }
-      throw e;
     } catch (IOException e) {
-      if (use != null) {
-        archive.exited(use, -1);
-      }
       deleteQuietly(dir);
       String msg = "cannot start provisionerd (" + command.get(0) + "): " + e.getMessage();
       if (e.getMessage() != null && e.getMessage().contains("error=2,")) {

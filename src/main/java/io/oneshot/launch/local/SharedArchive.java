@@ -104,12 +104,21 @@ public final class SharedArchive {
   }
 
   /**
-   * A process started with {@code use} exited with {@code exitCode} (or was never started: -1). A
-   * writer that exited as a JVM exits, its own way or on SIGINT or SIGTERM, has written its archive
-   * whole, and it is moved into place unless another got there first; one killed or crashed may
-   * have written part of it. Either way, nothing of the writer's own file is left.
+   * Puts {@code process}'s archive, if it writes one ({@code use}), in place once it has exited.
    */
-  public void exited(Use use, int exitCode) {
+  public void watch(Use use, Process process) {
+    if (use.writes() != null) {
+      process.onExit().thenRun(() -> exited(use, process.exitValue()));
+    }
+  }
+
+  /**
+   * A process started with {@code use} exited with {@code exitCode} (-1: no code). A writer that
+   * exited as a JVM exits, its own way or on SIGINT or SIGTERM, has written its archive whole, and
+   * it is moved into place unless another got there first; one killed or crashed may have written
+   * part of it. Either way, nothing of the writer's own file is left.
+   */
+  void exited(Use use, int exitCode) {
     Path own = use.writes();
     if (own == null) {
       return;

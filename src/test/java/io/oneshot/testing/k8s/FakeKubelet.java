@@ -30,7 +30,6 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Base64;
@@ -217,14 +216,7 @@ public final class FakeKubelet implements AutoCloseable {
   private Path script(Path at, List<String> archiveFlags) throws IOException {
     List<String> cmd = new ArrayList<>(oneshot);
     cmd.addAll(archiveAt, archiveFlags);
-    StringBuilder sh = new StringBuilder("#!/bin/sh\nexec");
-    for (String a : cmd) {
-      sh.append(" '").append(a.replace("'", "'\\''")).append('\'');
-    }
-    sh.append(" \"$@\"\n");
-    Files.writeString(at, sh.toString());
-    Files.setPosixFilePermissions(at, PosixFilePermissions.fromString("rwxr-xr-x"));
-    return at;
+    return ChildJvm.execScript(at, cmd);
   }
 
   void start() {
@@ -768,30 +760,20 @@ public final class FakeKubelet implements AutoCloseable {
     if (p.deleted) {
       return;
     }
-    SharedArchive.Use use = null;
     try {
       if (pb.command().get(0).equals(bin.resolve("oneshot").toString())) {
-        use = archive.next();
+        SharedArchive.Use use = archive.next();
         pb.command().set(0, script(p.dir.resolve("oneshot"), use.flags()).toString());
+        p.process = pb.start();
+        archive.watch(use, p.process);
+      } else {
+        p.process = pb.start();
       }
-      p.process = pb.start();
     } catch (IOException e) {
-      if (use != null) {
-        archive.exited(use, -1);
-      }
       waiting(p, "RunContainerError", e.getMessage());
       return;
     }
-    SharedArchive.Use started = use;
-    p.process
-        .onExit()
-        .thenRun(
-            () -> {
-              if (started != null) {
-                archive.exited(started, p.process.exitValue());
-              }
-              work.execute(() -> ended(p, p.process.exitValue()));
-            });
+    p.process.onExit().thenRun(() -> work.execute(() -> ended(p, p.process.exitValue())));
   }
 
   /** A container path as the pod's directory holds it: under the longest mount that has it. */
