@@ -59,6 +59,14 @@ public final class Dispatcher implements AutoCloseable {
   private final LoopThread worker = new LoopThread("oneshot-dispatch");
   private final Set<Long> inFlight = ConcurrentHashMap.newKeySet();
   private final Map<Long, Launch> waiting = new ConcurrentHashMap<>();
+
+  /**
+   * How many times the platform has answered again after it could not be reached. A launch notes it
+   * before its try, and one that is told to wait checks it once it waits: a return that came while
+   * it was being tried, or before it was put among those waiting, finds it there no more.
+   */
+  private final AtomicLong answeredAgain = new AtomicLong();
+
   private final ExecutorService launches = Executors.newVirtualThreadPerTaskExecutor();
 
   /**
@@ -423,6 +431,9 @@ public final class Dispatcher implements AutoCloseable {
     int tries;
     volatile ScheduledFuture<?> next;
 
+    /** {@link #answeredAgain} as it was when this launch's latest try began. */
+    long answeredAgainBefore;
+
     Launch(Attempt a, LeaderFence fence, long deadlineNanos) {
       this.a = a;
       this.fence = fence;
@@ -461,6 +472,7 @@ public final class Dispatcher implements AutoCloseable {
     }
     long started = System.nanoTime();
     LaunchOutcome outcome;
+    l.answeredAgainBefore = answeredAgain.get();
     launchSlots.acquireUninterruptibly();
     try {
       outcome = launcher.launch(a);
@@ -579,6 +591,9 @@ public final class Dispatcher implements AutoCloseable {
             },
             delay.toMillis(),
             TimeUnit.MILLISECONDS);
+    if (answeredAgain.get() != l.answeredAgainBefore) {
+      retryNow(l); // the platform answered again while this try was under way
+    }
     return true;
   }
 
@@ -592,14 +607,20 @@ public final class Dispatcher implements AutoCloseable {
    * would only delay them.
    */
   private void retryWaitingNow() {
+    answeredAgain.incrementAndGet();
     for (Launch l : waiting.values()) {
-      if (waiting.remove(l.id(), l)) {
-        ScheduledFuture<?> f = l.next;
-        if (f != null) {
-          f.cancel(false);
-        }
-        launches.execute(() -> tryLaunch(l, true));
+      retryNow(l);
+    }
+  }
+
+  /** Tries a waiting launch now instead of at its scheduled time (unless another took it). */
+  private void retryNow(Launch l) {
+    if (waiting.remove(l.id(), l)) {
+      ScheduledFuture<?> f = l.next;
+      if (f != null) {
+        f.cancel(false);
       }
+      launches.execute(() -> tryLaunch(l, true));
     }
   }
 

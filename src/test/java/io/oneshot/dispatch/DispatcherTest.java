@@ -388,6 +388,33 @@ class DispatcherTest {
   }
 
   /**
+   * The platform answers again while a try is under way, before the launch is among those waiting
+   * for their next try: the launch is tried at once all the same, not an hour later.
+   */
+  @Test
+  void aLaunchWhoseTryOverlapsThePlatformsReturnIsTriedAtOnce() {
+    RecordingLauncher launcher = new RecordingLauncher();
+    AtomicInteger tries = new AtomicInteger();
+    launcher.answer(
+        a -> {
+          if (tries.incrementAndGet() > 1) {
+            return new LaunchOutcome.Launched(null, "at last");
+          }
+          launcher.answersAgain(); // as another call would, while this one is still failing
+          return new LaunchOutcome.RetryLater(Duration.ofHours(1), "cannot reach the platform");
+        });
+    t =
+        TestServer.with()
+            .routes("routes: [{name: a, launchTimeout: 2h}]")
+            .launcher(launcher)
+            .start();
+    long id = enqueueDirectly();
+    await().atMost(10, TimeUnit.SECONDS).until(() -> Sql.launchRecorded(id));
+    assertThat(tries.get()).isEqualTo(2);
+    assertThat(launcher.launched).hasSize(1);
+  }
+
+  /**
    * A leader deposed while one of its launches waits to be tried again stops trying it (the fence
    * is checked before every try); the replica that leads next launches it, with a new token.
    */
