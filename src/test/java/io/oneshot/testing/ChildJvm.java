@@ -99,6 +99,26 @@ public final class ChildJvm {
     return at;
   }
 
+  /**
+   * SIGKILL, and waits for the end. A JVM that something attached to ({@code jcmd}) keeps a socket
+   * for it in /tmp, where HotSpot puts it on Linux, and deletes it only at a normal exit: a killed
+   * one would leave it behind, so it goes here.
+   */
+  public static void kill(Process p) throws InterruptedException {
+    p.destroyForcibly();
+    p.waitFor();
+    try {
+      Files.deleteIfExists(attachSocket(p.pid()));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** Where a JVM of this process id listens for {@code jcmd} once one attached. */
+  static Path attachSocket(long pid) {
+    return Path.of("/tmp", ".java_pid" + pid);
+  }
+
   /** The archive of the children of one kind. */
   public static Path archive(String kind) {
     return dir().resolve(kind + ".jsa");

@@ -165,12 +165,11 @@ public final class DispatcherProcess {
     return process;
   }
 
-  /** SIGKILL. */
+  /** SIGKILL (leaving no {@code jcmd} socket behind: {@link ChildJvm#kill}). */
   public synchronized void kill() {
     if (process != null) {
-      process.destroyForcibly();
       try {
-        process.waitFor();
+        ChildJvm.kill(process);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
