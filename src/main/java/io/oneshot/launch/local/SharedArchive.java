@@ -3,16 +3,23 @@ package io.oneshot.launch.local;
 import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -38,7 +45,11 @@ public final class SharedArchive {
   static final String AUTO_CREATE = "-XX:+AutoCreateSharedArchive";
   static final String FILE = "-XX:SharedArchiveFile=";
 
+  /** A writer's own file left this long was left by a writer nobody watched to its end. */
+  static final Duration LEFT_WRITING = Duration.ofHours(1);
+
   private final Path file;
+  private final String base;
 
   /**
    * What one process is started with ({@code flags}, among the JVM's options) and the file it
@@ -59,6 +70,7 @@ public final class SharedArchive {
   SharedArchive(Path requested, List<String> command) {
     String name = requested.getFileName().toString();
     int dot = name.endsWith(".jsa") ? name.length() - 4 : name.length();
+    this.base = name.substring(0, dot);
     this.file =
         requested
             .toAbsolutePath()
@@ -83,7 +95,58 @@ public final class SharedArchive {
     int at = Math.min(auto, command.indexOf(named.get()));
     SharedArchive archive =
         new SharedArchive(Path.of(named.get().substring(FILE.length())), List.copyOf(rest));
+    archive.sweep();
     return new Command(List.copyOf(rest), at, archive);
+  }
+
+  /**
+   * Deletes what earlier commands of the same name left beside this archive: their archives (made
+   * for another oneshot, JDK or set of options, which no process of this command can map) and
+   * writers' own files that nobody moved into place, their dispatcher gone before the writer ended.
+   * A writer's file appears at its exit and is moved or deleted within moments, so one older than
+   * {@link #LEFT_WRITING} is one of those. An archive that a process still maps stays mapped,
+   * deleted or not. Without this, each new build of oneshot run on the same directory ({@code
+   * oneshot dev}) left its archive there for good.
+   */
+  void sweep() {
+    Pattern ours =
+        Pattern.compile(Pattern.quote(base) + "(-[0-9a-f]{12})?\\.jsa(\\.[0-9a-f-]{36}\\.tmp)?");
+    Instant stale = Instant.now().minus(LEFT_WRITING);
+    long freed = 0;
+    int deleted = 0;
+    try (DirectoryStream<Path> in = Files.newDirectoryStream(file.getParent())) {
+      for (Path p : in) {
+        Matcher m = ours.matcher(p.getFileName().toString());
+        if (!m.matches() || p.equals(file)) {
+          continue;
+        }
+        try {
+          BasicFileAttributes a = Files.readAttributes(p, BasicFileAttributes.class);
+          boolean writing = m.group(2) != null;
+          if (!a.isRegularFile() || writing && a.lastModifiedTime().toInstant().isAfter(stale)) {
+            continue;
+          }
+          if (Files.deleteIfExists(p)) {
+            freed += a.size();
+            deleted++;
+          }
+        } catch (IOException e) {
+          log.debug("Cannot delete {}: {}.", p, e.toString());
+        }
+      }
+    } catch (NoSuchFileException e) {
+      return; // no directory yet: nothing was left
+    } catch (IOException e) {
+      log.debug("Cannot look for earlier archives beside {}: {}.", file, e.toString());
+    }
+    if (deleted > 0) {
+      log.info(
+          "Deleted {} class data sharing archive(s) of earlier provisionerd commands beside {} ({}"
+              + " MiB).",
+          deleted,
+          file,
+          freed >> 20);
+    }
   }
 
   /** Where the finished archive is (or will be). */

@@ -6,8 +6,12 @@ import io.oneshot.testing.ChildJvm;
 import java.io.File;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -121,5 +125,52 @@ class SharedArchiveTest {
     assertThat(SharedArchive.takeOver(List.of("java", "-cp", "x", "Main")).archive())
         .as("a command without the archive flags")
         .isNull();
+  }
+
+  /**
+   * A new command's archive takes the place of what earlier commands of the same name left: their
+   * archives, the one named before archives carried a fingerprint, and writers' files nobody moved
+   * into place; a writer's file still fresh and files of other names stay.
+   */
+  @Test
+  void earlierArchivesAndAbandonedWritersFilesAreDeletedOthersStay() throws Exception {
+    List<String> cmd = command("x");
+    SharedArchive current = SharedArchive.takeOver(cmd).archive();
+    String now = current.file().getFileName().toString();
+    Path earlier = Files.write(dir.resolve("p-0123456789ab.jsa"), new byte[] {1});
+    Path unnamed = Files.write(dir.resolve("p.jsa"), new byte[] {1});
+    Path abandoned = Files.write(dir.resolve(now + "." + UUID.randomUUID() + ".tmp"), new byte[1]);
+    Path abandonedEarlier =
+        Files.write(dir.resolve("p-0123456789ab.jsa." + UUID.randomUUID() + ".tmp"), new byte[1]);
+    FileTime longAgo =
+        FileTime.from(Instant.now().minus(SharedArchive.LEFT_WRITING).minus(Duration.ofMinutes(1)));
+    Files.setLastModifiedTime(abandoned, longAgo);
+    Files.setLastModifiedTime(abandonedEarlier, longAgo);
+    Path writing = Files.write(dir.resolve(now + "." + UUID.randomUUID() + ".tmp"), new byte[1]);
+    Path inPlace = Files.write(current.file(), new byte[] {1});
+    List<Path> others =
+        List.of(
+            Files.write(dir.resolve("q-0123456789ab.jsa"), new byte[] {1}),
+            Files.write(dir.resolve("p-notes.jsa"), new byte[] {1}),
+            Files.write(dir.resolve("p.jsa.txt"), new byte[] {1}));
+    for (Path p : others) {
+      Files.setLastModifiedTime(p, longAgo);
+    }
+
+    SharedArchive again = SharedArchive.takeOver(cmd).archive();
+
+    assertThat(again.file()).isEqualTo(inPlace).isNotEmptyFile();
+    assertThat(List.of(earlier, unnamed, abandoned, abandonedEarlier)).noneMatch(Files::exists);
+    assertThat(writing).as("a writer's file still fresh").exists();
+    assertThat(others).allMatch(Files::exists);
+    Path notYet = dir.resolve("not-yet").resolve("p.jsa");
+    assertThat(
+            SharedArchive.takeOver(
+                    List.of("java", SharedArchive.AUTO_CREATE, SharedArchive.FILE + notYet))
+                .archive()
+                .file()
+                .getParent())
+        .as("a directory not made yet, as the local launcher's on a first start")
+        .isEqualTo(notYet.getParent());
   }
 }
