@@ -61,10 +61,13 @@ final class DevCommand implements Callable<Integer> {
   @Option(
       names = "--data-dir",
       paramLabel = "DIR",
-      defaultValue = "${env:ONESHOT_DATA_DIR:-${sys:user.home}/.local/share/oneshot/dev}",
+      defaultValue =
+          "${env:ONESHOT_DATA_DIR:-${env:XDG_DATA_HOME:-${env:HOME:-${sys:user.home}}/.local/share}"
+              + "/oneshot/dev}",
       description =
           "Where the database, the admin token, dev.env and the attempts' directories live"
-              + " (env ONESHOT_DATA_DIR; default: ${DEFAULT-VALUE}).")
+              + " (env ONESHOT_DATA_DIR, else oneshot/dev under XDG_DATA_HOME, else under"
+              + " ~/.local/share; default: ${DEFAULT-VALUE}).")
   Path dataDir;
 
   @Option(

@@ -194,6 +194,49 @@ class DevCommandTest {
     }
   }
 
+  /**
+   * Where {@code oneshot dev} keeps its data when not told, in each environment: as a user's shell
+   * would put it, after ONESHOT_DATA_DIR, XDG_DATA_HOME, then HOME (not the account's home from the
+   * password database, which sudo, a container or a test's own HOME would not change).
+   */
+  @Test
+  void theDefaultDataDirectoryFollowsTheEnvironment() throws Exception {
+    assertThat(defaultDataDir(java.util.Map.of("HOME", "/h")))
+        .isEqualTo("/h/.local/share/oneshot/dev");
+    assertThat(defaultDataDir(java.util.Map.of("HOME", "/h", "XDG_DATA_HOME", "/x")))
+        .isEqualTo("/x/oneshot/dev");
+    assertThat(
+            defaultDataDir(
+                java.util.Map.of("HOME", "/h", "XDG_DATA_HOME", "/x", "ONESHOT_DATA_DIR", "/d")))
+        .isEqualTo("/d");
+  }
+
+  /** The data directory {@code oneshot dev --help} names as its default, under {@code env}. */
+  private static String defaultDataDir(java.util.Map<String, String> env) throws Exception {
+    ProcessBuilder pb =
+        new ProcessBuilder(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-Xshare:auto",
+                "-XX:TieredStopAtLevel=1",
+                "-Dpicocli.usage.width=1000", // a path on one line
+                "-cp",
+                System.getProperty("java.class.path"),
+                "io.oneshot.cli.Main",
+                "dev",
+                "--help")
+            .redirectErrorStream(true);
+    pb.environment().keySet().removeAll(List.of("HOME", "XDG_DATA_HOME", "ONESHOT_DATA_DIR"));
+    pb.environment().putAll(env);
+    Process p = pb.start();
+    String help = new String(p.getInputStream().readAllBytes()).replaceAll("\\s+", " ");
+    assertThat(p.waitFor()).as(help).isZero();
+    Matcher m =
+        Pattern.compile("default: (\\S+?)\\)\\.")
+            .matcher(help.substring(help.indexOf("--data-dir")));
+    assertThat(m.find()).as(help).isTrue();
+    return m.group(1);
+  }
+
   private static void stopLeftoverPostgres(Path data) throws Exception {
     Path pid = data.resolve("postgres/postmaster.pid");
     if (Files.exists(pid)) {
