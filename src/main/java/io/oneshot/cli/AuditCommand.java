@@ -19,8 +19,9 @@ import picocli.CommandLine.Spec;
     description = {
       "Shows the audit trail, newest first (with the admin token): who submitted, canceled or"
           + " reran which build, read which workspace's state, created or revoked which token, and"
-          + " the calls refused for a role too narrow or a build outside a token's routes."
-          + " Builds enqueued from SQL with oneshot.enqueue() are not in it: their producers hold"
+          + " the calls refused for a role too narrow or a build outside a token's routes.",
+      // A line of its own: help text is wrapped at a name's dots too (oneshot.|enqueue()).
+      "Builds enqueued from SQL with oneshot.enqueue() are not in it: their producers hold"
           + " database credentials, not tokens."
     },
     footer = {

@@ -13,7 +13,8 @@ final class ClientOptions {
       names = "--url",
       paramLabel = "URL",
       defaultValue = "${env:ONESHOT_URL:-http://127.0.0.1:8080}",
-      description = "The oneshot API (env ONESHOT_URL; default: ${DEFAULT-VALUE}).")
+      // The URL on a line of its own: help text is wrapped at its dots and colon too.
+      description = {"The oneshot API (env ONESHOT_URL).", "Default: ${DEFAULT-VALUE}"})
   String url;
 
   @Option(

@@ -64,10 +64,13 @@ final class DevCommand implements Callable<Integer> {
       defaultValue =
           "${env:ONESHOT_DATA_DIR:-${env:XDG_DATA_HOME:-${env:HOME:-${sys:user.home}}/.local/share}"
               + "/oneshot/dev}",
-      description =
-          "Where the database, the admin token, dev.env and the attempts' directories live"
-              + " (env ONESHOT_DATA_DIR, else oneshot/dev under XDG_DATA_HOME, else under"
-              + " ~/.local/share; default: ${DEFAULT-VALUE}).")
+      // Paths on lines of their own: help text is wrapped at a path's dots too.
+      description = {
+        "Where the database, the admin token, dev.env and the attempts' directories live:",
+        "ONESHOT_DATA_DIR, else $XDG_DATA_HOME/oneshot/dev,",
+        "else ~/.local/share/oneshot/dev.",
+        "Default: ${DEFAULT-VALUE}"
+      })
   Path dataDir;
 
   @Option(

@@ -71,9 +71,12 @@ final class SubmitCommand implements Callable<Integer> {
     @Option(
         names = "--terraform",
         paramLabel = "DIR",
-        description =
-            "Run terraform on the module in DIR: its .tf, .tf.json, .tfvars and"
-                + " .terraform.lock.hcl files, subdirectories included (provisioner terraform).")
+        // The file names on a line of their own: help text is wrapped at their dots too.
+        description = {
+          "Run terraform on the module in DIR (provisioner terraform): the files",
+          ".tf, .tf.json, .tfvars and .terraform.lock.hcl",
+          "in DIR and its subdirectories."
+        })
     Path terraform;
 
     @Option(

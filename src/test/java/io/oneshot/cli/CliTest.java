@@ -295,6 +295,49 @@ class CliTest {
     }
   }
 
+  /**
+   * Help wrapped for an 80-column terminal breaks lines between words only: picocli also breaks
+   * after a dot, which cut a path ({@code ~/.|local/share}) and a function's name ({@code
+   * oneshot.|enqueue()}) in two. Every word of the wrapped help is a word of the same help on one
+   * long line (a word broken after a hyphen aside).
+   */
+  @Test
+  void helpWrapsBetweenWordsAndNeverInsideAPathOrAName() {
+    List<List<String>> commands = new ArrayList<>();
+    commands.add(List.of());
+    commandsOf(
+        Main.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(new StringWriter())),
+        List.of(),
+        commands);
+    List<String> cut = new ArrayList<>();
+    for (List<String> cmd : commands) {
+      java.util.Set<String> whole = java.util.Set.copyOf(words(help(cmd, 1000)));
+      List<String> wrapped = words(help(cmd, 80));
+      for (int i = 0; i < wrapped.size(); i++) {
+        String w = wrapped.get(i);
+        boolean hyphenated = w.endsWith("-") || i > 0 && wrapped.get(i - 1).endsWith("-");
+        if (!hyphenated && !whole.contains(w)) {
+          cut.add("oneshot " + String.join(" ", cmd) + " --help: " + w);
+        }
+      }
+    }
+    assertThat(cut).as("parts of words cut at a line's end").isEmpty();
+  }
+
+  private static String help(List<String> cmd, int width) {
+    picocli.CommandLine cl =
+        Main.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(new StringWriter()));
+    cl.setUsageHelpWidth(width);
+    for (String name : cmd) {
+      cl = cl.getSubcommands().get(name);
+    }
+    return cl.getUsageMessage(picocli.CommandLine.Help.Ansi.OFF);
+  }
+
+  private static List<String> words(String text) {
+    return java.util.Arrays.stream(text.split("\\s+")).filter(w -> !w.isEmpty()).toList();
+  }
+
   private static void commandsOf(
       picocli.CommandLine cl, List<String> path, List<List<String>> into) {
     for (var e : cl.getSubcommands().entrySet()) {

@@ -231,8 +231,7 @@ class DevCommandTest {
     String help = new String(p.getInputStream().readAllBytes()).replaceAll("\\s+", " ");
     assertThat(p.waitFor()).as(help).isZero();
     Matcher m =
-        Pattern.compile("default: (\\S+?)\\)\\.")
-            .matcher(help.substring(help.indexOf("--data-dir")));
+        Pattern.compile("Default: (\\S+)").matcher(help.substring(help.indexOf("--data-dir")));
     assertThat(m.find()).as(help).isTrue();
     return m.group(1);
   }
