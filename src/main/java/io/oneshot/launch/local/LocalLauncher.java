@@ -58,12 +58,9 @@ public final class LocalLauncher implements Launcher {
   /** On the command line of every provisionerd: {@code -Doneshot.attempt=<attempt dir>}. */
   static final String MARKER = "-Doneshot.attempt=";
 
-  private final List<String> command;
+  /** The provisionerd command, and the class data sharing archive its processes share. */
+  private final SharedArchive.Command command;
 
-  /** The class data sharing archive its processes share (null: none), and where its flags go. */
-  private final SharedArchive archive;
-
-  private final int archiveAt;
   private final Map<String, String> baseEnv;
   private final String setsid;
   private final ConcurrentMap<String, Proc> procs = new ConcurrentHashMap<>();
@@ -81,10 +78,7 @@ public final class LocalLauncher implements Launcher {
    */
   public LocalLauncher(Path runDir, List<String> command, Map<String, String> baseEnv) {
     this.runDir = runDir.toAbsolutePath();
-    SharedArchive.Command taken = SharedArchive.takeOver(command);
-    this.command = taken.command();
-    this.archive = taken.archive();
-    this.archiveAt = taken.at();
+    this.command = SharedArchive.takeOver(command);
     this.baseEnv = Map.copyOf(baseEnv);
     this.setsid = LocalCommand.findSetsid();
     this.timers =
@@ -135,11 +129,8 @@ public final class LocalLauncher implements Launcher {
           PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
       Files.writeString(tokenFile, a.token().value(), StandardCharsets.UTF_8);
 
-      List<String> own = new ArrayList<>(command);
-      SharedArchive.Use use = archive == null ? null : archive.next();
-      if (use != null) {
-        own.addAll(archiveAt, use.flags());
-      }
+      SharedArchive.Use use = command.next();
+      List<String> own = command.with(use);
       List<String> cmd = new ArrayList<>();
       if (setsid != null) {
         cmd.add(setsid);
@@ -167,7 +158,7 @@ public final class LocalLauncher implements Launcher {
       pb.redirectError(dir.resolve(LOG_FILE).toFile());
       Process process = pb.start();
       if (use != null) {
-        archive.watch(use, process);
+        command.archive().watch(use, process);
       }
       ProcessHandle handle = process.toHandle();
       writeAttemptFile(dir, a, handle);
@@ -179,7 +170,8 @@ public final class LocalLauncher implements Launcher {
       return new LaunchOutcome.Launched(null, "process " + handle.pid());
     } catch (IOException e) {
       deleteQuietly(dir);
-      String msg = "cannot start provisionerd (" + command.get(0) + "): " + e.getMessage();
+      String msg =
+          "cannot start provisionerd (" + command.command().get(0) + "): " + e.getMessage();
       if (e.getMessage() != null && e.getMessage().contains("error=2,")) {
         return new LaunchOutcome.Rejected(msg);
       }

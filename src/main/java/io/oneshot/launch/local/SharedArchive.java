@@ -61,7 +61,22 @@ public final class SharedArchive {
    * A command with its archive flags taken out, where they were ({@code at}), and the archive they
    * named (null: the command had none).
    */
-  public record Command(List<String> command, int at, SharedArchive archive) {}
+  public record Command(List<String> command, int at, SharedArchive archive) {
+    /** The flags for the next process ({@link SharedArchive#next}); null without an archive. */
+    public Use next() {
+      return archive == null ? null : archive.next();
+    }
+
+    /** The command with {@code use}'s flags where the archive flags were (none for null). */
+    public List<String> with(Use use) {
+      if (use == null) {
+        return command;
+      }
+      List<String> out = new ArrayList<>(command);
+      out.addAll(at, use.flags());
+      return out;
+    }
+  }
 
   /**
    * The archive named {@code requested} (its fingerprint is added to the name) for the processes

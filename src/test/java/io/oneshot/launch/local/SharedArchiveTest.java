@@ -38,8 +38,7 @@ class SharedArchiveTest {
   /** Runs {@code command} with {@code use}'s flags where the archive flags were; its exit code. */
   private static int run(SharedArchive.Command c, SharedArchive.Use use, String... extra)
       throws Exception {
-    List<String> cmd = new ArrayList<>(c.command());
-    cmd.addAll(c.at(), use.flags());
+    List<String> cmd = new ArrayList<>(c.with(use));
     cmd.addAll(1, List.of(extra));
     Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
     p.getInputStream().transferTo(java.io.OutputStream.nullOutputStream());

@@ -108,11 +108,8 @@ public final class FakeKubelet implements AutoCloseable {
    * archive flags ({@link ChildJvm#sharedArchive}: each writes a copy of its own until one is in
    * place, and maps only a finished one).
    */
-  private final List<String> oneshot;
+  private final SharedArchive.Command oneshot;
 
-  private final int archiveAt;
-
-  private final SharedArchive archive = ChildJvm.sharedArchive("pod");
   private final Map<String, JobRun> jobs = new ConcurrentHashMap<>();
   private final Map<String, PodRun> pods = new ConcurrentHashMap<>();
   private final Set<String> held = ConcurrentHashMap.newKeySet();
@@ -196,27 +193,18 @@ public final class FakeKubelet implements AutoCloseable {
                 "-XX:+UseSerialGC",
                 "-XX:TieredStopAtLevel=1",
                 "-Xshare:auto"));
-    archiveAt = cmd.size();
+    int archiveAt = cmd.size();
     cmd.addAll(
         List.of(
             "-cp", String.join(File.pathSeparator, ChildJvm.classPath()), "io.oneshot.cli.Main"));
-    this.oneshot = List.copyOf(cmd);
+    this.oneshot =
+        new SharedArchive.Command(List.copyOf(cmd), archiveAt, ChildJvm.sharedArchive("pod"));
     try {
       this.bin = Files.createDirectories(workRoot.resolve("bin"));
-      script(bin.resolve("oneshot"), List.of());
+      ChildJvm.execScript(bin.resolve("oneshot"), oneshot.command());
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
-  }
-
-  /**
-   * Writes at {@code at} the {@code oneshot} of the image: the JVM with {@code archiveFlags} among
-   * its options, running oneshot's main class.
-   */
-  private Path script(Path at, List<String> archiveFlags) throws IOException {
-    List<String> cmd = new ArrayList<>(oneshot);
-    cmd.addAll(archiveAt, archiveFlags);
-    return ChildJvm.execScript(at, cmd);
   }
 
   void start() {
@@ -762,10 +750,11 @@ public final class FakeKubelet implements AutoCloseable {
     }
     try {
       if (pb.command().get(0).equals(bin.resolve("oneshot").toString())) {
-        SharedArchive.Use use = archive.next();
-        pb.command().set(0, script(p.dir.resolve("oneshot"), use.flags()).toString());
+        SharedArchive.Use use = oneshot.next();
+        Path script = ChildJvm.execScript(p.dir.resolve("oneshot"), oneshot.with(use));
+        pb.command().set(0, script.toString());
         p.process = pb.start();
-        archive.watch(use, p.process);
+        oneshot.archive().watch(use, p.process);
       } else {
         p.process = pb.start();
       }
