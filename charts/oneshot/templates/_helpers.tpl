@@ -84,3 +84,18 @@ app.kubernetes.io/component: dispatcher
 {{- define "oneshot.sourceUrlEnv" -}}
 ONESHOT_SOURCE_{{ . | upper | replace "-" "_" }}_URL
 {{- end }}
+
+{{/*
+The PodDisruptionBudget API the cluster serves, as found by `helm install` and `upgrade`: policy/v1
+(1.21 and later), policy/v1beta1 where that is all there is (1.20 and before); policy/v1 when no
+cluster was asked (`helm template`; 1.25 and later no longer serve policy/v1beta1).
+*/}}
+{{- define "oneshot.pdbApiVersion" -}}
+{{- if .Capabilities.APIVersions.Has "policy/v1/PodDisruptionBudget" -}}
+policy/v1
+{{- else if .Capabilities.APIVersions.Has "policy/v1beta1/PodDisruptionBudget" -}}
+policy/v1beta1
+{{- else -}}
+policy/v1
+{{- end -}}
+{{- end -}}

@@ -190,8 +190,17 @@ public final class AttemptStore {
    * build's route, empty when there is no such build.
    */
   public Future<Optional<String>> systemLog(long id, int attempt, String level, String text) {
+    return systemLog(id, attempt, level, text, false);
+  }
+
+  /**
+   * {@link #systemLog}; with {@code waitReason}, the line is also the build's reason while it is
+   * launching (what it waits for).
+   */
+  public Future<Optional<String>> systemLog(
+      long id, int attempt, String level, String text, boolean waitReason) {
     return pool.preparedQuery(SYSTEM_LOG.text())
-        .execute(Tuple.of(id, attempt, level, text))
+        .execute(Tuple.of(id, attempt, level, text, waitReason ? text : null))
         .map(rows -> Rows.firstString(rows, "route"));
   }
 

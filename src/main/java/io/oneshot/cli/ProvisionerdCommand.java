@@ -26,9 +26,15 @@ import picocli.CommandLine.Option;
       "  ONESHOT_API_URL=http://127.0.0.1:8080 ONESHOT_TOKEN_FILE=./token \\",
       "    oneshot provisionerd --work-dir ./work",
       "",
-      "Exit codes: 0 the outcome was reported; 1 it could not be; 2 bad setup;"
-          + " 3 the API refused the token; 5 another runner holds this attempt (a second pod or"
-          + " process with the same token), and nothing was run."
+      "SIGTERM (a pod deleted or evicted, a node drained) does not stop the build: it runs to"
+          + " its end and provisionerd takes no other. `oneshot builds cancel ID` stops a build.",
+      "",
+      "Exit codes, the build's outcome (what `kubectl get jobs` shows): 0 the build succeeded;"
+          + " 10 it failed; 11 it was canceled; 12 it ended elsewhere meanwhile (nothing"
+          + " reported); 1 the outcome could not be reported; 2 bad setup; 3 the API refused the"
+          + " token; 4 SIGTERM came before the build was acquired (nothing was run); 5 another"
+          + " runner holds this attempt (a second pod or process with the same token), and nothing"
+          + " was run."
     })
 final class ProvisionerdCommand implements Callable<Integer> {
   @Option(

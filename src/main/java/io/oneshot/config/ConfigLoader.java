@@ -51,6 +51,7 @@ public final class ConfigLoader {
           "hangTimeout",
           "lease",
           "cancelGrace",
+          "drainGrace",
           "maxAttempts",
           "retryAfterAcquire",
           "namespace",
@@ -673,6 +674,13 @@ public final class ConfigLoader {
       }
       Duration hang = r.duration("hangTimeout", "2m", Duration.ofSeconds(1));
       Duration lease = lease(r, hang, dispatch.heartbeatInterval());
+      Duration cancelGrace = r.duration("cancelGrace", "60s", Duration.ZERO);
+      // Less than the cancel grace and its margin would kill terraform on a cancel before it
+      // writes its state, as the templates' own terminationGracePeriodSeconds may not either.
+      Duration drainGrace =
+          r.child("drainGrace").absent()
+              ? null
+              : r.duration("drainGrace", "1h", cancelGrace.plus(OneshotConfig.Route.GRACE_MARGIN));
       routes.add(
           new Route(
               name,
@@ -684,11 +692,12 @@ public final class ConfigLoader {
               r.duration("launchTimeout", "5m", Duration.ofSeconds(1)),
               hang,
               lease,
-              r.duration("cancelGrace", "60s", Duration.ZERO),
+              cancelGrace,
               r.integer("maxAttempts", 3, 1, 100),
               r.bool("retryAfterAcquire", false),
               untagged,
-              routeRetention(r, retention)));
+              routeRetention(r, retention),
+              drainGrace));
     }
     return List.copyOf(routes);
   }

@@ -209,7 +209,20 @@ public record OneshotConfig(
       int maxAttempts,
       boolean retryAfterAcquire,
       boolean untagged,
-      Retention retention) {}
+      Retention retention,
+      Duration drainGrace) {
+    /** How much longer than the cancel grace a build pod's termination grace must be. */
+    public static final Duration GRACE_MARGIN = Duration.ofSeconds(30);
+
+    /**
+     * How long a build whose pod gets SIGTERM (deleted, evicted, its node drained) may go on before
+     * the kubelet kills it: {@code drainGrace} when set, else long enough for any build of the
+     * route to finish (its timeout, then its cancel grace, then {@link #GRACE_MARGIN}).
+     */
+    public Duration terminationGrace() {
+      return drainGrace != null ? drainGrace : timeout.plus(cancelGrace).plus(GRACE_MARGIN);
+    }
+  }
 
   public Optional<Route> route(String name) {
     return routes.stream().filter(r -> r.name().equals(name)).findFirst();

@@ -72,7 +72,8 @@ public final class Rescuer implements AutoCloseable {
           1,
           false,
           false,
-          new OneshotConfig.Retention(null, 0, Duration.ofMinutes(1), 1));
+          new OneshotConfig.Retention(null, 0, Duration.ofMinutes(1), 1),
+          null);
 
   private final BuildStore store;
   private final Launcher launcher;
@@ -225,6 +226,19 @@ public final class Rescuer implements AutoCloseable {
       return;
     }
     switch (state) {
+      case AttemptState.Running r
+          when r.stuck() != null && b.claimedAgoMs() > route.launchTimeout().toMillis() ->
+          // Another attempt would meet the same (no node takes the pod, its image cannot be had):
+          // the build fails with the reason rather than waiting as long again, and again.
+          end(
+              b,
+              ref,
+              BuildState.FAILED,
+              "the attempt did not start within the launch timeout of "
+                  + Units.format(route.launchTimeout())
+                  + ": "
+                  + r.stuck(),
+              true);
       case AttemptState.Running r -> {
         if (b.claimedAgoMs() > route.launchTimeout().toMillis()) {
           requeue(
@@ -259,6 +273,11 @@ public final class Rescuer implements AutoCloseable {
           case AttemptState.Exited e -> Optional.of(e.detail());
           case AttemptState.Missing m -> Optional.of(m.detail());
         };
+    // The platform's word that nothing of the attempt runs (the kubelet reported its containers
+    // terminated) needs no waiting out the lease; and what ended by itself is kept where its
+    // launcher keeps ended attempts (a Job, for kubectl logs, until its ttlSecondsAfterFinished).
+    boolean nothingRuns = state instanceof AttemptState.Exited e && e.nothingRuns();
+    boolean killAfter = !(nothingRuns && launcher.keepsEndedAttempts());
     // A runner that is cut off stops its provisioner once its lease runs out, and takes up to the
     // cancel grace to do so. Until then the build stays running (and its workspace locked),
     // whatever its pod or process looks like from here: a pod on a node that dropped off the
@@ -266,18 +285,18 @@ public final class Rescuer implements AutoCloseable {
     long fenced = fencedAfter(route).toMillis();
     boolean quietLongEnough = b.heartbeatAgoMs() == null || b.heartbeatAgoMs() > fenced;
     if (ended.isPresent()) {
-      if (!quietLongEnough) {
+      if (!quietLongEnough && !nothingRuns) {
         return;
       }
       String why = "provisionerd ended without reporting an outcome: " + ended.get();
       if (b.cancelRequested()) {
         // The cancel was asked for first: the build ends as its user asked, not as a failure,
         // and is not run again.
-        end(b, ref, BuildState.CANCELED, "canceled; " + why);
+        end(b, ref, BuildState.CANCELED, "canceled; " + why, killAfter);
       } else if (route.retryAfterAcquire() && "script".equals(b.provisioner())) {
         requeue(b, ref, why, Metrics.Requeue.LOST_AFTER_ACQUIRE);
       } else {
-        end(b, ref, BuildState.FAILED, why);
+        end(b, ref, BuildState.FAILED, why, killAfter);
       }
       return;
     }
@@ -349,6 +368,11 @@ public final class Rescuer implements AutoCloseable {
    * retried on the next tick.
    */
   private void end(LiveBuild b, AttemptRef ref, BuildState to, String why) {
+    end(b, ref, to, why, true);
+  }
+
+  /** {@link #end}; without {@code kill}, the attempt (which ended by itself) is left as it is. */
+  private void end(LiveBuild b, AttemptRef ref, BuildState to, String why, boolean kill) {
     Optional<AttemptStore.Ended> ended =
         Database.await(store.attempts().finish(b.id(), b.attempt(), b.status(), to, why));
     if (ended.isEmpty()) {
@@ -357,7 +381,9 @@ public final class Rescuer implements AutoCloseable {
     metrics.finished(ended.get().route(), to.wire(), ended.get().ranSeconds());
     log.warn(
         "Build {} (route {}, attempt {}): {}: {}.", b.id(), b.route(), b.attempt(), to.wire(), why);
-    kill(ref, why);
+    if (kill) {
+      kill(ref, why);
+    }
   }
 
   private void kill(AttemptRef ref, String why) {

@@ -25,9 +25,9 @@ public interface AttemptEvents {
    * infrastructure trouble the note reports, once per attempt and kind (oom_killed, evicted,
    * image_pull, unschedulable, deadline_exceeded, disrupted, cannot_start): what operators count.
    */
-  record Note(String level, String text, boolean milestone, String trouble) {
+  record Note(String level, String text, boolean milestone, String trouble, boolean waitReason) {
     public Note(String level, String text, boolean milestone) {
-      this(level, text, milestone, null);
+      this(level, text, milestone, null, false);
     }
 
     public static Note info(String text) {
@@ -48,7 +48,16 @@ public interface AttemptEvents {
 
     /** This note, counted as infrastructure trouble of {@code kind}. */
     public Note trouble(String kind) {
-      return new Note(level, text, milestone, kind);
+      return new Note(level, text, milestone, kind, waitReason);
+    }
+
+    /**
+     * This note, also the build's reason while it is launching: what {@code builds show}, the
+     * console and the API say it waits for (a pod no node can take, an image that cannot be pulled,
+     * a pod scheduled and starting).
+     */
+    public Note asWaitReason() {
+      return new Note(level, text, milestone, trouble, true);
     }
   }
 

@@ -72,4 +72,41 @@ public final class Signals {
   public static boolean sendGroup(long pgid, Signal signal) {
     return LIBC != null && LIBC.kill(-(int) pgid, signal.number) == 0;
   }
+
+  /**
+   * Runs {@code handler} on the JVM's signal thread whenever this process gets the signal {@code
+   * name} ("TERM"), in place of the JVM's own handling (for TERM: shutting down). Through {@code
+   * sun.misc.Signal}, by reflection: it is the JDK's supported way (module jdk.unsupported), and
+   * compiled against directly it is a warning the build treats as an error. False when the JVM does
+   * not allow it (started with -Xrs, or without that module).
+   */
+  public static boolean handle(String name, Runnable handler) {
+    try {
+      Class<?> signal = Class.forName("sun.misc.Signal");
+      Class<?> type = Class.forName("sun.misc.SignalHandler");
+      Object h =
+          java.lang.reflect.Proxy.newProxyInstance(
+              type.getClassLoader(),
+              new Class<?>[] {type},
+              (proxy, method, args) -> {
+                if (method.getName().equals("handle")) {
+                  handler.run();
+                  return null;
+                }
+                return switch (method.getName()) {
+                  case "hashCode" -> System.identityHashCode(proxy);
+                  case "equals" -> proxy == args[0];
+                  case "toString" -> "signal handler for SIG" + name;
+                  default -> null;
+                };
+              });
+      signal
+          .getMethod("handle", signal, type)
+          .invoke(null, signal.getConstructor(String.class).newInstance(name), h);
+      return true;
+    } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+      log.warn("Cannot handle SIG{} ({}); the JVM's own handling stays.", name, e.toString());
+      return false;
+    }
+  }
 }

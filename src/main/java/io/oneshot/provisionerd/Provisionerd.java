@@ -7,6 +7,7 @@ import io.oneshot.build.BuildState;
 import io.oneshot.build.Runner;
 import io.oneshot.build.Sensitive;
 import io.oneshot.config.Units;
+import io.oneshot.process.Signals;
 import java.io.PrintStream;
 import java.net.URI;
 import java.nio.file.Path;
@@ -15,6 +16,7 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
@@ -36,15 +38,36 @@ import org.slf4j.LoggerFactory;
  * is stopped (interrupt, the cancel grace, kill) before the dispatcher could take the attempt for
  * lost, so that a runner cut off from the API never applies beside another one.
  *
- * <p>Exit codes: 0 the outcome was reported (whatever it was) or the build had already ended
- * elsewhere; 1 the outcome could not be reported; 2 bad setup (no token, no API URL); 3 the API
- * refused the token at acquire; 5 another runner holds the attempt, and nothing was run.
+ * <p>SIGTERM (a pod deleted or evicted, a node drained) is not a cancel: the build goes on to its
+ * end, the log says so, and this provisionerd takes no other; cancel and the route's timeout, which
+ * come through the API, are the only interrupts, and the kubelet's SIGKILL at the end of the pod's
+ * termination grace the only kill. Any other shutdown of the JVM (SIGINT, SIGHUP) stops the build
+ * as a cancel.
+ *
+ * <p>The exit code is the build's outcome, so that {@code kubectl get jobs} tells the truth: 0 the
+ * build succeeded; {@value #BUILD_FAILED} it failed; {@value #BUILD_CANCELED} it was canceled;
+ * {@value #ENDED_ELSEWHERE} it ended elsewhere meanwhile (failed as hung, requeued), and nothing
+ * was reported; 1 the outcome could not be reported; 2 bad setup (no token, no API URL); 3 the API
+ * refused the token at acquire; {@value #NOT_RUN} SIGTERM came before the build was acquired, and
+ * nothing was run; {@value #HELD_ELSEWHERE} another runner holds the attempt, and nothing was run.
  */
 public final class Provisionerd {
   private static final Logger log = LoggerFactory.getLogger(Provisionerd.class);
 
+  /** Exit code: SIGTERM came before the build was acquired; nothing was run. */
+  public static final int NOT_RUN = 4;
+
   /** Exit code: another runner holds the attempt; this one ran nothing. */
   public static final int HELD_ELSEWHERE = 5;
+
+  /** Exit code: the build failed (its outcome was reported). */
+  public static final int BUILD_FAILED = 10;
+
+  /** Exit code: the build was canceled (its outcome was reported). */
+  public static final int BUILD_CANCELED = 11;
+
+  /** Exit code: the build ended elsewhere while this runner ran it; nothing was reported. */
+  public static final int ENDED_ELSEWHERE = 12;
 
   /** Where the build runs and how to reach the API. */
   public record Options(URI apiUrl, String token, Path workDir, Duration retryBudget) {}
@@ -83,6 +106,12 @@ public final class Provisionerd {
     System.setProperty("sun.net.http.retryPost", "false");
     Runner runner = thisRunner(System.getenv());
     RunnerClient client = new RunnerClient(o.apiUrl(), o.token(), o.retryBudget(), runner);
+    Drain drain = new Drain();
+    boolean drains = Signals.handle("TERM", drain::term);
+    if (drain.termed()) {
+      log.warn("SIGTERM before the build was acquired: this provisionerd runs nothing and exits.");
+      return NOT_RUN;
+    }
     AcquiredBuild build;
     try {
       build = AcquiredBuild.of(client.acquire());
@@ -118,6 +147,8 @@ public final class Provisionerd {
 
     CompletableFuture<StopReason> stop = new CompletableFuture<>();
     CountDownLatch finished = new CountDownLatch(1);
+    // SIGTERM is the drain above; any other end of the JVM (SIGINT, SIGHUP, or SIGTERM where it
+    // could not be handled) stops the build as a cancel, within the grace.
     Thread hook =
         new Thread(
             () -> {
@@ -193,6 +224,25 @@ public final class Provisionerd {
             stop,
             state -> saveState(client, state, stop),
             what -> tookJob(client, what, stop));
+    if (!drains) {
+      ctx.system(
+          "warn",
+          "provisionerd cannot handle SIGTERM in this JVM: a deleted or evicted pod cancels the"
+              + " build");
+    }
+    drain.to(
+        () -> {
+          String line =
+              "provisionerd got SIGTERM (its pod is being deleted or evicted, or its node drained):"
+                  + " build "
+                  + buildId
+                  + " goes on to its end, and this provisionerd takes no other; `oneshot builds"
+                  + " cancel "
+                  + buildId
+                  + "` stops it";
+          log.warn("{}.", line);
+          ctx.system("warn", line);
+        });
     ctx.system(
         "info",
         "provisionerd acquired build "
@@ -206,6 +256,8 @@ public final class Provisionerd {
             + (build.workspace() == null ? "" : ", workspace " + build.workspace())
             + ")");
 
+    Optional<MemoryCgroup> memory = MemoryCgroup.find();
+    long oomBefore = memory.map(MemoryCgroup::oomKills).orElse(-1L);
     Provisioner.Result result;
     try {
       result = runProvisioner(ctx, stop);
@@ -215,17 +267,18 @@ public final class Provisionerd {
       log.error("Build {}: the provisioner failed.", buildId, e);
       result = new Provisioner.Result(BuildState.FAILED, null, "provisioner error: " + e);
     }
+    result = withOomKills(ctx, result, memory, oomBefore);
     shipper.close();
 
     int code;
     if (stop.getNow(null) == StopReason.LOST) {
       log.warn("Build {}: the build ended elsewhere; nothing to report.", buildId);
-      code = 0;
+      code = ENDED_ELSEWHERE;
     } else {
       // Heartbeats go on until the outcome is acknowledged: while `complete` is retried, they
       // tell the dispatcher that this attempt is alive and still owes its outcome.
       reporting.set(true);
-      code = report(client, buildId, masked(result, shipper.masker()));
+      code = exitCode(report(client, buildId, masked(result, shipper.masker())));
     }
     timers.shutdownNow();
     watchdog.shutdownNow();
@@ -340,7 +393,42 @@ public final class Provisionerd {
     return java.util.Objects.equals(error, r.error()) ? r : r.withError(error);
   }
 
-  private static int report(RunnerClient client, long buildId, Provisioner.Result r) {
+  /** The exit code for the build's status as the API answered the outcome; null: not reported. */
+  static int exitCode(String status) {
+    if (status == null) {
+      return 1;
+    }
+    return switch (status) {
+      case "succeeded" -> 0;
+      case "canceled" -> BUILD_CANCELED;
+      default -> BUILD_FAILED;
+    };
+  }
+
+  /**
+   * The result, its error saying so when the kernel's OOM killer killed processes of the build
+   * while it ran (counted in the memory cgroup: such a process dies of SIGKILL without a word).
+   */
+  private static Provisioner.Result withOomKills(
+      RunContext ctx, Provisioner.Result r, Optional<MemoryCgroup> memory, long before) {
+    if (memory.isEmpty() || before < 0) {
+      return r;
+    }
+    long killed = memory.get().oomKills() - before;
+    if (killed <= 0) {
+      return r;
+    }
+    String note = memory.get().note(killed);
+    if (r.outcome() == BuildState.SUCCEEDED) {
+      ctx.system("warn", note);
+      return r;
+    }
+    ctx.system("error", note);
+    return r.withError(r.error() == null ? note : r.error() + "; " + note);
+  }
+
+  /** The build's status once the outcome is taken; null when it could not be reported. */
+  private static String report(RunnerClient client, long buildId, Provisioner.Result r) {
     ObjectNode body = Json.MAPPER.createObjectNode();
     body.put("outcome", r.outcome().wire());
     if (r.exitCode() != null) {
@@ -357,21 +445,49 @@ public final class Provisionerd {
     }
     try {
       JsonNode reply = client.complete(Json.write(body));
-      log.info(
-          "Build {}: reported {}; the build is {}.",
-          buildId,
-          r.outcome().wire(),
-          reply.path("status").asText());
-      return 0;
+      String status = reply.path("status").asText(r.outcome().wire());
+      log.info("Build {}: reported {}; the build is {}.", buildId, r.outcome().wire(), status);
+      return status;
     } catch (RunnerClient.Refused e) {
       log.error(
           "Build {}: the API refused the outcome ({}): {}.", buildId, e.status, e.getMessage());
-      return 1;
+      return null;
     } catch (RunnerClient.Unreachable e) {
       log.error("Build {}: cannot report the outcome: {}.", buildId, e.getMessage());
-      return 1;
+      return null;
     } catch (InterruptedException e) {
-      return 1;
+      return null;
+    }
+  }
+
+  /**
+   * SIGTERM as a drain: once it came, the build's log says so once, as soon as there is a build to
+   * say it to (the signal may come before the build is acquired, or while it is being).
+   */
+  private static final class Drain {
+    private boolean termed;
+    private Runnable say;
+    private boolean said;
+
+    synchronized void term() {
+      termed = true;
+      sayOnce();
+    }
+
+    synchronized boolean termed() {
+      return termed;
+    }
+
+    synchronized void to(Runnable say) {
+      this.say = say;
+      sayOnce();
+    }
+
+    private void sayOnce() {
+      if (termed && say != null && !said) {
+        said = true;
+        say.run();
+      }
     }
   }
 }

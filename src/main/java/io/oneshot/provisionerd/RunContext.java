@@ -118,7 +118,7 @@ final class RunContext {
         switch (why) {
           case CANCELED -> "canceled";
           case TIMED_OUT -> "timed out after " + Units.format(build.timeout());
-          case TERMINATED -> "canceled: provisionerd received SIGTERM";
+          case TERMINATED -> "canceled: provisionerd was shut down";
           case LEASE_EXPIRED ->
               "stopped: no heartbeat was accepted for the lease of "
                   + Units.format(build.lease())
@@ -208,7 +208,7 @@ final class RunContext {
         switch (why) {
               case CANCELED -> "cancel requested";
               case TIMED_OUT -> "the build's time is up";
-              case TERMINATED -> "provisionerd received SIGTERM";
+              case TERMINATED -> "provisionerd is shutting down";
               case LEASE_EXPIRED ->
                   "no heartbeat accepted for the lease of " + Units.format(build.lease());
               case LOST -> "the build ended elsewhere";

@@ -8,7 +8,10 @@ enum StopReason {
   CANCELED(BuildState.CANCELED),
   /** The route's timeout passed; the build ends {@code failed}. */
   TIMED_OUT(BuildState.FAILED),
-  /** provisionerd got SIGTERM (the pod or process is being removed); the build ends canceled. */
+  /**
+   * provisionerd's JVM is shutting down (SIGINT, SIGHUP; SIGTERM only where it cannot be handled as
+   * a drain); the build ends canceled.
+   */
   TERMINATED(BuildState.CANCELED),
   /**
    * No heartbeat was accepted for the lease: the dispatcher may soon take this attempt for lost, so

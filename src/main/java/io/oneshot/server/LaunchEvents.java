@@ -64,7 +64,7 @@ final class LaunchEvents implements AttemptEvents {
     Future<Void> line =
         store
             .attempts()
-            .systemLog(ref.buildId(), ref.attempt(), note.level(), note.text())
+            .systemLog(ref.buildId(), ref.attempt(), note.level(), note.text(), note.waitReason())
             .onSuccess(
                 route -> {
                   log.info(

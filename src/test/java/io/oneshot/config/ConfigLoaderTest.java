@@ -105,7 +105,8 @@ class ConfigLoaderTest {
         """,
         "routes[0].maxConcurent: unknown field (did you mean maxConcurrent?); known fields: name,"
             + " tags, template, maxConcurrent, timeout, launchTimeout, hangTimeout, lease,"
-            + " cancelGrace, maxAttempts, retryAfterAcquire, namespace, untagged, retention");
+            + " cancelGrace, drainGrace, maxAttempts, retryAfterAcquire, namespace, untagged,"
+            + " retention");
     refused(
         "dispatc: {}\n" + ROUTES,
         "dispatc: unknown field (did you mean dispatch?); known fields: database, api, dispatch,"

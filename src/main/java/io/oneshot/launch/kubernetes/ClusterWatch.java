@@ -279,6 +279,24 @@ final class ClusterWatch {
     return inf == null ? null : inf.getStore().getByKey(ns + "/" + name);
   }
 
+  /** Every pod of the Job the informer holds. */
+  List<Pod> podsOf(String ns, String jobName) {
+    SharedIndexInformer<Pod> inf = pods.get(ns);
+    if (inf == null) {
+      return List.of();
+    }
+    List<Pod> out = new ArrayList<>();
+    for (Pod p : inf.getStore().list()) {
+      Map<String, String> l = p.getMetadata().getLabels();
+      if (l != null
+          && (jobName.equals(l.get("job-name"))
+              || jobName.equals(l.get("batch.kubernetes.io/job-name")))) {
+        out.add(p);
+      }
+    }
+    return out;
+  }
+
   Pod podOf(String ns, String jobName) {
     SharedIndexInformer<Pod> inf = pods.get(ns);
     if (inf == null) {

@@ -38,9 +38,9 @@ import java.util.function.Function;
  * podReplacementPolicy: Failed}, {@code activeDeadlineSeconds} from the route's launch timeout,
  * timeout and grace, {@code ttlSecondsAfterFinished}, a {@code podFailurePolicy} that fails the Job
  * at once on a disruption (so that no second pod of the same attempt is ever started; oneshot
- * requeues the build itself), a termination grace longer than the route's cancel grace, the pod's
- * name and UID for provisionerd's runner identity, no service account token, and a restricted
- * security context.
+ * requeues the build itself), a termination grace that lets a drained build finish (the route's
+ * timeout and cancel grace, or its {@code drainGrace}), the pod's name and UID for provisionerd's
+ * runner identity, no service account token, and a restricted security context.
  */
 final class JobFactory {
   static final String MANAGED_BY = "app.kubernetes.io/managed-by";
@@ -210,7 +210,9 @@ final class JobFactory {
     PodSpec pod = template.getSpec();
     pod.setRestartPolicy("Never");
     if (pod.getTerminationGracePeriodSeconds() == null) {
-      pod.setTerminationGracePeriodSeconds(JobTemplates.minimumGraceSeconds(route));
+      // SIGTERM is a drain: provisionerd finishes its build, and the kubelet kills it only at the
+      // end of this grace; long enough for the route's longest build unless the route says less.
+      pod.setTerminationGracePeriodSeconds(route.terminationGrace().toSeconds());
     }
     if (pod.getAutomountServiceAccountToken() == null) {
       pod.setAutomountServiceAccountToken(false);

@@ -28,6 +28,62 @@ final class JobStatus {
         && cs.stream().allMatch(c -> c.getState() != null && c.getState().getTerminated() != null);
   }
 
+  /**
+   * Whether the kubelet reported every one of these pods ended (none may still run a process): the
+   * word of the node, which a Job's conditions are not (a Job past its deadline is Failed while its
+   * pod still terminates). None known is no proof.
+   */
+  static boolean allExited(List<Pod> pods) {
+    return !pods.isEmpty() && pods.stream().allMatch(JobStatus::exited);
+  }
+
+  /** Waiting reasons of the provisionerd container that another pod would meet as well. */
+  private static final java.util.Set<String> STUCK_WAITING =
+      java.util.Set.of(
+          "ErrImagePull",
+          "ImagePullBackOff",
+          "ErrImageNeverPull",
+          "InvalidImageName",
+          "CreateContainerConfigError");
+
+  /**
+   * Why a pending pod cannot start in a way a new pod of the same template would not change: no
+   * node can take it (the scheduler's message), or its image or configuration cannot be had (the
+   * kubelet's). Null when it is not stuck, or not pending.
+   */
+  static String stuck(Pod pod) {
+    if (pod == null
+        || pod.getStatus() == null
+        || !"Pending".equals(pod.getStatus().getPhase())
+        || pod.getMetadata().getDeletionTimestamp() != null) {
+      return null;
+    }
+    ContainerStatus cs = PodNotes.provisionerd(pod);
+    if (cs != null && cs.getState() != null && cs.getState().getWaiting() != null) {
+      var w = cs.getState().getWaiting();
+      if (STUCK_WAITING.contains(w.getReason())) {
+        return "container provisionerd of pod "
+            + pod.getMetadata().getName()
+            + " cannot start: "
+            + w.getReason()
+            + (w.getMessage() == null ? "" : ": " + w.getMessage());
+      }
+    }
+    if (pod.getStatus().getConditions() != null) {
+      for (PodCondition c : pod.getStatus().getConditions()) {
+        if ("PodScheduled".equals(c.getType())
+            && "False".equals(c.getStatus())
+            && "Unschedulable".equals(c.getReason())) {
+          return "pod "
+              + pod.getMetadata().getName()
+              + " cannot be scheduled: "
+              + (c.getMessage() == null ? "Unschedulable" : c.getMessage());
+        }
+      }
+    }
+    return null;
+  }
+
   /** Whether the Job has ended: it has a Complete or a Failed condition. */
   static boolean finished(Job job) {
     return condition(job, "Complete") != null || condition(job, "Failed") != null;

@@ -105,7 +105,7 @@ public final class JobTemplates {
   }
 
   /** How much longer than the route's cancel grace a build pod's termination grace must be. */
-  static final long GRACE_MARGIN_SECONDS = 30;
+  static final long GRACE_MARGIN_SECONDS = OneshotConfig.Route.GRACE_MARGIN.toSeconds();
 
   /**
    * The termination grace a pod of this route needs: the kubelet sends SIGTERM, provisionerd passes

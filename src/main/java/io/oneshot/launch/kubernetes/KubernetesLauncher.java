@@ -594,10 +594,16 @@ public final class KubernetesLauncher implements Launcher {
     JobCondition failed = JobStatus.condition(job, "Failed");
     if (failed != null) {
       Pod pod = watch.podOf(ns, ref.name());
-      return new AttemptState.Exited(JobStatus.exitCode(pod), JobStatus.failure(job, failed, pod));
+      return new AttemptState.Exited(
+          JobStatus.exitCode(pod),
+          JobStatus.failure(job, failed, pod),
+          JobStatus.allExited(watch.podsOf(ns, ref.name())));
     }
     if (JobStatus.condition(job, "Complete") != null) {
-      return new AttemptState.Exited(0, "Job " + ns + "/" + ref.name() + " completed");
+      return new AttemptState.Exited(
+          0,
+          "Job " + ns + "/" + ref.name() + " completed",
+          JobStatus.allExited(watch.podsOf(ns, ref.name())));
     }
     Pod pod = watch.podOf(ns, ref.name());
     return new AttemptState.Running(
@@ -607,7 +613,8 @@ public final class KubernetesLauncher implements Launcher {
             + ref.name()
             + (pod == null
                 ? ", no pod yet"
-                : ", pod " + pod.getMetadata().getName() + " " + JobStatus.phase(pod)));
+                : ", pod " + pod.getMetadata().getName() + " " + JobStatus.phase(pod)),
+        JobStatus.stuck(pod));
   }
 
   @Override

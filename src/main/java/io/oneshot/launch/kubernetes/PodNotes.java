@@ -25,6 +25,7 @@ final class PodNotes {
       Set.of(
           "ImagePullBackOff",
           "ErrImagePull",
+          "ErrImageNeverPull",
           "InvalidImageName",
           "CreateContainerConfigError",
           "CreateContainerError",
@@ -46,7 +47,8 @@ final class PodNotes {
   /** The kind of trouble a waiting container reason is. */
   private static String waitingKind(String reason) {
     return switch (reason) {
-      case "ImagePullBackOff", "ErrImagePull", "InvalidImageName" -> "image_pull";
+      case "ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName" ->
+          "image_pull";
       default -> "cannot_start";
     };
   }
@@ -62,14 +64,15 @@ final class PodNotes {
   }
 
   /**
-   * A pod of the attempt was deleted (or is terminating) before it ended, while its Job stays: its
-   * provisionerd gets SIGTERM and stops the build, which then ends canceled. Said once, in the log
-   * and the timeline.
+   * A running pod of the attempt is being deleted (a drain, an eviction, by hand) while its Job
+   * stays: its provisionerd gets SIGTERM, finishes the build and takes no other; the kubelet kills
+   * it only at the end of the pod's termination grace. Said once, in the log and the timeline. A
+   * pod that never ran (still pending) is not said to be.
    */
   java.util.Optional<Note> deleting(String attempt, Pod pod) {
     // A Job already forgotten (deleted: a cancel, a cleanup) is not brought back.
     Set<String> known = said.get(attempt);
-    if (ended(pod) || known == null || !known.add("deleting " + pod.getMetadata().getName())) {
+    if (!running(pod) || known == null || !known.add("deleting " + pod.getMetadata().getName())) {
       return java.util.Optional.empty();
     }
     Long grace = pod.getMetadata().getDeletionGracePeriodSeconds();
@@ -78,14 +81,14 @@ final class PodNotes {
             "warn",
             "pod "
                 + pod.getMetadata().getName()
-                + " was deleted while running; provisionerd gets SIGTERM"
-                + (grace == null ? "" : " and " + grace + " s to stop"),
+                + " is being deleted while it runs the build; provisionerd gets SIGTERM and"
+                + " finishes the build"
+                + (grace == null ? "" : " within the pod's termination grace of " + grace + " s"),
             true));
   }
 
-  private static boolean ended(Pod pod) {
-    String phase = pod.getStatus() == null ? null : pod.getStatus().getPhase();
-    return "Succeeded".equals(phase) || "Failed".equals(phase);
+  private static boolean running(Pod pod) {
+    return pod.getStatus() != null && "Running".equals(pod.getStatus().getPhase());
   }
 
   List<Note> pod(String attempt, Pod pod) {
@@ -94,7 +97,12 @@ final class PodNotes {
     if (pod.getStatus() == null) {
       return out;
     }
-    if (pod.getMetadata().getDeletionTimestamp() != null && !ended(pod)) {
+    // The last words of a pod whose Job is already deleted and forgotten (a cancel, a build failed
+    // at its launch timeout) are not said again, nor counted twice.
+    if (pod.getMetadata().getDeletionTimestamp() != null && !said.containsKey(attempt)) {
+      return out;
+    }
+    if (pod.getMetadata().getDeletionTimestamp() != null && running(pod)) {
       deleting(attempt, pod).ifPresent(out::add);
     }
     for (PodCondition c : list(pod.getStatus().getConditions())) {
@@ -103,7 +111,8 @@ final class PodNotes {
         if (once(attempt, "scheduled")) {
           out.add(
               Note.milestone(
-                  "pod " + name + " scheduled" + (node == null ? "" : " on node " + node)));
+                      "pod " + name + " scheduled" + (node == null ? "" : " on node " + node))
+                  .asWaitReason());
         }
       } else if ("PodScheduled".equals(c.getType()) && "False".equals(c.getStatus())) {
         String why =
@@ -113,7 +122,7 @@ final class PodNotes {
               trouble(
                   attempt,
                   "unschedulable",
-                  Note.warn("pod " + name + " cannot be scheduled yet: " + why)));
+                  Note.warn("pod " + name + " cannot be scheduled yet: " + why).asWaitReason()));
         }
       } else if ("DisruptionTarget".equals(c.getType()) && "True".equals(c.getStatus())) {
         if (once(attempt, "disrupted")) {
@@ -149,12 +158,13 @@ final class PodNotes {
                 attempt,
                 waitingKind(w.getReason()),
                 Note.warn(
-                    "container provisionerd cannot start: "
-                        + w.getReason()
-                        + (w.getMessage() == null ? "" : ": " + w.getMessage()))));
+                        "container provisionerd cannot start: "
+                            + w.getReason()
+                            + (w.getMessage() == null ? "" : ": " + w.getMessage()))
+                    .asWaitReason()));
       }
       if (cs.getState().getRunning() != null && once(attempt, "started")) {
-        out.add(Note.milestone("container provisionerd started in pod " + name));
+        out.add(Note.milestone("container provisionerd started in pod " + name).asWaitReason());
       }
       ContainerStateTerminated t = cs.getState().getTerminated();
       if (t != null && once(attempt, "terminated")) {

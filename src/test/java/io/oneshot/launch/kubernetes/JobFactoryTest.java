@@ -92,8 +92,8 @@ class JobFactoryTest {
     PodSpec pod = job.getSpec().getTemplate().getSpec();
     assertThat(pod.getRestartPolicy()).isEqualTo("Never");
     assertThat(pod.getTerminationGracePeriodSeconds())
-        .as("the route's cancel grace (30s) plus 30s")
-        .isEqualTo(60L);
+        .as("a drained build may finish: the route's timeout (10m), cancel grace (30s), and 30s")
+        .isEqualTo(660L);
     assertThat(pod.getAutomountServiceAccountToken()).isFalse();
     assertThat(pod.getServiceAccountName()).isEqualTo("oneshot-build");
     assertThat(pod.getSecurityContext().getRunAsNonRoot()).isTrue();
@@ -304,5 +304,30 @@ class JobFactoryTest {
     assertThat(KubernetesLauncher.metadataUid(job)).isEqualTo("the-uid");
     assertThat(KubernetesLauncher.metadataUid("{\"metadata\":{}}".getBytes(StandardCharsets.UTF_8)))
         .isNull();
+  }
+
+  /**
+   * A route's {@code drainGrace} bounds the termination grace for operators who want less than the
+   * route's timeout; it may not be shorter than the cancel grace and its margin.
+   */
+  @Test
+  void aRoutesDrainGraceBoundsTheTerminationGrace() throws Exception {
+    Files.copy(Path.of("job-templates/script.yaml"), dir.resolve("script.yaml"));
+    OneshotConfig c =
+        config(
+            "routes: [{name: org-a, template: script.yaml, timeout: 2h, cancelGrace: 30s,"
+                + " drainGrace: 5m}]");
+    Attempt a =
+        new Attempt(
+            7, 1, Attempt.nameOf(7, 1), c.routes().get(0), BuildToken.generate(), "http://x:8080");
+    assertThat(
+            factory(c).job(a).getSpec().getTemplate().getSpec().getTerminationGracePeriodSeconds())
+        .isEqualTo(300L);
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+            () ->
+                config(
+                    "routes: [{name: org-a, template: script.yaml, cancelGrace: 30s,"
+                        + " drainGrace: 59s}]"))
+        .hasMessageContaining("routes[0].drainGrace: must be at least 1m");
   }
 }

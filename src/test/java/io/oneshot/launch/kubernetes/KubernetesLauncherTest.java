@@ -773,21 +773,42 @@ class KubernetesLauncherTest {
    * A running build's pod is deleted on a cluster whose Job controller replaces it at once (no
    * {@code podReplacementPolicy}, as before 1.28), and the old pod gets SIGTERM only after the new
    * one has started: the new pod's provisionerd is refused, oneshot deletes that pod once it has
-   * exited (so no third pod replaces it), and the script, which ignores SIGTERM, ran once.
+   * exited (so no third pod replaces it), the old pod's provisionerd goes on with the build (a
+   * drain is no cancel) until it is canceled, and the script ran once.
    */
   @Test
   void aDeletedPodReplacedAtOnceDoesNotRunTheScriptAgain() {
     Path marker = tmp.resolve("runs.txt");
     long id = endlessScript(marker, true);
     String deleted = deleteRunningPod(id, () -> Audit.lines(marker).size() == 1);
+    cancelOnceDraining(id);
     assertThat(awaitEnd(id)).isEqualTo("canceled");
     assertThat(Audit.lines(marker)).as("the script ran once").containsExactly("run");
     assertRefusedPodRemoved(id, deleted);
   }
 
   /**
+   * A build whose pod was deleted goes on (provisionerd got SIGTERM and says so in the log, the
+   * build still running); then it is canceled through the API, the only way to stop it.
+   */
+  private void cancelOnceDraining(long id) {
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text LIKE"
+                            + " 'provisionerd got SIGTERM%'",
+                        id)
+                    == 1);
+    assertThat(status(id)).isEqualTo("running");
+    assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
+  }
+
+  /**
    * The same deletion on a cluster that honours the {@code podReplacementPolicy: Failed} oneshot
-   * sets: no second pod while the first terminates; the build is canceled, having run once.
+   * sets: no second pod while the first terminates; the build goes on, having run once, until it is
+   * canceled.
    */
   @Test
   void aDeletedPodIsNotReplacedWhileItTerminates() {
@@ -798,6 +819,7 @@ class KubernetesLauncherTest {
     assertThat(pods).hasSize(1);
     assertThat(cluster.admin.pods().inNamespace("team-a").withName(pods.get(0)).delete())
         .isNotEmpty();
+    cancelOnceDraining(id);
     assertThat(awaitEnd(id)).isEqualTo("canceled");
     assertThat(cluster.kubelet.podsOf("team-a", "oneshot-" + id + "-1")).hasSize(1);
     assertThat(Audit.conflicts(id)).isZero();
@@ -923,6 +945,7 @@ class KubernetesLauncherTest {
             .formatted(marker);
     long id = t.api.submitTerraform("ws-deleted", mainTf);
     String deleted = deleteRunningPod(id, () -> Audit.lines(marker).size() == 1);
+    cancelOnceDraining(id);
     assertThat(awaitEnd(id)).isEqualTo("canceled");
     assertThat(Audit.lines(marker)).as("one terraform apply").containsExactly("apply");
     assertRefusedPodRemoved(id, deleted);
@@ -986,8 +1009,12 @@ class KubernetesLauncherTest {
         .isEqualTo(1);
     assertThat(cluster.kubelet.podsOf("team-a", "oneshot-" + id + "-1")).hasSize(2);
     assertThat(t.api.get("/api/v1/builds/" + id).json().path("events").toString())
-        .as("the timeline says why the build was canceled")
-        .contains("pod " + holderPod + " was deleted while running; provisionerd gets SIGTERM");
+        .as("the timeline says the pod was deleted")
+        .contains(
+            "pod "
+                + holderPod
+                + " is being deleted while it runs the build; provisionerd gets SIGTERM and"
+                + " finishes the build");
   }
 
   /**

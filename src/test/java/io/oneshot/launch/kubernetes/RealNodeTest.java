@@ -133,4 +133,273 @@ class RealNodeTest {
       assertThat(logs).contains("from-pod-" + i);
     }
   }
+
+  private static String error(long id) {
+    return (String) Sql.value("SELECT error FROM oneshot.builds WHERE id = ?", id);
+  }
+
+  /** The exit code the kubelet reported for the build's pod's provisionerd container. */
+  private Integer exitCode(long id) {
+    List<Pod> pods = podsOf(id);
+    if (pods.size() != 1 || pods.get(0).getStatus().getContainerStatuses() == null) {
+      return null;
+    }
+    for (var cs : pods.get(0).getStatus().getContainerStatuses()) {
+      if (cs.getName().equals("provisionerd")
+          && cs.getState() != null
+          && cs.getState().getTerminated() != null) {
+        return cs.getState().getTerminated().getExitCode();
+      }
+    }
+    return null;
+  }
+
+  private String jobCondition(long id) {
+    Job job = jobsOf(id).get(0);
+    if (job.getStatus() == null || job.getStatus().getConditions() == null) {
+      return null;
+    }
+    return job.getStatus().getConditions().stream()
+        .filter(c -> "True".equals(c.getStatus()))
+        .map(c -> c.getType())
+        .findFirst()
+        .orElse(null);
+  }
+
+  private String reason(long id) {
+    return t.api.get("/api/v1/builds/" + id).json().path("reason").asText();
+  }
+
+  private double troubles(String route, String kind) {
+    Double v =
+        io.oneshot.testing.PromText.parse(t.server.metrics().scrape())
+            .value("oneshot_attempt_troubles_total", "route", route, "reason", kind);
+    return v == null ? 0 : v;
+  }
+
+  private static long logLines(long id, String like) {
+    return Sql.count(
+        "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text LIKE ?", id, like);
+  }
+
+  /**
+   * {@code kubectl get jobs} tells the truth: a failed build's pod exits non-zero and its Job is
+   * Failed (not retried), a canceled build's pod exits with a code of its own, a succeeded build's
+   * Job is Complete.
+   */
+  @Test
+  void aJobsStatusIsItsBuildsOutcome() throws IOException {
+    start(ROUTES, UnaryOperator.identity());
+    long ok = t.api.submitScript("{\"team\": \"a\"}", "echo fine");
+    long failed = t.api.submitScript("{\"team\": \"a\"}", "echo broken; exit 3");
+    long canceled =
+        t.api.submitScript(
+            "{\"team\": \"a\"}",
+            "trap 'echo trapped; exit 9' TERM; echo waiting; sleep 300 & wait");
+    await().atMost(2, TimeUnit.MINUTES).until(() -> logLines(canceled, "waiting") == 1);
+    assertThat(t.api.post("/api/v1/builds/" + canceled + "/cancel", "").status()).isEqualTo(202);
+    assertThat(awaitEnd(ok)).isEqualTo("succeeded");
+    assertThat(awaitEnd(failed)).isEqualTo("failed");
+    assertThat(awaitEnd(canceled)).isEqualTo("canceled");
+    assertThat(logLines(canceled, "trapped")).isEqualTo(1);
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () -> exitCode(ok) != null && exitCode(failed) != null && exitCode(canceled) != null);
+    assertThat(exitCode(ok)).isZero();
+    assertThat(exitCode(failed)).isEqualTo(io.oneshot.provisionerd.Provisionerd.BUILD_FAILED);
+    assertThat(exitCode(canceled)).isEqualTo(io.oneshot.provisionerd.Provisionerd.BUILD_CANCELED);
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(() -> jobCondition(ok) != null && jobCondition(failed) != null);
+    assertThat(jobCondition(ok)).isEqualTo("Complete");
+    assertThat(jobCondition(failed)).isEqualTo("Failed");
+    assertThat(podsOf(failed)).as("not retried by the Job controller").hasSize(1);
+    String jobs =
+        k.kubectl(
+            "get",
+            "jobs",
+            "-n",
+            ns,
+            "-o",
+            "custom-columns=NAME:.metadata.name,OK:.status.succeeded,FAILED:.status.failed",
+            "--no-headers");
+    assertThat(jobs)
+        .containsPattern("oneshot-" + ok + "-1 +1 +<none>")
+        .containsPattern("oneshot-" + failed + "-1 +<none> +1");
+  }
+
+  /**
+   * A process of the build killed by the kernel for the container's memory limit: the build says
+   * so, and the trouble is counted.
+   */
+  @Test
+  void aChildKilledForMemoryIsTheBuildsReason() throws IOException {
+    start(ROUTES, tpl -> tpl.replace("memory: 512Mi", "memory: 300Mi"));
+    // tail keeps a line that never ends: all of /dev/zero, until the kernel kills it.
+    long id =
+        t.api.submitScript("{\"team\": \"a\"}", "echo hog; tail /dev/zero; echo after $?; exit 7");
+    assertThat(awaitEnd(id)).isEqualTo("failed");
+    assertThat(error(id)).contains("OOM").contains("300 MiB");
+    assertThat(logLines(id, "after 137")).isEqualTo(1);
+    await().atMost(30, TimeUnit.SECONDS).until(() -> troubles("scripts", "oom_killed") == 1);
+  }
+
+  /**
+   * provisionerd itself killed by the kernel for memory: the kubelet's word that the container
+   * ended is enough, the build fails at once with the reason, and its Job stays for kubectl logs.
+   */
+  @Test
+  void provisionerdKilledForMemoryFailsTheBuildAtOnce() throws IOException {
+    start(
+        ROUTES.replace("maxAttempts: 2}", "maxAttempts: 2, lease: 60s, cancelGrace: 30s}"),
+        tpl -> tpl.replace("memory: 512Mi", "memory: 300Mi"));
+    // The kernel kills the process with the highest score, about its size: the JVM, once the
+    // build's memory is spread over many processes each smaller than it (its score raised too).
+    long id =
+        t.api.submitScript(
+            "{\"team\": \"a\"}",
+            "for p in /proc/[0-9]*; do [ \"$(readlink $p/exe)\" = /opt/java/bin/java ] && echo 1000 >"
+                + " $p/oom_score_adj; done; echo hog; for i in $(seq 1 40); do { head -c 10m"
+                + " /dev/zero; sleep 120; } | tail & done; wait");
+    await().atMost(2, TimeUnit.MINUTES).until(() -> exitCode(id) != null);
+    long killedAt = System.nanoTime();
+    assertThat(awaitEnd(id)).isEqualTo("failed");
+    long tookMs = (System.nanoTime() - killedAt) / 1_000_000;
+    assertThat(tookMs)
+        .as("ended on the kubelet's word, not after lease and grace (90 s)")
+        .isLessThan(30_000);
+    assertThat(error(id)).contains("OOMKilled");
+    await().atMost(30, TimeUnit.SECONDS).until(() -> troubles("scripts", "oom_killed") == 1);
+    assertThat(jobsOf(id)).as("kept for kubectl logs").hasSize(1);
+    assertThat(k.kubectl("logs", "-n", ns, "job/oneshot-" + id + "-1")).contains("hog");
+  }
+
+  /**
+   * A pod no node can take: the scheduler's reason is the build's wait reason at once, the pod is
+   * left to wait (never deleted and made again), and at the launch timeout the build fails with
+   * that reason.
+   */
+  @Test
+  void aPodNoNodeCanTakeWaitsWithTheSchedulersReasonThenFails() throws IOException {
+    start(
+        ROUTES.replace("maxAttempts: 2}", "maxAttempts: 3, launchTimeout: 15s}"),
+        tpl ->
+            tpl.replace(
+                "      hostNetwork: true\n",
+                "      hostNetwork: true\n      nodeSelector: {oneshot.test/pool: none}\n"));
+    long id = t.api.submitScript("{\"team\": \"a\"}", "echo never");
+    await().atMost(30, TimeUnit.SECONDS).until(() -> reason(id).contains("node(s) didn't match"));
+    assertThat(status(id)).isEqualTo("launching");
+    assertThat(reason(id)).contains("cannot be scheduled").contains("0/1 nodes are available");
+    assertThat(awaitEnd(id)).isEqualTo("failed");
+    assertThat(error(id)).contains("0/1 nodes are available");
+    assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id))
+        .as("not launched again")
+        .isEqualTo(1);
+    assertThat(logLines(id, "%was deleted while running%")).isZero();
+    assertThat(troubles("scripts", "unschedulable")).isEqualTo(1);
+  }
+
+  /** An image the node cannot have: the kubelet's reason is the build's wait reason at once. */
+  @Test
+  void aMissingImageIsTheWaitReason() throws IOException {
+    start(
+        ROUTES.replace("maxAttempts: 2}", "maxAttempts: 1, launchTimeout: 15s}"),
+        tpl -> tpl.replaceFirst("image: \\S+", "image: localhost/oneshot/none:missing"));
+    long id = t.api.submitScript("{\"team\": \"a\"}", "echo never");
+    await().atMost(30, TimeUnit.SECONDS).until(() -> reason(id).contains("ErrImageNeverPull"));
+    assertThat(status(id)).isEqualTo("launching");
+    assertThat(awaitEnd(id)).isEqualTo("failed");
+    assertThat(error(id)).contains("ErrImageNeverPull");
+    assertThat(troubles("scripts", "image_pull")).isEqualTo(1);
+  }
+
+  /**
+   * A running build's pod deleted (what a drain or an eviction does): provisionerd gets SIGTERM,
+   * says so, and the build runs to its own end, once.
+   */
+  @Test
+  void aBuildWhosePodIsDeletedRunsToItsEnd() throws IOException {
+    start(ROUTES, UnaryOperator.identity());
+    long id =
+        t.api.submitScript(
+            "{\"team\": \"a\"}",
+            "trap 'echo script got TERM' TERM; echo started; for i in 1 2 3 4 5 6; do sleep 1; done; echo finished");
+    await().atMost(2, TimeUnit.MINUTES).until(() -> logLines(id, "started") == 1);
+    k.kubectl("delete", "pod", "-n", ns, "-l", "oneshot.io/build=" + id, "--wait=false");
+    assertThat(awaitEnd(id)).isEqualTo("succeeded");
+    assertThat(logLines(id, "finished")).isEqualTo(1);
+    assertThat(logLines(id, "script got TERM")).isZero();
+    assertThat(logLines(id, "started")).as("run once").isEqualTo(1);
+    assertThat(logLines(id, "%SIGTERM%")).isGreaterThanOrEqualTo(1);
+  }
+
+  /**
+   * The chart installed on the real node (Helm asking the API server what it serves: 1.20 has
+   * PodDisruptionBudget as policy/v1beta1 only): the dispatcher runs as the chart's service account
+   * with the chart's Role and nothing more, and the chart's budget for build pods keeps {@code
+   * kubectl drain} off a running build, which finishes as it would have.
+   */
+  @Test
+  void theChartsAccountRunsBuildsAndItsBudgetHoldsADrain() throws Exception {
+    k.delete(ns);
+    ns = k.bareNamespace("chart");
+    new com.marcnuri.helm.Helm(io.oneshot.testing.Chart.DIR)
+        .install()
+        .withName("oneshot")
+        .withNamespace(ns)
+        .withKubeConfig(k.kubeconfig)
+        .set("replicaCount", 0)
+        .call();
+    var pdb =
+        k.admin
+            .genericKubernetesResources("policy/v1beta1", "PodDisruptionBudget")
+            .inNamespace(ns)
+            .withName("oneshot-builds")
+            .get();
+    assertThat(pdb).as("the build pods' budget, in the version 1.20 serves").isNotNull();
+    Config account = k.configFor(ns, "oneshot");
+    Path dir = k.templates(tmp.resolve("templates"), UnaryOperator.identity());
+    t =
+        TestServer.with()
+            .api(
+                "{listen: \"127.0.0.1:%d\", publicUrl: \"http://127.0.0.1:%d\", adminToken: \"%s\"}"
+                    .formatted(port, port, TestServer.ADMIN_TOKEN))
+            .launcherYaml(
+                "{kind: kubernetes, kubernetes: {namespace: %s, templateDir: %s}}"
+                    .formatted(ns, dir))
+            .dispatch("pollInterval: 200ms, rescueInterval: 300ms, heartbeatInterval: 300ms")
+            .routes(ROUTES)
+            .launchers(
+                (vertx, cfg) ->
+                    KubernetesLauncher.create(cfg, KubernetesLauncher.client(vertx, account, cfg)))
+            .start();
+    long id =
+        t.api.submitScript(
+            "{\"team\": \"a\"}",
+            "echo started; for i in 1 2 3 4 5 6 7 8; do sleep 1; done; echo finished");
+    await().atMost(2, TimeUnit.MINUTES).until(() -> logLines(id, "started") == 1);
+    RealCluster.Result drain;
+    try {
+      drain =
+          k.kubectlResult(
+              "drain",
+              "127.0.0.1",
+              "--pod-selector=oneshot.io/build=" + id,
+              "--delete-emptydir-data",
+              "--ignore-daemonsets",
+              "--timeout=4s");
+    } finally {
+      k.kubectl("uncordon", "127.0.0.1");
+    }
+    assertThat(drain.exit()).as(drain.out()).isNotZero();
+    assertThat(drain.out()).contains("disruption budget");
+    assertThat(awaitEnd(id)).isEqualTo("succeeded");
+    assertThat(logLines(id, "finished")).isEqualTo(1);
+    assertThat(logLines(id, "%SIGTERM%")).as("never evicted").isZero();
+    // Every call the dispatcher made was one the chart's Role grants.
+    String scrape = t.server.metrics().scrape();
+    assertThat(scrape).contains("oneshot_kubernetes_requests_total").doesNotContain("code=\"403\"");
+  }
 }

@@ -138,20 +138,67 @@ public final class RealCluster {
     }
   }
 
+  /**
+   * The client configuration of a service account: the cluster's address and CA, the account's
+   * token (from the Secret the token controller of 1.20 makes for it).
+   */
+  public Config configFor(String namespace, String account) throws IOException {
+    var secret =
+        admin
+            .secrets()
+            .inNamespace(namespace)
+            .withField("type", "kubernetes.io/service-account-token")
+            .informOnCondition(
+                l ->
+                    l.stream()
+                        .anyMatch(
+                            x ->
+                                account.equals(
+                                        x.getMetadata()
+                                            .getAnnotations()
+                                            .get("kubernetes.io/service-account.name"))
+                                    && x.getData() != null
+                                    && x.getData().containsKey("token")));
+    String token;
+    try {
+      token =
+          secret.get(30, TimeUnit.SECONDS).stream()
+              .filter(
+                  x ->
+                      account.equals(
+                          x.getMetadata()
+                              .getAnnotations()
+                              .get("kubernetes.io/service-account.name")))
+              .findFirst()
+              .map(x -> new String(java.util.Base64.getDecoder().decode(x.getData().get("token"))))
+              .orElseThrow();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new AssertionError("interrupted", e);
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      throw new AssertionError("no token for " + namespace + "/" + account, e);
+    }
+    Config admin = Config.fromKubeconfig(Files.readString(kubeconfig));
+    return new io.fabric8.kubernetes.client.ConfigBuilder()
+        .withMasterUrl(admin.getMasterUrl())
+        .withCaCertFile(admin.getCaCertFile())
+        .withCaCertData(admin.getCaCertData())
+        .withOauthToken(token)
+        .withNamespace(namespace)
+        .build();
+  }
+
   /** The cluster's address, as clients reach it. */
   public String server() {
     return admin.getMasterUrl().toString();
   }
 
-  /** A new namespace whose name starts with {@code prefix}; {@link #delete} removes it. */
+  /**
+   * A new namespace whose name starts with {@code prefix}, with the build pods' account the
+   * templates name (the chart makes it in each build namespace); {@link #delete} removes it.
+   */
   public String namespace(String prefix) {
-    String name = prefix + "-" + Long.toString(ThreadLocalRandom.current().nextLong() >>> 1, 36);
-    name = name.length() > 40 ? name.substring(0, 40) : name;
-    admin
-        .namespaces()
-        .resource(new NamespaceBuilder().withNewMetadata().withName(name).endMetadata().build())
-        .create();
-    // The account the templates name (the chart makes it in each build namespace).
+    String name = bareNamespace(prefix);
     admin
         .serviceAccounts()
         .inNamespace(name)
@@ -162,6 +209,17 @@ public final class RealCluster {
                 .endMetadata()
                 .withAutomountServiceAccountToken(false)
                 .build())
+        .create();
+    return name;
+  }
+
+  /** A new namespace whose name starts with {@code prefix}, with nothing in it. */
+  public String bareNamespace(String prefix) {
+    String name = prefix + "-" + Long.toString(ThreadLocalRandom.current().nextLong() >>> 1, 36);
+    name = name.length() > 40 ? name.substring(0, 40) : name;
+    admin
+        .namespaces()
+        .resource(new NamespaceBuilder().withNewMetadata().withName(name).endMetadata().build())
         .create();
     return name;
   }
