@@ -77,10 +77,11 @@ public final class Signals {
    * Runs {@code handler} on the JVM's signal thread whenever this process gets the signal {@code
    * name} ("TERM"), in place of the JVM's own handling (for TERM: shutting down). Through {@code
    * sun.misc.Signal}, by reflection: it is the JDK's supported way (module jdk.unsupported), and
-   * compiled against directly it is a warning the build treats as an error. False when the JVM does
-   * not allow it (started with -Xrs, or without that module).
+   * compiled against directly it is a warning the build treats as an error. Returns what puts the
+   * handling from before back; null when the JVM does not allow it (started with -Xrs, or without
+   * that module).
    */
-  public static boolean handle(String name, Runnable handler) {
+  public static Runnable handle(String name, Runnable handler) {
     try {
       Class<?> signal = Class.forName("sun.misc.Signal");
       Class<?> type = Class.forName("sun.misc.SignalHandler");
@@ -100,13 +101,19 @@ public final class Signals {
                   default -> null;
                 };
               });
-      signal
-          .getMethod("handle", signal, type)
-          .invoke(null, signal.getConstructor(String.class).newInstance(name), h);
-      return true;
+      java.lang.reflect.Method handle = signal.getMethod("handle", signal, type);
+      Object sig = signal.getConstructor(String.class).newInstance(name);
+      Object before = handle.invoke(null, sig, h);
+      return () -> {
+        try {
+          handle.invoke(null, sig, before);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+          log.warn("Cannot restore the handling of SIG{}: {}.", name, e.toString());
+        }
+      };
     } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
       log.warn("Cannot handle SIG{} ({}); the JVM's own handling stays.", name, e.toString());
-      return false;
+      return null;
     }
   }
 }

@@ -106,15 +106,27 @@ public final class Provisionerd {
     System.setProperty("sun.net.http.retryPost", "false");
     Runner runner = thisRunner(System.getenv());
     RunnerClient client = new RunnerClient(o.apiUrl(), o.token(), o.retryBudget(), runner);
-    Drain drain = new Drain();
-    boolean drains = Signals.handle("TERM", drain::term);
-    if (drain.termed()) {
-      log.warn("SIGTERM before the build was acquired: this provisionerd runs nothing and exits.");
-      return NOT_RUN;
+    Drain drain = new Drain(Thread.currentThread());
+    Runnable restore = Signals.handle("TERM", drain::term);
+    try {
+      return run(o, out, runner, client, drain, restore != null);
+    } finally {
+      // The JVM's own handling back (provisionerd run in another program's JVM: the tests).
+      if (restore != null) {
+        restore.run();
+      }
     }
+  }
+
+  private static int run(
+      Options o, PrintStream out, Runner runner, RunnerClient client, Drain drain, boolean drains) {
     AcquiredBuild build;
     try {
+      if (drain.termed()) {
+        throw new InterruptedException("SIGTERM");
+      }
       build = AcquiredBuild.of(client.acquire());
+      drain.acquired();
     } catch (RunnerClient.Refused e) {
       if (e.heldByOther) {
         String line =
@@ -133,6 +145,12 @@ public final class Provisionerd {
       log.error("Cannot acquire the build: {}.", e.getMessage());
       return 1;
     } catch (InterruptedException e) {
+      if (drain.termed()) {
+        // Not acquired: this provisionerd takes no build any more.
+        log.warn(
+            "SIGTERM before the build was acquired: this provisionerd runs nothing and exits.");
+        return NOT_RUN;
+      }
       return 1;
     }
     long buildId = build.buildId();
@@ -465,13 +483,36 @@ public final class Provisionerd {
    * say it to (the signal may come before the build is acquired, or while it is being).
    */
   private static final class Drain {
+    private final Thread main;
     private boolean termed;
+    private boolean acquired;
     private Runnable say;
     private boolean said;
 
+    Drain(Thread main) {
+      this.main = main;
+    }
+
+    /**
+     * SIGTERM: before the build is acquired, the acquire's retries are given up (the thread running
+     * it is interrupted: a call on the wire still ends, and one that succeeds gives this
+     * provisionerd its build to finish), since it takes no build any more; after, it is said.
+     */
     synchronized void term() {
       termed = true;
+      if (!acquired) {
+        main.interrupt();
+      }
       sayOnce();
+    }
+
+    /**
+     * The acquire answered: the build is this provisionerd's to finish, SIGTERM or not; an
+     * interrupt SIGTERM sent meanwhile (for a retry's wait) is cleared.
+     */
+    synchronized void acquired() {
+      acquired = true;
+      Thread.interrupted();
     }
 
     synchronized boolean termed() {

@@ -120,7 +120,8 @@ public final class Bench implements Callable<Integer> {
         new HeartbeatBench(),
         new ProvisionerdBench(),
         new FootprintBench(),
-        new ConsoleBench());
+        new ConsoleBench(),
+        new RealNodeBench());
   }
 
   /**

@@ -116,10 +116,31 @@ class ProvisionerdTest {
         .isEqualTo("***");
   }
 
+  /**
+   * SIGTERM (a deleted pod, a drain) is no cancel: the build runs to its end, its log says so, and
+   * provisionerd exits with the build's outcome.
+   */
+  @Test
+  void sigtermLetsTheBuildRunToItsEnd() throws Exception {
+    long id = t.api.submitScript("{}", "echo started; sleep 2; echo finished");
+    java.util.concurrent.CompletableFuture<Integer> code =
+        java.util.concurrent.CompletableFuture.supplyAsync(() -> run(id));
+    await().atMost(30, TimeUnit.SECONDS).until(() -> log(id, "stdout").contains("started"));
+    // To this JVM, where provisionerd runs and handles it while the build runs.
+    assertThat(
+            io.oneshot.process.Signals.send(
+                ProcessHandle.current().pid(), io.oneshot.process.Signals.Signal.SIGTERM))
+        .isTrue();
+    assertThat(code.get(1, TimeUnit.MINUTES)).isZero();
+    assertThat(status(id)).isEqualTo("succeeded");
+    assertThat(log(id, "stdout")).containsExactly("started", "finished");
+    assertThat(log(id, "system")).anyMatch(l -> l.startsWith("provisionerd got SIGTERM"));
+  }
+
   @Test
   void aScriptThatFailsIsReportedWithItsExitCode() {
     long id = t.api.submitScript("{}", "echo before; exit 7");
-    run(id);
+    assertThat(run(id)).as("provisionerd's own exit code").isEqualTo(Provisionerd.BUILD_FAILED);
     assertThat(status(id)).isEqualTo("failed");
     assertThat(column(id, "exit_code")).isEqualTo(7);
     assertThat(log(id, "stdout")).containsExactly("before");
@@ -136,7 +157,7 @@ class ProvisionerdTest {
     long script = Long.parseLong(Files.readString(pidFile).strip());
 
     assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
-    code.get(30, TimeUnit.SECONDS);
+    assertThat(code.get(30, TimeUnit.SECONDS)).isEqualTo(Provisionerd.BUILD_CANCELED);
     assertThat(status(id)).isEqualTo("canceled");
     assertThat(ProcessHandle.of(script).map(ProcessHandle::isAlive).orElse(false)).isFalse();
   }

@@ -65,4 +65,43 @@ class LaunchEventsTest {
                 .toList())
         .isEqualTo(expected);
   }
+
+  /**
+   * A note on what an attempt waits for (a pod no node can take) is the build's reason while it is
+   * launching, for builds show, the console and the API; once the build runs, such a note is a line
+   * in its log only, and the reason stays what the runner's acquire made it.
+   */
+  @Test
+  void aWaitNoteIsTheReasonOfALaunchingBuildOnly() {
+    f = new StoreFixture("routes: [{name: a}]");
+    f.enqueueNoops(2);
+    List<QueueStore.Claimed> c = f.claim(2, 2, "test");
+    LaunchEvents events = new LaunchEvents(f.store, null, null);
+    AttemptRef launching =
+        new AttemptRef(c.get(0).id(), c.get(0).attempt(), c.get(0).launchName(), null);
+    AttemptRef running =
+        new AttemptRef(c.get(1).id(), c.get(1).attempt(), c.get(1).launchName(), null);
+    Sql.exec(
+        "UPDATE oneshot.builds SET status = 'running', started_at = now(), runner_id = 'r',"
+            + " reason = 'acquired'"
+            + " WHERE id = ?",
+        running.buildId());
+    String why = "pod x cannot be scheduled yet: Unschedulable: 0/1 nodes are available";
+    events.note(launching, Note.warn(why).asWaitReason());
+    events.note(running, Note.warn(why).asWaitReason());
+    events.note(launching, Note.warn("said, but not a reason"));
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.build_logs WHERE build_id IN (?, ?)",
+                        launching.buildId(),
+                        running.buildId())
+                    == 3);
+    assertThat(Sql.value("SELECT reason FROM oneshot.builds WHERE id = ?", launching.buildId()))
+        .isEqualTo(why);
+    assertThat(Sql.value("SELECT reason FROM oneshot.builds WHERE id = ?", running.buildId()))
+        .isEqualTo("acquired");
+  }
 }

@@ -248,10 +248,15 @@ final class ClusterWatch {
     if (ref.isEmpty()) {
       return;
     }
-    if (notes.firstSeen(pod)) {
+    // A pod whose Job is gone (deleted: a cancel, a build failed at its launch timeout) says
+    // nothing more of the attempt: its last status updates would be said, and counted, twice.
+    boolean jobKnown = cachedJob(pod.getMetadata().getNamespace(), ref.get().name()) != null;
+    if (jobKnown && notes.firstSeen(pod)) {
       events.runsIn(ref.get(), pod.getMetadata().getName());
     }
-    notes.pod(ref.get().name(), pod).forEach(n -> events.note(ref.get(), n));
+    if (jobKnown) {
+      notes.pod(ref.get().name(), pod).forEach(n -> events.note(ref.get(), n));
+    }
     if (JobStatus.exited(pod) || pod.getMetadata().getDeletionTimestamp() != null) {
       events.changed(ref.get());
     }

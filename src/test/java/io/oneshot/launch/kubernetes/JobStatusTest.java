@@ -140,4 +140,17 @@ class JobStatusTest {
         .startsWith("Job team-a/oneshot-7-1 failed: Failed; pod oneshot-7-1-abcde: container")
         .contains("exit code 137");
   }
+
+  /**
+   * The kubelet's word that nothing of an attempt runs: every pod it holds has exited. A pod still
+   * terminating (a drain under way) is no proof, and neither is knowing of no pod at all.
+   */
+  @Test
+  void nothingRunsOnlyWhenEveryPodExited() {
+    Pod ended = pod("Failed", terminated("provisionerd", 137, "OOMKilled"));
+    Pod draining = pod("Running", running("provisionerd"));
+    assertThat(JobStatus.allExited(java.util.List.of(ended))).isTrue();
+    assertThat(JobStatus.allExited(java.util.List.of(ended, draining))).isFalse();
+    assertThat(JobStatus.allExited(java.util.List.of())).isFalse();
+  }
 }

@@ -667,8 +667,9 @@ class KubernetesLauncherTest {
   }
 
   /**
-   * A Job past its {@code activeDeadlineSeconds} is failed by Kubernetes and its pod stopped: the
-   * build ends, once, and its log says why.
+   * A Job past its {@code activeDeadlineSeconds} is failed by Kubernetes and its pod gets SIGTERM,
+   * which provisionerd takes as a drain: the build runs on to its route's timeout, ends once, and
+   * its log says why the Job failed.
    */
   @Test
   void aJobPastItsDeadlineEndsTheBuildAndSaysSo() throws IOException {
@@ -682,7 +683,8 @@ class KubernetesLauncherTest {
                     + dir
                     + "\", qps: 200, burst: 400}}")
             .routes(
-                "routes: [{name: short, template: custom.yaml, namespace: team-a, cancelGrace: 2s}]")
+                "routes: [{name: short, template: custom.yaml, namespace: team-a, timeout: 6s,"
+                    + " cancelGrace: 2s}]")
             .start();
     Path marker = tmp.resolve("runs.txt");
     long id =
@@ -737,9 +739,9 @@ class KubernetesLauncherTest {
     await().atMost(10, TimeUnit.SECONDS).until(() -> troubles("bad-image", "image_pull") == 1);
     assertThat(error(id))
         .as("the launch timeout says what the pod was waiting on")
-        .startsWith("provisionerd did not acquire the build within 4s")
+        .startsWith("the attempt did not start within the launch timeout of 4s: container")
         .containsPattern(
-            "Pending: (ErrImagePull|ImagePullBackOff): .*registry.example/oneshot:missing");
+            "cannot start: (ErrImagePull|ImagePullBackOff): .*registry.example/oneshot:missing");
   }
 
   /**

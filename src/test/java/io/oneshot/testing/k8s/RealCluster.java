@@ -22,6 +22,7 @@ import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.function.UnaryOperator;
@@ -65,21 +66,34 @@ public final class RealCluster {
 
   /** The cluster, or the test is skipped (failed under {@link #REQUIRE}) when it does not run. */
   public static synchronized RealCluster get() {
+    Optional<RealCluster> found = find();
+    Required.tool(
+        found.isPresent(),
+        REQUIRE,
+        "no Kubernetes cluster runs here (scripts/kube start runs one; state in " + state() + ")",
+        "the tests on a real node are skipped");
+    return found.orElseThrow();
+  }
+
+  /** The cluster when {@code scripts/kube start} runs one here (for the benchmark). */
+  public static synchronized Optional<RealCluster> find() {
     if (instance == null) {
-      Path state = Path.of(env("ONESHOT_KUBE_STATE", "/var/lib/oneshot-kube"));
+      Path state = state();
       Path cache = cacheDir();
       boolean up =
           Files.isReadable(state.resolve("admin.kubeconfig"))
               && Files.isExecutable(cache.resolve("bin/kubectl"))
               && answers(state, cache);
-      Required.tool(
-          up,
-          REQUIRE,
-          "no Kubernetes cluster runs here (scripts/kube start runs one; state in " + state + ")",
-          "the tests on a real node are skipped");
+      if (!up) {
+        return Optional.empty();
+      }
       instance = new RealCluster(state, cache);
     }
-    return instance;
+    return Optional.of(instance);
+  }
+
+  private static Path state() {
+    return Path.of(env("ONESHOT_KUBE_STATE", "/var/lib/oneshot-kube"));
   }
 
   private static String env(String name, String fallback) {
