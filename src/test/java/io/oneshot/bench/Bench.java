@@ -27,8 +27,10 @@ import picocli.CommandLine.Spec;
     description = {
       "Measures oneshot's dispatch against real PostgreSQL: latency at low load, throughput of a"
           + " burst, claim latency as the queue grows, a peer (db-scheduler) and poll-only"
-          + " dispatch side by side, provisionerd's overhead, the dispatcher's footprint, and the web"
-          + " console in Chromium (Debian's chromium and chromium-driver).",
+          + " dispatch side by side, provisionerd's overhead, the dispatcher's footprint, the web"
+          + " console in Chromium (Debian's chromium and chromium-driver), and enqueue to a"
+          + " script's first line on a real node beside a bare pod (when scripts/kube start runs"
+          + " one).",
       "",
       "PostgreSQL: ONESHOT_TEST_DATABASE_URL (scripts/bench sets it to 127.0.0.1:5432 when a"
           + " server answers there), else an embedded one. Each run works in a database of its own"
@@ -42,7 +44,9 @@ import picocli.CommandLine.Spec;
       "  scripts/bench --smoke         every scenario, tiny (what CI runs)",
       "  scripts/bench --only peer     one scenario",
       "  scripts/bench --only launch --kubeconfig FILE",
-      "                                launches against a real API server too"
+      "                                launches against a real API server too",
+      "  scripts/kube start && scripts/bench --only real-node",
+      "                                builds on the real node this machine runs"
     })
 public final class Bench implements Callable<Integer> {
   @Option(

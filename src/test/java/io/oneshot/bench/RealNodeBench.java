@@ -33,14 +33,16 @@ import java.util.function.UnaryOperator;
  * Enqueue to the script's first line on the real node {@code scripts/kube start} runs, one build at
  * a time, beside a bare pod of the same image running {@code true} (what {@code kubectl create}
  * makes: one POST) from its create to its container started, on the same node in the same run, the
- * two taking turns. The build's time is broken down by its timeline: claimed, Job created (the
- * launch record), pod scheduled and container started (as the dispatcher's watch heard them),
- * acquired, the first line. Without the cluster the scenario says so and measures nothing.
+ * two taking turns. The build's time is broken down by its timeline: claimed, pod scheduled (the
+ * Job and its Secret created, the Job controller's pod, the scheduler's choice, as the dispatcher's
+ * watch heard it), acquired, the first line; the start of its container as the watch hears it, as
+ * the bare pod's is, is what the two are compared by. Without the cluster the scenario says so and
+ * measures nothing.
  */
 final class RealNodeBench implements Scenario {
   private static final String SCENARIO = "real-node";
   private static final String SCRIPT =
-      "{\"provisioner\": \"script\", \"command\": [\"sh\", \"-c\", \"echo first-line\"]}";
+      "{\"provisioner\": \"script\", \"command\": [\"sh\", \"-c\", \"echo first-line; sleep 1\"]}";
 
   @Override
   public String name() {
@@ -116,10 +118,8 @@ final class RealNodeBench implements Scenario {
     for (String step :
         List.of(
             "enqueue -> claimed",
-            "claimed -> Job created",
-            "Job created -> pod scheduled",
-            "pod scheduled -> container started",
-            "container started -> acquired",
+            "claimed -> pod scheduled",
+            "pod scheduled -> acquired",
             "acquired -> first line",
             "enqueue -> container started",
             "enqueue -> first line")) {
@@ -252,7 +252,6 @@ final class RealNodeBench implements Scenario {
         at(
             "SELECT min(at) FROM oneshot.build_events WHERE build_id = ? AND to_status = 'launching'",
             id);
-    Instant created = at("SELECT launched_at FROM oneshot.build_launches WHERE build_id = ?", id);
     Instant scheduled =
         at(
             "SELECT min(at) FROM oneshot.build_events WHERE build_id = ? AND reason LIKE 'pod % scheduled%'",
@@ -270,10 +269,12 @@ final class RealNodeBench implements Scenario {
             id);
     Map<String, Double> steps = new LinkedHashMap<>();
     steps.put("enqueue -> claimed", Harness.ms(enqueued, claimed));
-    steps.put("claimed -> Job created", Harness.ms(claimed, created));
-    steps.put("Job created -> pod scheduled", Harness.ms(created, scheduled));
-    steps.put("pod scheduled -> container started", Harness.ms(scheduled, containerUp));
-    steps.put("container started -> acquired", Harness.ms(containerUp, acquired));
+    // The launch record comes after the Job's and its Secret's creates, in a batch, and may come
+    // after the pod was scheduled: the Job controller, the scheduler and the launch run at once.
+    steps.put("claimed -> pod scheduled", Harness.ms(claimed, scheduled));
+    // The container's start as the watch hears it can come after the acquire: the kubelet of
+    // 1.20 relists its containers once a second (PLEG), and reports a start only then.
+    steps.put("pod scheduled -> acquired", Harness.ms(scheduled, acquired));
     steps.put("acquired -> first line", Harness.ms(acquired, firstLine));
     steps.put("enqueue -> container started", Harness.ms(enqueued, containerUp));
     steps.put("enqueue -> first line", Harness.ms(enqueued, firstLine));
@@ -285,6 +286,10 @@ final class RealNodeBench implements Scenario {
     if (v == null) {
       throw new IllegalStateException("build " + id + ": nothing for " + sql);
     }
+    return instant(v);
+  }
+
+  private static Instant instant(Object v) {
     return v instanceof Timestamp ts
         ? ts.toInstant()
         : v instanceof java.time.OffsetDateTime o ? o.toInstant() : Instant.parse(v.toString());

@@ -1,6 +1,8 @@
 package io.oneshot.testing.k8s;
 
 import io.fabric8.kubernetes.api.model.NamespaceBuilder;
+import io.fabric8.kubernetes.api.model.Pod;
+import io.fabric8.kubernetes.api.model.PodBuilder;
 import io.fabric8.kubernetes.client.Config;
 import io.fabric8.kubernetes.client.KubernetesClient;
 import io.fabric8.kubernetes.client.KubernetesClientBuilder;
@@ -403,12 +405,17 @@ public final class RealCluster {
   }
 
   /**
-   * Adds the layer to a copy of the base image's OCI layout (umoci insert: no unpacking), then
-   * imports it with containerd's ctr.
+   * Adds the layer to a copy of the base image's OCI layout (umoci insert: no unpacking) and
+   * imports it with containerd's ctr; then, as the Dockerfile does, writes the class data sharing
+   * archive of a provisionerd start ({@code provisionerd --help}, in a pod of that image, so that
+   * the archive is the image's own Java runtime's and class path's) and adds it in a layer of its
+   * own: the image build pods run.
    */
   private void importImage(Path layer, String tag) throws IOException {
     Path base = cache.resolve("images/base.oci");
     Path work = TempDirs.make("oneshot-oci");
+    Path out = state.resolve("cds").resolve(tag);
+    String classes = tag + "-classes";
     try {
       Path layout = work.resolve("layout");
       must(List.of("cp", "-a", base.toString(), layout.toString()));
@@ -420,19 +427,98 @@ public final class RealCluster {
               "--image",
               layout + ":" + baseTag,
               "--tag",
-              tag,
+              classes,
               layer.resolve("oneshot").toString(),
               "/opt/oneshot"));
       must(List.of("umoci", "rm", "--image", layout + ":" + baseTag));
-      must(List.of("umoci", "gc", "--layout", layout.toString()));
-      Path tar = work.resolve("image.tar");
-      must(List.of("tar", "-C", layout.toString(), "-cf", tar.toString(), "."));
-      List<String> cmd = ctr();
-      cmd.addAll(
-          List.of("images", "import", "--all-platforms", "--base-name", IMAGE, tar.toString()));
-      must(cmd);
+      importLayout(layout, work.resolve("classes.tar"));
+
+      Files.createDirectories(out);
+      must(List.of("chmod", "0777", out.toString()));
+      writeArchive(IMAGE + ":" + classes, out);
+      must(
+          List.of(
+              "umoci",
+              "insert",
+              "--image",
+              layout + ":" + classes,
+              "--tag",
+              tag,
+              out.resolve("oneshot.jsa").toString(),
+              "/opt/oneshot/oneshot.jsa"));
+      must(List.of("umoci", "rm", "--image", layout + ":" + classes));
+      importLayout(layout, work.resolve("image.tar"));
     } finally {
       TempDirs.delete(work);
+      TempDirs.delete(out);
+    }
+  }
+
+  /** Imports every tag of an OCI layout into the node's containerd, under {@link #IMAGE}. */
+  private void importLayout(Path layout, Path tar) {
+    must(List.of("umoci", "gc", "--layout", layout.toString()));
+    must(List.of("tar", "-C", layout.toString(), "-cf", tar.toString(), "."));
+    List<String> cmd = ctr();
+    cmd.addAll(
+        List.of("images", "import", "--all-platforms", "--base-name", IMAGE, tar.toString()));
+    must(cmd);
+  }
+
+  /** Runs the Dockerfile's archive step in a pod of {@code image}, writing into {@code out}. */
+  private void writeArchive(String image, Path out) {
+    String name = "oneshot-cds-" + Long.toString(System.nanoTime() >>> 1, 36);
+    Pod pod =
+        new PodBuilder()
+            .withNewMetadata()
+            .withName(name)
+            .endMetadata()
+            .withNewSpec()
+            .withHostNetwork(true)
+            .withRestartPolicy("Never")
+            .withAutomountServiceAccountToken(false)
+            .addNewContainer()
+            .withName("cds")
+            .withImage(image)
+            .withImagePullPolicy("Never")
+            .withCommand(
+                "sh",
+                "-c",
+                "java -XX:ArchiveClassesAtExit=/out/oneshot.jsa -cp \"$(cat /opt/oneshot/classpath)\""
+                    + " io.oneshot.cli.Launcher provisionerd --help >/dev/null")
+            .addNewVolumeMount()
+            .withName("out")
+            .withMountPath("/out")
+            .endVolumeMount()
+            .endContainer()
+            .addNewVolume()
+            .withName("out")
+            .withNewHostPath()
+            .withPath(out.toString())
+            .endHostPath()
+            .endVolume()
+            .endSpec()
+            .build();
+    admin.pods().inNamespace("default").resource(pod).create();
+    try {
+      Pod done =
+          admin
+              .pods()
+              .inNamespace("default")
+              .withName(name)
+              .waitUntilCondition(
+                  p ->
+                      p != null
+                          && p.getStatus() != null
+                          && List.of("Succeeded", "Failed").contains(p.getStatus().getPhase()),
+                  2,
+                  TimeUnit.MINUTES);
+      if (!"Succeeded".equals(done.getStatus().getPhase())
+          || !Files.isRegularFile(out.resolve("oneshot.jsa"))) {
+        throw new AssertionError(
+            "the archive pod " + name + " did not write its archive: " + done.getStatus());
+      }
+    } finally {
+      admin.pods().inNamespace("default").withName(name).withGracePeriod(0).delete();
     }
   }
 
