@@ -88,8 +88,9 @@ case "${1:-}" in
       -XX:MaxRAMPercentage=70 -XX:+ExitOnOutOfMemoryError -jar /opt/oneshot/oneshot.jar "$@" ;;
 esac
 SH
-# The class data sharing archive, written once at build time from a provisionerd start.
-RUN java -XX:ArchiveClassesAtExit=/opt/oneshot/oneshot.jsa -jar /opt/oneshot/oneshot.jar provisionerd --help >/dev/null
+# The class data sharing archive, written once at build time from a whole script build that
+# provisionerd runs against an API of its own (--warm-up): it holds what a build loads.
+RUN java -XX:ArchiveClassesAtExit=/opt/oneshot/oneshot.jsa -jar /opt/oneshot/oneshot.jar provisionerd --warm-up
 
 ENV TF_IN_AUTOMATION=1 CHECKPOINT_DISABLE=1 ONESHOT_WORK_DIR=/work HOME=/work
 USER 10001:10001

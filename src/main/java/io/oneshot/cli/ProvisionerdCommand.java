@@ -67,8 +67,19 @@ final class ProvisionerdCommand implements Callable<Integer> {
       description = "How long API calls are retried before giving up (default: ${DEFAULT-VALUE}).")
   String retryFor;
 
+  @Option(
+      names = "--warm-up",
+      description =
+          "Run one script build against an API of its own in this process, then exit: what an"
+              + " image's build runs with -XX:ArchiveClassesAtExit, so that the class data sharing"
+              + " archive holds what a build loads (the Dockerfile does).")
+  boolean warmUp;
+
   @Override
   public Integer call() {
+    if (warmUp) {
+      return io.oneshot.provisionerd.WarmUp.run();
+    }
     if (apiUrl == null || apiUrl.isBlank()) {
       throw new CliException(Main.USAGE, "no API URL: set ONESHOT_API_URL or pass --api-url");
     }

@@ -355,11 +355,19 @@ public final class Rescuer implements AutoCloseable {
    * retried on the next tick, as the attempt is no longer needed.
    */
   private void requeue(LiveBuild b, AttemptRef ref, String why, Metrics.Requeue kind) {
+    requeue(b, ref, why, kind, true);
+  }
+
+  /** {@link #requeue}; without {@code kill}, the old attempt (ended by itself) is left as it is. */
+  private void requeue(
+      LiveBuild b, AttemptRef ref, String why, Metrics.Requeue kind, boolean kill) {
     if (!Requeues.requeue(store, metrics, b.id(), b.attempt(), b.route(), b.status(), why, kind)) {
       return; // it moved on meanwhile (acquired, reported, canceled)
     }
     FaultPoint.DURING_REQUEUE.reach();
-    kill(ref, why);
+    if (kill) {
+      kill(ref, why);
+    }
   }
 
   /**
@@ -466,12 +474,17 @@ public final class Rescuer implements AutoCloseable {
     return id + "/" + attempt;
   }
 
+  /**
+   * Requeues a build whose attempt ended before acquiring; an attempt the platform vouches ended
+   * whole stays where its launcher keeps ended attempts (its Job, for {@code kubectl logs}).
+   */
   private void endedBeforeAcquire(LiveBuild b, AttemptRef ref, AttemptState.Exited e) {
     requeue(
         b,
         ref,
         "attempt " + ref.name() + " ended before provisionerd acquired the build: " + e.detail(),
-        Metrics.Requeue.ENDED_BEFORE_ACQUIRE);
+        Metrics.Requeue.ENDED_BEFORE_ACQUIRE,
+        !(e.nothingRuns() && launcher.keepsEndedAttempts()));
   }
 
   @Override

@@ -745,6 +745,77 @@ class KubernetesLauncherTest {
   }
 
   /**
+   * A pod whose Job is gone (deleted with {@code --cascade=orphan}: the pod stays) says nothing
+   * more of its attempt: the kubelet's next word on it is neither logged nor counted again. The
+   * real node showed it (a pod's last status updates after its Job was deleted counted its trouble
+   * twice).
+   */
+  @Test
+  void aPodWhoseJobIsGoneSaysNothingMore() throws IOException {
+    String dir =
+        templates(
+            t ->
+                t.replace(
+                    "image: ghcr.io/oneshot-dev/oneshot:0.1.0",
+                    "image: registry.example/oneshot:missing"));
+    t =
+        server()
+            .launcherYaml(
+                "{kind: kubernetes, kubernetes: {namespace: team-a, templateDir: \""
+                    + dir
+                    + "\", qps: 200, burst: 400}}")
+            .routes(
+                "routes: [{name: bad-image, tags: {image: bad}, template: custom.yaml,"
+                    + " namespace: team-a, launchTimeout: 1h, maxAttempts: 1},"
+                    + " {name: good, untagged: true, template: script.yaml, namespace: team-a}]")
+            .start();
+    long id = t.api.submitScript("{\"image\": \"bad\"}", "echo never");
+    String like = "container provisionerd cannot start: %";
+    String cannotStart =
+        "SELECT count(*) FROM oneshot.build_logs WHERE build_id = ? AND text LIKE ?";
+    // Both of the fake kubelet's words on it: ErrImagePull, then ImagePullBackOff.
+    await().atMost(30, TimeUnit.SECONDS).until(() -> Sql.count(cannotStart, id, like) == 2);
+    assertThat(troubles("bad-image", "image_pull")).isEqualTo(1);
+    String job = "oneshot-" + id + "-1";
+    String pod = podsOf(id).get(0).getMetadata().getName();
+    cluster
+        .admin
+        .batch()
+        .v1()
+        .jobs()
+        .inNamespace("team-a")
+        .withName(job)
+        .withPropagationPolicy(io.fabric8.kubernetes.api.model.DeletionPropagation.ORPHAN)
+        .delete();
+    KubernetesLauncher launcher = (KubernetesLauncher) t.server.launcher();
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(() -> launcher.watch().cachedJob("team-a", job) == null);
+    // A word on the orphaned pod, then a build of the other route: its pod's events come after
+    // in the same watch, so once its pod is said to be scheduled the orphan's word was heard.
+    cluster
+        .admin
+        .pods()
+        .inNamespace("team-a")
+        .withName(pod)
+        .edit(
+            p ->
+                new PodBuilder(p)
+                    .editMetadata()
+                    .addToLabels("touched", "yes")
+                    .endMetadata()
+                    .build());
+    long after = t.api.submitScript("{}", "echo fine");
+    assertThat(awaitEnd(after)).isEqualTo("succeeded");
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () -> Sql.count(cannotStart.replace("LIKE ?", "LIKE 'pod % scheduled%'"), after) == 1);
+    assertThat(Sql.count(cannotStart, id, like)).as("said once each").isEqualTo(2);
+    assertThat(troubles("bad-image", "image_pull")).as("counted once").isEqualTo(1);
+  }
+
+  /**
    * An API server that silently drops the Job fields that spare the cluster a second pod: each
    * dropped field is named once, in {@code /readyz} (still ready: the runner binding keeps builds
    * safe), however many Jobs are made.

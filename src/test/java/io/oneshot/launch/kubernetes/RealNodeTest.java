@@ -407,4 +407,86 @@ class RealNodeTest {
     String scrape = t.server.metrics().scrape();
     assertThat(scrape).contains("oneshot_kubernetes_requests_total").doesNotContain("code=\"403\"");
   }
+
+  /**
+   * A dispatcher killed (SIGKILL) in the middle of a burst on the real node, and started again as
+   * its Deployment would: every build ends as its script decided, none ran twice (each printed its
+   * line once), the route's limit held, and nothing is left running.
+   */
+  @Test
+  void aDispatcherKilledMidBurstLosesNoBuildAndRunsNoneTwice() throws Exception {
+    io.oneshot.testing.TestDatabase.url();
+    Sql.reset();
+    io.oneshot.testing.Limits.track();
+    Path dir = k.templates(tmp.resolve("templates"), UnaryOperator.identity());
+    Path config = tmp.resolve("oneshot.yaml");
+    Files.writeString(
+        config,
+        """
+        database: {url: "%s", poolSize: 4}
+        api: {listen: "127.0.0.1:%d", publicUrl: "http://127.0.0.1:%d", adminToken: "%s"}
+        dispatch: {maxConcurrent: 4, pollInterval: 500ms, rescueInterval: 500ms, heartbeatInterval: 500ms}
+        launcher: {kind: kubernetes, kubernetes: {namespace: %s, templateDir: "%s"}}
+        routes:
+          - {name: scripts, untagged: true, template: script.yaml, maxConcurrent: 4, maxAttempts: 3}
+        """
+            .formatted(
+                io.oneshot.testing.TestDatabase.url(),
+                port,
+                port,
+                TestServer.ADMIN_TOKEN,
+                ns,
+                dir));
+    io.oneshot.testing.DispatcherProcess d =
+        new io.oneshot.testing.DispatcherProcess(
+                "dispatcher",
+                port,
+                config,
+                Files.createDirectories(tmp.resolve("logs")),
+                java.util.Map.of("KUBECONFIG", k.kubeconfig.toString()))
+            .start();
+    try {
+      // Its routes are in the database once it leads.
+      await().atMost(1, TimeUnit.MINUTES).until(d::leads);
+      int n = 12;
+      List<Long> ids = new ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        ids.add(
+            ((Number)
+                    Sql.value(
+                        "SELECT id FROM oneshot.enqueue('{}', jsonb_build_object('provisioner',"
+                            + " 'script', 'command', jsonb_build_array('sh', '-c', ?::text)))",
+                        "echo run-" + i + "; sleep 2; exit " + (i % 4 == 0 ? 3 : 0)))
+                .longValue());
+      }
+      await()
+          .atMost(2, TimeUnit.MINUTES)
+          .until(
+              () -> Sql.count("SELECT count(*) FROM oneshot.builds WHERE status = 'running'") >= 2);
+      d.kill();
+      d.start();
+      await()
+          .atMost(4, TimeUnit.MINUTES)
+          .until(
+              () ->
+                  Sql.count("SELECT count(*) FROM oneshot.builds WHERE finished_at IS NULL") == 0);
+      for (int i = 0; i < n; i++) {
+        long id = ids.get(i);
+        assertThat(status(id)).as("build %d", id).isEqualTo(i % 4 == 0 ? "failed" : "succeeded");
+        assertThat(logLines(id, "run-" + i)).as("build %d ran once", id).isEqualTo(1);
+      }
+      assertThat(io.oneshot.testing.Limits.maxConcurrency().get("route:scripts"))
+          .isLessThanOrEqualTo(4);
+      // Every Job of the burst ended: nothing of it runs on the node.
+      await()
+          .atMost(1, TimeUnit.MINUTES)
+          .until(
+              () ->
+                  k.admin.batch().v1().jobs().inNamespace(ns).list().getItems().stream()
+                      .allMatch(JobStatus::finished));
+    } finally {
+      d.kill();
+      io.oneshot.testing.Limits.untrack();
+    }
+  }
 }

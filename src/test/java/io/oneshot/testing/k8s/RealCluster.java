@@ -407,9 +407,9 @@ public final class RealCluster {
   /**
    * Adds the layer to a copy of the base image's OCI layout (umoci insert: no unpacking) and
    * imports it with containerd's ctr; then, as the Dockerfile does, writes the class data sharing
-   * archive of a provisionerd start ({@code provisionerd --help}, in a pod of that image, so that
-   * the archive is the image's own Java runtime's and class path's) and adds it in a layer of its
-   * own: the image build pods run.
+   * archive of a warm-up build ({@code provisionerd --warm-up}, in a pod of that image, so that the
+   * archive is the image's own Java runtime's and class path's) and adds it in a layer of its own:
+   * the image build pods run.
    */
   private void importImage(Path layer, String tag) throws IOException {
     Path base = cache.resolve("images/base.oci");
@@ -484,7 +484,7 @@ public final class RealCluster {
                 "sh",
                 "-c",
                 "java -XX:ArchiveClassesAtExit=/out/oneshot.jsa -cp \"$(cat /opt/oneshot/classpath)\""
-                    + " io.oneshot.cli.Launcher provisionerd --help >/dev/null")
+                    + " io.oneshot.cli.Launcher provisionerd --warm-up")
             .addNewVolumeMount()
             .withName("out")
             .withMountPath("/out")
