@@ -32,9 +32,9 @@ import picocli.CommandLine.Option;
       "Exit codes, the build's outcome (what `kubectl get jobs` shows): 0 the build succeeded;"
           + " 10 it failed; 11 it was canceled; 12 it ended elsewhere meanwhile (nothing"
           + " reported); 1 the outcome could not be reported; 2 bad setup; 3 the API refused the"
-          + " token; 4 SIGTERM came before the build was acquired (nothing was run); 5 another"
-          + " runner holds this attempt (a second pod or process with the same token), and nothing"
-          + " was run."
+          + " token; 5 another runner holds this attempt (a second pod or process with the same"
+          + " token), and nothing was run; 143 SIGTERM came before the build was acquired, and"
+          + " nothing was run."
     })
 final class ProvisionerdCommand implements Callable<Integer> {
   @Option(

@@ -48,14 +48,12 @@ import org.slf4j.LoggerFactory;
  * build succeeded; {@value #BUILD_FAILED} it failed; {@value #BUILD_CANCELED} it was canceled;
  * {@value #ENDED_ELSEWHERE} it ended elsewhere meanwhile (failed as hung, requeued), and nothing
  * was reported; 1 the outcome could not be reported; 2 bad setup (no token, no API URL); 3 the API
- * refused the token at acquire; {@value #NOT_RUN} SIGTERM came before the build was acquired, and
- * nothing was run; {@value #HELD_ELSEWHERE} another runner holds the attempt, and nothing was run.
+ * refused the token at acquire; {@value #HELD_ELSEWHERE} another runner holds the attempt, and
+ * nothing was run; 143 SIGTERM came before the build was acquired (the JVM's own handling), and
+ * nothing was run.
  */
 public final class Provisionerd {
   private static final Logger log = LoggerFactory.getLogger(Provisionerd.class);
-
-  /** Exit code: SIGTERM came before the build was acquired; nothing was run. */
-  public static final int NOT_RUN = 4;
 
   /** Exit code: another runner holds the attempt; this one ran nothing. */
   public static final int HELD_ELSEWHERE = 5;
@@ -106,27 +104,9 @@ public final class Provisionerd {
     System.setProperty("sun.net.http.retryPost", "false");
     Runner runner = thisRunner(System.getenv());
     RunnerClient client = new RunnerClient(o.apiUrl(), o.token(), o.retryBudget(), runner);
-    Drain drain = new Drain(Thread.currentThread());
-    Runnable restore = Signals.handle("TERM", drain::term);
-    try {
-      return run(o, out, runner, client, drain, restore != null);
-    } finally {
-      // The JVM's own handling back (provisionerd run in another program's JVM: the tests).
-      if (restore != null) {
-        restore.run();
-      }
-    }
-  }
-
-  private static int run(
-      Options o, PrintStream out, Runner runner, RunnerClient client, Drain drain, boolean drains) {
     AcquiredBuild build;
     try {
-      if (drain.termed()) {
-        throw new InterruptedException("SIGTERM");
-      }
       build = AcquiredBuild.of(client.acquire());
-      drain.acquired();
     } catch (RunnerClient.Refused e) {
       if (e.heldByOther) {
         String line =
@@ -145,14 +125,30 @@ public final class Provisionerd {
       log.error("Cannot acquire the build: {}.", e.getMessage());
       return 1;
     } catch (InterruptedException e) {
-      if (drain.termed()) {
-        // Not acquired: this provisionerd takes no build any more.
-        log.warn(
-            "SIGTERM before the build was acquired: this provisionerd runs nothing and exits.");
-        return NOT_RUN;
-      }
       return 1;
     }
+    // From the acquire on, SIGTERM is a drain (before it, the JVM's own handling ends this
+    // provisionerd, which has taken no build).
+    Drain drain = new Drain();
+    Runnable restore = Signals.handle("TERM", drain::term);
+    try {
+      return run(o, out, runner, client, build, drain, restore != null);
+    } finally {
+      // The JVM's own handling back (provisionerd run in another program's JVM: the tests).
+      if (restore != null) {
+        restore.run();
+      }
+    }
+  }
+
+  private static int run(
+      Options o,
+      PrintStream out,
+      Runner runner,
+      RunnerClient client,
+      AcquiredBuild build,
+      Drain drain,
+      boolean drains) {
     long buildId = build.buildId();
     log.info(
         "Build {}: acquired as {}; lease {}.",
@@ -483,36 +479,13 @@ public final class Provisionerd {
    * say it to (the signal may come before the build is acquired, or while it is being).
    */
   private static final class Drain {
-    private final Thread main;
     private boolean termed;
-    private boolean acquired;
     private Runnable say;
     private boolean said;
 
-    Drain(Thread main) {
-      this.main = main;
-    }
-
-    /**
-     * SIGTERM: before the build is acquired, the acquire's retries are given up (the thread running
-     * it is interrupted: a call on the wire still ends, and one that succeeds gives this
-     * provisionerd its build to finish), since it takes no build any more; after, it is said.
-     */
     synchronized void term() {
       termed = true;
-      if (!acquired) {
-        main.interrupt();
-      }
       sayOnce();
-    }
-
-    /**
-     * The acquire answered: the build is this provisionerd's to finish, SIGTERM or not; an
-     * interrupt SIGTERM sent meanwhile (for a retry's wait) is cleared.
-     */
-    synchronized void acquired() {
-      acquired = true;
-      Thread.interrupted();
     }
 
     synchronized boolean termed() {
