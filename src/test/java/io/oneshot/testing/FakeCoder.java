@@ -5,7 +5,6 @@ import com.sun.net.httpserver.HttpServer;
 import io.oneshot.api.Json;
 import java.io.IOException;
 import java.io.OutputStream;
-import java.lang.reflect.Proxy;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -256,23 +255,11 @@ public final class FakeCoder {
     server.start();
   }
 
-  /** {@code sun.misc.Signal.handle}, by reflection: the stand-in tells SIGTERM from SIGINT. */
-  private static void onSignal(String name, Runnable r) throws Exception {
-    Class<?> signal = Class.forName("sun.misc.Signal");
-    Class<?> handler = Class.forName("sun.misc.SignalHandler");
-    Object h =
-        Proxy.newProxyInstance(
-            handler.getClassLoader(),
-            new Class<?>[] {handler},
-            (proxy, method, a) -> {
-              if (method.getName().equals("handle")) {
-                r.run();
-              }
-              return null;
-            });
-    signal
-        .getMethod("handle", signal, handler)
-        .invoke(null, signal.getConstructor(String.class).newInstance(name), h);
+  /** The stand-in tells SIGTERM from SIGINT: {@link io.oneshot.process.Signals#handle}. */
+  private static void onSignal(String name, Runnable r) {
+    if (io.oneshot.process.Signals.handle(name, r) == null) {
+      throw new IllegalStateException("cannot handle SIG" + name);
+    }
   }
 
   /** Writes a {@code coder} executable into {@code dir} that runs this class; returns its path. */
