@@ -5,6 +5,8 @@ import static io.oneshot.api.Http.json;
 
 import io.oneshot.build.BuildStore;
 import io.oneshot.config.OneshotConfig;
+import io.oneshot.launch.RunnerCall;
+import io.oneshot.launch.RunnerProof;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServer;
@@ -18,6 +20,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import java.util.regex.Pattern;
 
@@ -64,13 +67,16 @@ public final class ApiServer implements AutoCloseable {
       OneshotConfig config,
       LogFollowers followers,
       Supplier<Map<String, Object>> status,
-      Metrics metrics) {
-    this(vertx, store, config, followers, status, metrics, c -> {});
+      Metrics metrics,
+      Function<RunnerCall, RunnerProof> prover) {
+    this(vertx, store, config, followers, status, metrics, c -> {}, prover);
   }
 
   /**
    * @param conflicts told of every second runner refused, so that the launcher can remove it when
    *     it is its own (called on the event loop: hand blocking work to another thread)
+   * @param prover who sent a runner call: the launcher's {@link io.oneshot.launch.Launcher#prove}
+   *     (may block; called on a worker thread)
    */
   public ApiServer(
       Vertx vertx,
@@ -79,7 +85,8 @@ public final class ApiServer implements AutoCloseable {
       LogFollowers followers,
       Supplier<Map<String, Object>> status,
       Metrics metrics,
-      Consumer<RunnerConflict> conflicts) {
+      Consumer<RunnerConflict> conflicts,
+      Function<RunnerCall, RunnerProof> prover) {
     this.vertx = vertx;
     this.config = config;
     this.followers = followers;
@@ -96,7 +103,7 @@ public final class ApiServer implements AutoCloseable {
             () -> draining,
             config.dispatch().maxConcurrent(),
             access);
-    this.runner = new RunnerApi(store, config, metrics, conflicts);
+    this.runner = new RunnerApi(vertx, store, config, metrics, conflicts, prover);
     this.state = new WorkspaceStateApi(store, config, runner, access);
     this.tokens = new TokensApi(store, access);
     this.console = new ConsoleApi(store, status, config.dispatch().maxConcurrent());

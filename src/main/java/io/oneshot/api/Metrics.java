@@ -87,6 +87,7 @@ public final class Metrics {
   private final Counter requeues;
   private final Counter kubernetesRequests;
   private final Counter runnerConflicts;
+  private final Counter runnerUnproven;
   private final Counter deleted;
   private final Counter sourceBuilds;
   private final Counter refused;
@@ -169,6 +170,14 @@ public final class Metrics {
             .help(
                 "Runner calls refused because the attempt is bound to another runner (a second pod"
                     + " or process with the same token)")
+            .labelNames("route")
+            .register(registry);
+    runnerUnproven =
+        Counter.builder()
+            .name("oneshot_runner_unproven_total")
+            .help(
+                "Runner calls refused because nothing proves they come from the runner oneshot"
+                    + " launched for the token's attempt (a token used from another process or pod)")
             .labelNames("route")
             .register(registry);
     logLines =
@@ -306,6 +315,7 @@ public final class Metrics {
     routes.forEach((name, limit) -> route.labelValues(name).set(limit));
     // A conflict is rare: its counter starts at 0, so that increase() sees the first one.
     routes.keySet().forEach(name -> runnerConflicts.labelValues(name));
+    routes.keySet().forEach(name -> runnerUnproven.labelValues(name));
     Gauge.builder()
         .name("oneshot_max_concurrent")
         .help("Builds all routes may run at once (dispatch.maxConcurrent)")
@@ -436,6 +446,11 @@ public final class Metrics {
   /** A second runner was refused an attempt of this route. */
   public void runnerConflict(String route) {
     runnerConflicts.labelValues(route).inc();
+  }
+
+  /** A runner call with a token of this route's was refused: nothing proves who sent it. */
+  public void runnerUnproven(String route) {
+    runnerUnproven.labelValues(route).inc();
   }
 
   public void requeued(String route, Requeue why) {

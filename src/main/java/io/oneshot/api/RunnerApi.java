@@ -10,6 +10,7 @@ import static io.oneshot.api.Http.textOrNull;
 import static io.oneshot.api.Http.unauthorized;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.build.AuditStore;
 import io.oneshot.build.BuildState;
 import io.oneshot.build.BuildStore;
 import io.oneshot.build.BuildToken;
@@ -18,7 +19,13 @@ import io.oneshot.build.RunnerStore;
 import io.oneshot.build.StateStore;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.config.Units;
+import io.oneshot.launch.AttemptRef;
+import io.oneshot.launch.RunnerCall;
+import io.oneshot.launch.RunnerProof;
 import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpConnection;
+import io.vertx.core.net.SocketAddress;
 import io.vertx.ext.web.Router;
 import io.vertx.ext.web.RoutingContext;
 import java.nio.charset.StandardCharsets;
@@ -30,7 +37,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.BiConsumer;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -52,13 +62,34 @@ final class RunnerApi {
   private final OneshotConfig config;
   private final Metrics metrics;
   private final Consumer<RunnerConflict> conflicts;
+  private final Vertx vertx;
+  private final Function<RunnerCall, RunnerProof> prover;
 
+  /**
+   * The proof each open connection gave, with the proof header it came with: a connection is one
+   * process's, so its later calls need not be proven again while they carry the same header.
+   */
+  private final Map<HttpConnection, Proved> proved = new ConcurrentHashMap<>();
+
+  private record Proved(String header, RunnerProof.Proven proof) {}
+
+  /**
+   * @param prover who sent a runner call ({@link io.oneshot.launch.Launcher#prove}); may block, and
+   *     is called on a worker thread
+   */
   RunnerApi(
-      BuildStore store, OneshotConfig config, Metrics metrics, Consumer<RunnerConflict> conflicts) {
+      Vertx vertx,
+      BuildStore store,
+      OneshotConfig config,
+      Metrics metrics,
+      Consumer<RunnerConflict> conflicts,
+      Function<RunnerCall, RunnerProof> prover) {
+    this.vertx = vertx;
     this.store = store;
     this.config = config;
     this.metrics = metrics;
     this.conflicts = conflicts;
+    this.prover = prover;
   }
 
   void mount(Router router) {
@@ -75,25 +106,29 @@ final class RunnerApi {
    */
   private void tookJob(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
-    Runner runner = runner(ctx);
     JsonNode body = bodyObject(ctx);
     rejectUnknownFields(body, Set.of("what"));
     String what = textOrNull(body, "what");
     if (what == null || what.isBlank() || what.length() > 500) {
       throw ApiError.badRequest("what", "is required: 1 to 500 characters saying what was taken");
     }
-    store
-        .sources()
-        .tookJob(hash, runner.id(), what)
-        .onSuccess(
-            m -> {
-              if (m.isEmpty()) {
-                refuse(ctx, hash, runner, "report a job taken");
-              } else {
-                json(ctx, 200, Map.of("marked", m.get()));
-              }
-            })
-        .onFailure(ctx::fail);
+    proven(
+        ctx,
+        hash,
+        "report a job taken",
+        (runner, attempt) ->
+            store
+                .sources()
+                .tookJob(hash, runner.id(), what)
+                .onSuccess(
+                    m -> {
+                      if (m.isEmpty()) {
+                        refuse(ctx, hash, runner, attempt, "report a job taken");
+                      } else {
+                        json(ctx, 200, Map.of("marked", m.get()));
+                      }
+                    })
+                .onFailure(ctx::fail));
   }
 
   static byte[] runnerToken(RoutingContext ctx) {
@@ -106,29 +141,169 @@ final class RunnerApi {
 
   /**
    * The runner a call comes from, as it names itself in its headers ({@link RunnerHeaders}); a call
-   * that names none is refused: a token alone is not enough to run a build.
+   * that names none is refused. What it names proves nothing: {@link #proven} asks the launcher.
    */
   static Runner runner(RoutingContext ctx) {
     return RunnerHeaders.parse(ctx.request().headers()::get);
   }
 
-  private void acquire(RoutingContext ctx) {
-    byte[] hash = runnerToken(ctx);
-    Runner runner = runner(ctx);
+  /**
+   * Proves who sent a runner call ({@link io.oneshot.launch.Launcher#prove}, on a worker thread,
+   * once per connection and proof header), then runs {@code then} on the event loop with the proven
+   * runner and the attempt it was started for (null only from a test's launcher). A call nothing
+   * proves is refused with 401, runs nothing, and is a WARN and a line in its token's build: a
+   * token alone never runs a build.
+   */
+  void proven(RoutingContext ctx, byte[] hash, String call, BiConsumer<Runner, AttemptRef> then) {
+    Runner stated = runner(ctx);
+    HttpConnection connection = ctx.request().connection();
+    String header = ctx.request().getHeader(RunnerHeaders.PROOF);
+    String key = header == null ? "" : BuildToken.hex(BuildToken.hash(header));
+    Proved known = proved.get(connection);
+    if (known != null && known.header().equals(key)) {
+      run(ctx, then, known.proof());
+      return;
+    }
+    SocketAddress remote = ctx.request().remoteAddress();
+    SocketAddress local = ctx.request().localAddress();
+    RunnerCall rc =
+        new RunnerCall(
+            remote == null ? null : remote.hostAddress(),
+            remote == null ? -1 : remote.port(),
+            local == null ? -1 : local.port(),
+            header,
+            stated);
+    vertx
+        .executeBlocking(() -> prover.apply(rc), false)
+        .onComplete(
+            ar -> {
+              if (ar.failed()) {
+                log.warn(
+                    "Cannot prove who sent a runner call ({}): {}.", call, ar.cause().toString());
+                fail(
+                    ctx,
+                    new ApiError(
+                        503,
+                        "cannot prove who sent this call now: " + ar.cause().getMessage(),
+                        "try again",
+                        null));
+                return;
+              }
+              switch (ar.result()) {
+                case RunnerProof.Proven p -> {
+                  if (proved.put(connection, new Proved(key, p)) == null) {
+                    connection.closeHandler(x -> proved.remove(connection));
+                  }
+                  run(ctx, then, p);
+                }
+                case RunnerProof.Unproven u -> unproven(ctx, hash, stated, call, u.why());
+              }
+            });
+  }
+
+  private static void run(
+      RoutingContext ctx, BiConsumer<Runner, AttemptRef> then, RunnerProof.Proven p) {
+    try {
+      then.accept(p.runner(), p.attempt());
+    } catch (RuntimeException e) {
+      ctx.fail(e);
+    }
+  }
+
+  /**
+   * A call with a token that nothing proves came from its attempt's runner: 401, a WARN, a line in
+   * the build's log and timeline, an audit entry.
+   */
+  private void unproven(RoutingContext ctx, byte[] hash, Runner stated, String call, String why) {
+    ApiError refusal =
+        new ApiError(
+            401,
+            "this call is not from the runner the dispatcher started for this token's attempt: "
+                + why,
+            "a build token runs nothing by itself: only the process or pod oneshot launched with it"
+                + " may use it",
+            null);
     store
         .runner()
-        .acquire(hash, runner)
+        .tokenState(hash)
         .onSuccess(
-            a -> {
-              switch (a) {
-                case RunnerStore.Acquire.Granted g -> granted(ctx, g.build(), runner);
-                case RunnerStore.Acquire.HeldByOther h ->
-                    conflict(ctx, h.holder(), runner, "acquire");
-                case RunnerStore.Acquire.NoAttempt n -> refuse(ctx, hash, runner, "acquire");
-                case RunnerStore.Acquire.Unsealable u -> unsealable(ctx, hash, runner, u);
+            st -> {
+              if (st.isEmpty()) {
+                fail(ctx, unauthorized("this token belongs to no current attempt"));
+                return;
               }
+              RunnerStore.TokenState t = st.get();
+              log.warn(
+                  "Build {} (route {}, attempt {}): a call to {} with its token was refused: {}.",
+                  t.id(),
+                  t.route(),
+                  t.attempt(),
+                  call,
+                  why);
+              metrics.runnerUnproven(t.route());
+              audit(stated, call, t.id(), t.route(), "unproven", why);
+              if (t.status().terminal()) {
+                fail(ctx, refusal);
+                return;
+              }
+              store
+                  .runner()
+                  .recordConflict(
+                      t.id(),
+                      t.attempt(),
+                      "a call with this attempt's token was refused: someone tried to "
+                          + call
+                          + ", and "
+                          + why
+                          + "; it runs nothing")
+                  .onComplete(x -> fail(ctx, refusal));
             })
         .onFailure(ctx::fail);
+  }
+
+  /** A runner call in the audit trail: the runner by its fingerprint and what proved it. */
+  void audit(Runner runner, String call, long buildId, String route, String outcome, String why) {
+    com.fasterxml.jackson.databind.node.ObjectNode detail = Json.MAPPER.createObjectNode();
+    runner.details().forEach((k, v) -> detail.put(k, String.valueOf(v)));
+    if (why != null) {
+      detail.put("why", why);
+    }
+    store
+        .audit()
+        .append(
+            AuditStore.Entry.of(
+                    "runner:" + runner.fingerprint(),
+                    "runner-" + call.replace(' ', '-'),
+                    buildId,
+                    route)
+                .withOutcome(outcome)
+                .withDetail(detail))
+        .onFailure(
+            e -> log.warn("Cannot write the audit entry of a runner call: {}.", e.toString()));
+  }
+
+  private void acquire(RoutingContext ctx) {
+    byte[] hash = runnerToken(ctx);
+    proven(
+        ctx,
+        hash,
+        "acquire",
+        (runner, attempt) ->
+            store
+                .runner()
+                .acquire(hash, runner, attempt)
+                .onSuccess(
+                    a -> {
+                      switch (a) {
+                        case RunnerStore.Acquire.Granted g -> granted(ctx, g.build(), runner);
+                        case RunnerStore.Acquire.HeldByOther h ->
+                            conflict(ctx, h.holder(), runner, "acquire");
+                        case RunnerStore.Acquire.NoAttempt n ->
+                            refuse(ctx, hash, runner, attempt, "acquire");
+                        case RunnerStore.Acquire.Unsealable u -> unsealable(ctx, hash, runner, u);
+                      }
+                    })
+                .onFailure(ctx::fail));
   }
 
   /**
@@ -173,6 +348,7 @@ final class RunnerApi {
           b.route(),
           b.attempt(),
           runner.describe());
+      audit(runner, "acquire", b.id(), b.route(), "ok", null);
     }
     Map<String, Object> body = new LinkedHashMap<>();
     body.put("buildId", b.id());
@@ -222,6 +398,7 @@ final class RunnerApi {
         call,
         holder.runner().describe());
     metrics.runnerConflict(holder.route());
+    audit(caller, call, holder.buildId(), holder.route(), "conflict", holder.describe());
     conflicts.accept(new RunnerConflict(holder, caller));
     Map<String, Object> body =
         errorBody(holder.describe(), "this runner must not run the build", null);
@@ -238,24 +415,27 @@ final class RunnerApi {
 
   private void heartbeat(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
-    Runner runner = runner(ctx);
-    store
-        .runner()
-        .heartbeat(hash, runner.id())
-        .onSuccess(
-            c -> {
-              if (c.isEmpty()) {
-                refuse(ctx, hash, runner, "heartbeat");
-              } else {
-                json(ctx, 200, Map.of("cancelRequested", c.get()));
-              }
-            })
-        .onFailure(ctx::fail);
+    proven(
+        ctx,
+        hash,
+        "heartbeat",
+        (runner, attempt) ->
+            store
+                .runner()
+                .heartbeat(hash, runner.id())
+                .onSuccess(
+                    c -> {
+                      if (c.isEmpty()) {
+                        refuse(ctx, hash, runner, attempt, "heartbeat");
+                      } else {
+                        json(ctx, 200, Map.of("cancelRequested", c.get()));
+                      }
+                    })
+                .onFailure(ctx::fail));
   }
 
   private void logs(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
-    Runner runner = runner(ctx);
     // A NUL in a line's text (a binary printed by a build) is stored as U+FFFD rather than refused;
     // anywhere else it is a 400.
     JsonNode body = bodyObject(ctx, path -> LOG_TEXT.matcher(path).matches());
@@ -276,13 +456,28 @@ final class RunnerApi {
     for (int i = 0; i < lines.size(); i++) {
       parsed.add(parseLine(lines.get(i), "lines[" + i + "]", cut));
     }
+    proven(
+        ctx,
+        hash,
+        "send logs",
+        (runner, attempt) -> logs(ctx, hash, runner, attempt, first.longValue(), parsed, cut[0]));
+  }
+
+  private void logs(
+      RoutingContext ctx,
+      byte[] hash,
+      Runner runner,
+      AttemptRef attempt,
+      long first,
+      List<RunnerStore.NewLine> parsed,
+      int cutLines) {
     store
         .runner()
-        .appendLogs(hash, runner.id(), first.longValue(), parsed, config.limits().maxLogBytes())
+        .appendLogs(hash, runner.id(), first, parsed, config.limits().maxLogBytes())
         .onSuccess(
             ack -> {
               if (ack.isEmpty()) {
-                refuse(ctx, hash, runner, "send logs");
+                refuse(ctx, hash, runner, attempt, "send logs");
                 return;
               }
               RunnerStore.LogAck a = ack.get();
@@ -291,8 +486,8 @@ final class RunnerApi {
                 metrics.logLinesDropped(dropped);
               }
               // Lines of a batch sent again were counted the first time.
-              if (a.fresh() > 0 && cut[0] > 0) {
-                metrics.logLinesCut(cut[0]);
+              if (a.fresh() > 0 && cutLines > 0) {
+                metrics.logLinesCut(cutLines);
               }
               Future<Void> note = Future.succeededFuture();
               if (dropped > 0 && a.bytesBefore() <= config.limits().maxLogBytes()) {
@@ -368,7 +563,6 @@ final class RunnerApi {
 
   private void complete(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
-    Runner runner = runner(ctx);
     JsonNode body = bodyObject(ctx);
     rejectUnknownFields(body, Set.of("outcome", "exitCode", "error", "outputs", "state"));
     BuildState outcome;
@@ -400,20 +594,34 @@ final class RunnerApi {
           case CANCELED -> error == null ? "canceled" : error;
           default -> error == null ? "provisionerd reported failure" : error;
         };
-    BuildState finalOutcome = outcome;
+    RunnerStore.Completion completion =
+        new RunnerStore.Completion(outcome, exitCode, error, outputs, reason, state);
+    proven(
+        ctx,
+        hash,
+        "complete",
+        (runner, attempt) -> complete(ctx, hash, runner, attempt, completion));
+  }
+
+  private void complete(
+      RoutingContext ctx,
+      byte[] hash,
+      Runner runner,
+      AttemptRef attempt,
+      RunnerStore.Completion completion) {
+    BuildState finalOutcome = completion.outcome();
+    Integer exitCode = completion.exitCode();
     store
         .runner()
-        .complete(
-            hash,
-            runner.id(),
-            new RunnerStore.Completion(outcome, exitCode, error, outputs, reason, state))
+        .complete(hash, runner.id(), completion)
         .onSuccess(
             s -> {
               if (s.isEmpty()) {
-                refuse(ctx, hash, runner, "complete");
+                refuse(ctx, hash, runner, attempt, "complete");
                 return;
               }
               RunnerStore.Completed done = s.get();
+              audit(runner, "complete", done.id(), done.route(), "ok", finalOutcome.wire());
               metrics.finished(done.route(), done.status().wire(), done.ranSeconds());
               log.info(
                   "Build {} (route {}, attempt {}): {} (exit code {}).",
@@ -445,7 +653,7 @@ final class RunnerApi {
    * complete} by the bound runner for a build that already ended is answered as a success, so that
    * a retry after a lost reply ends provisionerd cleanly; from any other runner it is a conflict.
    */
-  void refuse(RoutingContext ctx, byte[] hash, Runner caller, String call) {
+  void refuse(RoutingContext ctx, byte[] hash, Runner caller, AttemptRef proven, String call) {
     store
         .runner()
         .tokenState(hash)
@@ -456,6 +664,19 @@ final class RunnerApi {
                 return;
               }
               RunnerStore.TokenState t = st.get();
+              if (proven != null
+                  && (proven.buildId() != t.id() || proven.attempt() != t.attempt())) {
+                unproven(
+                    ctx,
+                    hash,
+                    caller,
+                    call,
+                    caller.describe()
+                        + " was started for attempt "
+                        + proven.name()
+                        + ", not for this token's");
+                return;
+              }
               RunnerStore.Holder holder = t.holder();
               boolean other = holder != null && !holder.runner().id().equals(caller.id());
               if (t.status().terminal()) {

@@ -19,6 +19,12 @@ public final class RunnerHeaders {
   public static final String HOST = "Oneshot-Runner-Host";
   public static final String PID = "Oneshot-Runner-Pid";
 
+  /**
+   * What proves who the runner is, where the launcher's platform gives it one: in a pod, the pod's
+   * projected ServiceAccount token for oneshot's audience. The dispatcher keeps only its hash.
+   */
+  public static final String PROOF = "Oneshot-Runner-Proof";
+
   /** A pod name, pod UID or host name: what Kubernetes and DNS allow, and a little more. */
   private static final Pattern NAME = Pattern.compile("[A-Za-z0-9._:-]{1,253}");
 

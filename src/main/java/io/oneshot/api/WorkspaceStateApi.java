@@ -49,11 +49,20 @@ final class WorkspaceStateApi {
   /** An upload of the workspace's terraform state while the build runs. */
   private void upload(RoutingContext ctx) {
     byte[] hash = RunnerApi.runnerToken(ctx);
-    Runner runner = RunnerApi.runner(ctx);
     JsonNode body = bodyObject(ctx);
     rejectUnknownFields(body, Set.of("state"));
     StateStore.StateUpload upload =
         upload(body.path("state"), "state", config.limits().maxStateBytes());
+    runners.proven(
+        ctx, hash, "save state", (runner, attempt) -> upload(ctx, hash, runner, attempt, upload));
+  }
+
+  private void upload(
+      RoutingContext ctx,
+      byte[] hash,
+      Runner runner,
+      io.oneshot.launch.AttemptRef attempt,
+      StateStore.StateUpload upload) {
     store
         .state()
         .saveState(hash, runner.id(), upload, false)
@@ -61,7 +70,7 @@ final class WorkspaceStateApi {
             v -> {
               switch (v) {
                 case StateStore.StateSaved.NotRunning n ->
-                    runners.refuse(ctx, hash, runner, "save state");
+                    runners.refuse(ctx, hash, runner, attempt, "save state");
                 case StateStore.StateSaved.Refused r ->
                     fail(
                         ctx,
@@ -71,6 +80,8 @@ final class WorkspaceStateApi {
                             "a state upload must continue this attempt's terraform state",
                             "state"));
                 case StateStore.StateSaved.Stored st -> {
+                  runners.audit(
+                      runner, "save state", st.buildId(), null, "ok", "version " + st.version());
                   Future<?> note = Future.succeededFuture();
                   if (st.note() != null) {
                     note = stateNote(hash, st.note());

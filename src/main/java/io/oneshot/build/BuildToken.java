@@ -30,6 +30,11 @@ public record BuildToken(String value, byte[] hash) {
     }
   }
 
+  /** A hash (or any bytes) as lower-case hex. */
+  public static String hex(byte[] bytes) {
+    return java.util.HexFormat.of().formatHex(bytes);
+  }
+
   @Override
   public String toString() {
     return "BuildToken[***]";

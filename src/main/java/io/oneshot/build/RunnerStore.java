@@ -84,7 +84,19 @@ public final class RunnerStore {
     return acquires;
   }
 
-  record AcquireCall(byte[] tokenHash, Runner runner) {}
+  record AcquireCall(byte[] tokenHash, Runner runner, io.oneshot.launch.AttemptRef proven) {
+    AcquireCall(byte[] tokenHash, Runner runner) {
+      this(tokenHash, runner, null);
+    }
+
+    Long provenBuild() {
+      return proven == null ? null : proven.buildId();
+    }
+
+    Integer provenAttempt() {
+      return proven == null ? null : proven.attempt();
+    }
+  }
 
   record CompleteCall(byte[] tokenHash, String runnerId, Completion completion) {}
 
@@ -162,7 +174,17 @@ public final class RunnerStore {
    * are written together, each with the answer it would get alone.
    */
   public Future<Acquire> acquire(byte[] tokenHash, Runner runner) {
-    return acquires.submit(new AcquireCall(tokenHash, runner));
+    return acquire(tokenHash, runner, null);
+  }
+
+  /**
+   * {@link #acquire(byte[], Runner)} by a runner proven to be the one launched for {@code proven}
+   * (null: proven for no attempt, from a test's launcher): a token of another attempt binds nothing
+   * and answers {@link Acquire.NoAttempt}.
+   */
+  public Future<Acquire> acquire(
+      byte[] tokenHash, Runner runner, io.oneshot.launch.AttemptRef proven) {
+    return acquires.submit(new AcquireCall(tokenHash, runner, proven));
   }
 
   Future<List<Acquire>> acquireTogether(List<AcquireCall> calls) {
@@ -171,7 +193,11 @@ public final class RunnerStore {
       return pool.preparedQuery(ACQUIRE.text())
           .execute(
               Tuple.of(
-                  Buffer.buffer(c.tokenHash()), c.runner().id(), Json.write(c.runner().details())))
+                  Buffer.buffer(c.tokenHash()),
+                  c.runner().id(),
+                  Json.write(c.runner().details()),
+                  c.provenBuild(),
+                  c.provenAttempt()))
           .map(
               rows ->
                   List.of(
@@ -183,14 +209,18 @@ public final class RunnerStore {
     Buffer[] hashes = new Buffer[n];
     String[] ids = new String[n];
     String[] details = new String[n];
+    Long[] builds = new Long[n];
+    Integer[] attempts = new Integer[n];
     for (int i = 0; i < n; i++) {
       AcquireCall c = calls.get(i);
       hashes[i] = Buffer.buffer(c.tokenHash());
       ids[i] = c.runner().id();
       details[i] = Json.write(c.runner().details());
+      builds[i] = c.provenBuild();
+      attempts[i] = c.provenAttempt();
     }
     return pool.preparedQuery(ACQUIRE_MANY.text())
-        .execute(Tuple.of(hashes, ids, details, HELD_ROW_TIMEOUT))
+        .execute(Tuple.of(hashes, ids, details, HELD_ROW_TIMEOUT, builds, attempts))
         .map(
             rows -> {
               List<Acquire> out = new ArrayList<>(Collections.nCopies(n, new Acquire.NoAttempt()));

@@ -42,7 +42,7 @@ public final class StateStore {
      * Stored as {@code version}; {@code note}, when not null, says that terraform started a new
      * lineage, which is worth a line in the build's log.
      */
-    record Stored(int version, String note) implements StateSaved {}
+    record Stored(int version, String note, long buildId) implements StateSaved {}
 
     /** Refused: it cannot be this attempt's terraform's next state ({@code why} says how). */
     record Refused(String why) implements StateSaved {}
@@ -86,7 +86,8 @@ public final class StateStore {
               if (r.getString("refused") != null) {
                 return new StateSaved.Refused(r.getString("refused"));
               }
-              return new StateSaved.Stored(r.getInteger("version"), r.getString("note"));
+              return new StateSaved.Stored(
+                  r.getInteger("version"), r.getString("note"), r.getLong("id"));
             });
   }
 

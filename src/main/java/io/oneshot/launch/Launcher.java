@@ -79,6 +79,14 @@ public interface Launcher extends AutoCloseable {
   }
 
   /**
+   * Who sent a runner call: the runner this launcher started for an attempt, proven by what the
+   * platform vouches for (a pod's projected ServiceAccount token, which the API server reviews; the
+   * process that holds the call's connection), or nobody it knows. What the call states of itself
+   * (its runner headers) proves nothing. May block; called off the event loop.
+   */
+  RunnerProof prove(RunnerCall call);
+
+  /**
    * A second runner of this attempt was refused (a replaced pod, a copied manifest): removes it
    * when it is this launcher's own (a pod of the attempt's Job, a process it started), and never
    * the {@code holder}. Best effort, and may block; a runner it does not own exits by itself.

@@ -6,6 +6,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 import java.util.stream.Stream;
 
@@ -29,6 +30,7 @@ public final class PortOwner {
   }
 
   private static final String LISTEN = "0A";
+  private static final String ESTABLISHED = "01";
 
   private final Path proc;
 
@@ -73,6 +75,58 @@ public final class PortOwner {
       }
     }
     return held.containsAll(listening) ? Owner.THIS_TREE : Owner.ANOTHER;
+  }
+
+  /**
+   * The inode of the client's socket of an established loopback connection from port {@code
+   * clientPort} to port {@code serverPort}, as the kernel lists it ({@code /proc/net/tcp} and
+   * {@code tcp6}); empty when there is none (closed meanwhile, or not on this machine's network).
+   */
+  public Optional<String> clientSocket(int clientPort, int serverPort) {
+    for (String table : List.of("tcp", "tcp6")) {
+      Path f = proc.resolve("net").resolve(table);
+      try {
+        Optional<String> found = connection(Files.readAllLines(f), clientPort, serverPort);
+        if (found.isPresent()) {
+          return found;
+        }
+      } catch (IOException e) {
+        // no such table here
+      }
+    }
+    return Optional.empty();
+  }
+
+  /** Whether process {@code pid} itself holds the socket {@code inode} open. */
+  public boolean holds(long pid, String inode) {
+    Set<String> held = new HashSet<>();
+    return sockets(pid, held) && held.contains(inode);
+  }
+
+  /**
+   * The inode of the socket in a {@code /proc/net/tcp} table whose local port is {@code local} and
+   * remote port {@code remote}, established.
+   */
+  static Optional<String> connection(List<String> table, int local, int remote) {
+    for (String line : table) {
+      String[] f = line.trim().split("\\s+");
+      if (f.length < 10 || !f[3].equals(ESTABLISHED)) {
+        continue;
+      }
+      if (port(f[1]) == local && port(f[2]) == remote) {
+        return Optional.of(f[9]);
+      }
+    }
+    return Optional.empty();
+  }
+
+  private static int port(String address) {
+    int colon = address.lastIndexOf(':');
+    try {
+      return colon < 0 ? -1 : Integer.parseInt(address.substring(colon + 1), 16);
+    } catch (NumberFormatException e) {
+      return -1;
+    }
   }
 
   /**

@@ -58,6 +58,12 @@ public final class Provisionerd {
   /** Exit code: another runner holds the attempt; this one ran nothing. */
   public static final int HELD_ELSEWHERE = 5;
 
+  /**
+   * Exit code: the API refused the attempt at its acquire (401: this process is not the runner
+   * oneshot launched for it, or the token is no current attempt's; 409, 410): nothing ran.
+   */
+  public static final int REFUSED = 3;
+
   /** Exit code: the build failed (its outcome was reported). */
   public static final int BUILD_FAILED = 10;
 
@@ -103,7 +109,14 @@ public final class Provisionerd {
     // Retries are ours (bounded, logged); the JDK's silent resend of a POST is not wanted.
     System.setProperty("sun.net.http.retryPost", "false");
     Runner runner = thisRunner(System.getenv());
-    RunnerClient client = new RunnerClient(o.apiUrl(), o.token(), o.retryBudget(), runner);
+    String proof = System.getenv("ONESHOT_RUNNER_PROOF_FILE");
+    RunnerClient client =
+        new RunnerClient(
+            o.apiUrl(),
+            o.token(),
+            o.retryBudget(),
+            runner,
+            proof == null || proof.isBlank() ? null : java.nio.file.Path.of(proof));
     AcquiredBuild build;
     try {
       build = AcquiredBuild.of(client.acquire());
@@ -120,7 +133,7 @@ public final class Provisionerd {
         return HELD_ELSEWHERE;
       }
       log.error("The API refused this attempt ({}): {}.", e.status, e.getMessage());
-      return 3;
+      return REFUSED;
     } catch (RunnerClient.Unreachable e) {
       log.error("Cannot acquire the build: {}.", e.getMessage());
       return 1;

@@ -59,11 +59,37 @@ final class RunnerClient {
    */
   private final AtomicLong renewedAt = new AtomicLong(System.nanoTime());
 
+  /**
+   * Where the runner's proof is (in a pod: the projected ServiceAccount token the kubelet keeps
+   * fresh), read again for every call; null: none (a local attempt, proven by its connection).
+   */
+  private final java.nio.file.Path proofFile;
+
   RunnerClient(URI base, String token, Duration retryBudget, Runner runner) {
+    this(base, token, retryBudget, runner, null);
+  }
+
+  RunnerClient(
+      URI base, String token, Duration retryBudget, Runner runner, java.nio.file.Path proofFile) {
     this.base = base;
     this.token = token;
     this.retryBudget = retryBudget;
     this.runnerHeaders = RunnerHeaders.of(runner);
+    this.proofFile = proofFile;
+  }
+
+  /** The proof's current value, or null when there is none or it cannot be read. */
+  private String proof() {
+    if (proofFile == null) {
+      return null;
+    }
+    try {
+      String p = java.nio.file.Files.readString(proofFile, StandardCharsets.UTF_8).strip();
+      return p.isEmpty() ? null : p;
+    } catch (IOException e) {
+      log.warn("Cannot read the runner's proof {}: {}.", proofFile, e.toString());
+      return null;
+    }
   }
 
   JsonNode acquire() throws Refused, Unreachable, InterruptedException {
@@ -122,6 +148,10 @@ final class RunnerClient {
       c.setDoOutput(true);
       c.setRequestProperty("Authorization", "Bearer " + token);
       runnerHeaders.forEach(c::setRequestProperty);
+      String proof = proof();
+      if (proof != null) {
+        c.setRequestProperty(RunnerHeaders.PROOF, proof);
+      }
       c.setRequestProperty("Content-Type", "application/json");
       byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
       c.setFixedLengthStreamingMode(bytes.length);

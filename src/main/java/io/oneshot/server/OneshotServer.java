@@ -161,7 +161,8 @@ public final class OneshotServer implements AutoCloseable {
               followers,
               holder::status,
               metrics,
-              conflict -> removeSecondRunner(theLauncher, conflict));
+              conflict -> removeSecondRunner(theLauncher, conflict),
+              theLauncher::prove);
       int port = Database.await(api.start());
       String apiUrl =
           config.api().publicUrl() != null

@@ -281,7 +281,14 @@ class StalePlanTest {
     planAndRun(
         Sql.load("runner/acquire-many").text(),
         "BEGIN",
-        "(" + tokens(launching) + ", " + texts("'r2'", 6) + ", " + texts("'{}'", 6) + ", '1s')",
+        "("
+            + tokens(launching)
+            + ", "
+            + texts("'r2'", 6)
+            + ", "
+            + texts("'{}'", 6)
+            + ", '1s', ARRAY[NULL, NULL, NULL, NULL, NULL, NULL]::bigint[],"
+            + " ARRAY[NULL, NULL, NULL, NULL, NULL, NULL]::int[])",
         6,
         byToken);
     planAndRun(

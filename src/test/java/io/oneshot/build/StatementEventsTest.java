@@ -128,7 +128,11 @@ class StatementEventsTest {
       assertThat(Sql.transitions(fourth)).endsWith("launching>failed");
 
       // An acquire written together (a transaction of its own); then a change by hand.
-      s.execute("EXECUTE acquire(ARRAY[" + hex + "], ARRAY['r0'], ARRAY['{}'], '1s')");
+      s.execute(
+          "EXECUTE acquire(ARRAY["
+              + hex
+              + "], ARRAY['r0'], ARRAY['{}'], '1s', ARRAY[NULL::bigint],"
+              + " ARRAY[NULL::int])");
       s.execute(
           "UPDATE oneshot.builds SET status = 'failed', finished_at = now() WHERE id = "
               + c.get(2).id());

@@ -198,8 +198,13 @@ class EndToEndTest {
     // The API takes no outcome for 4 s, twice the route's hang timeout: provisionerd keeps
     // retrying it, and its heartbeats show the dispatcher that the attempt is alive meanwhile.
     try (RefusesOutcomeFor api = new RefusesOutcomeFor(java.time.Duration.ofSeconds(4))) {
+      // The HTTP proxy's pooled connections say nothing of whose call each carries.
+      io.oneshot.testing.CapturingLauncher launcher =
+          io.oneshot.testing.CapturingLauncher.local(tmp, java.util.Map.of());
+      launcher.takeRunnersAtTheirWord();
       t =
           TestServer.with()
+              .launcher(launcher)
               .api(
                   "{listen: \"127.0.0.1:0\", publicUrl: \""
                       + api.url()

@@ -42,7 +42,17 @@ class SecondRunnerTest {
   }
 
   private void start(String routes, Map<String, String> extraEnv, String api) {
+    start(null, routes, extraEnv, api);
+  }
+
+  /**
+   * With the runners' calls through {@code proxy}: each is proven by the connection it forwards.
+   */
+  private void start(TcpProxy proxy, String routes, Map<String, String> extraEnv, String api) {
     launcher = CapturingLauncher.local(tmp, extraEnv);
+    if (proxy != null) {
+      launcher.proveThrough(proxy);
+    }
     TestServer.Builder b = TestServer.with().routes(routes).launcher(launcher);
     if (api != null) {
       b.api(api);
@@ -96,8 +106,10 @@ class SecondRunnerTest {
 
     Process second = secondProvisionerd(attemptOf(id));
     assertThat(second.waitFor(60, TimeUnit.SECONDS)).isTrue();
-    assertThat(second.exitValue()).isEqualTo(Provisionerd.HELD_ELSEWHERE);
-    assertThat(Audit.conflicts(id)).isEqualTo(1);
+    // Started by hand, not by the launcher: nothing proves it is the attempt's runner.
+    assertThat(second.exitValue()).isEqualTo(Provisionerd.REFUSED);
+    assertThat(Audit.unproven(id)).isEqualTo(1);
+    assertThat(Audit.conflicts(id)).isZero();
     assertThat(Audit.lines(marker)).containsExactly("run");
 
     Files.createFile(gate);
@@ -130,8 +142,10 @@ class SecondRunnerTest {
 
     Process second = secondProvisionerd(attemptOf(id));
     assertThat(second.waitFor(60, TimeUnit.SECONDS)).isTrue();
-    assertThat(second.exitValue()).isEqualTo(Provisionerd.HELD_ELSEWHERE);
-    assertThat(Audit.conflicts(id)).isEqualTo(1);
+    // Started by hand, not by the launcher: nothing proves it is the attempt's runner.
+    assertThat(second.exitValue()).isEqualTo(Provisionerd.REFUSED);
+    assertThat(Audit.unproven(id)).isEqualTo(1);
+    assertThat(Audit.conflicts(id)).isZero();
 
     Files.createFile(gate);
     await().atMost(2, TimeUnit.MINUTES).until(() -> !status(id).equals("running"));
@@ -151,6 +165,7 @@ class SecondRunnerTest {
     try (TcpProxy proxy = new TcpProxy("127.0.0.1", 9)) {
       // lease 2s (half the hang timeout), cancel grace 2s, the rescuer's margin 15s
       start(
+          proxy,
           "routes: [{name: tf, hangTimeout: 4s, cancelGrace: 2s}]",
           Map.of("ONESHOT_RETRY_FOR", "2s"),
           "{listen: \"127.0.0.1:0\", publicUrl: \"http://127.0.0.1:"

@@ -48,6 +48,14 @@ public final class Audit {
         buildId);
   }
 
+  /** How many calls with the build's token were refused as not from its runner (unproven). */
+  public static long unproven(long buildId) {
+    return Sql.count(
+        "SELECT count(*) FROM oneshot.build_events WHERE build_id = ?"
+            + " AND reason LIKE 'a call with this attempt''s token was refused:%'",
+        buildId);
+  }
+
   /** The lines of a marker file a script appends to each time it runs; none if it never ran. */
   public static List<String> lines(Path file) {
     try {

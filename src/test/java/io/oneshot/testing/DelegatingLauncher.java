@@ -84,4 +84,41 @@ public abstract class DelegatingLauncher implements Launcher {
   public void close() {
     real.close();
   }
+
+  private volatile TcpProxy proxy;
+  private volatile boolean stated;
+
+  /**
+   * Runner calls come through {@code proxy}: each is proven as the connection the proxy forwards,
+   * from its client, as if it had come straight (the real launcher proves that client).
+   */
+  public void proveThrough(TcpProxy proxy) {
+    this.proxy = proxy;
+  }
+
+  /**
+   * Runner calls come through something that cannot say whose connection it forwards (an HTTP proxy
+   * with a pool of its own): the runner is taken at its word ({@link StatedRunner}). For tests of
+   * something else than who may run a build.
+   */
+  public void takeRunnersAtTheirWord() {
+    this.stated = true;
+  }
+
+  @Override
+  public io.oneshot.launch.RunnerProof prove(io.oneshot.launch.RunnerCall call) {
+    if (stated) {
+      return StatedRunner.prove(call);
+    }
+    TcpProxy p = proxy;
+    if (p != null) {
+      java.util.OptionalInt client = p.clientPortFor(call.remotePort());
+      if (client.isPresent()) {
+        return real.prove(
+            new io.oneshot.launch.RunnerCall(
+                call.remoteHost(), client.getAsInt(), p.port(), call.proof(), call.stated()));
+      }
+    }
+    return real.prove(call);
+  }
 }

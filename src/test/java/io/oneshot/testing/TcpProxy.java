@@ -24,6 +24,11 @@ public final class TcpProxy implements AutoCloseable {
   private final java.util.concurrent.atomic.AtomicInteger next =
       new java.util.concurrent.atomic.AtomicInteger();
   private final List<Socket> sockets = new CopyOnWriteArrayList<>();
+
+  /** For each connection forwarded: its upstream side's local port -> its client's port. */
+  private final java.util.Map<Integer, Integer> clients =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
   private volatile boolean cut;
   private volatile boolean frozen;
   private final Object gate = new Object();
@@ -79,6 +84,7 @@ public final class TcpProxy implements AutoCloseable {
         }
         sockets.add(client);
         sockets.add(upstream);
+        clients.put(upstream.getLocalPort(), client.getPort());
         pipe(client, upstream);
         pipe(upstream, client);
       } catch (IOException e) {
@@ -101,6 +107,15 @@ public final class TcpProxy implements AutoCloseable {
       }
     }
     return null;
+  }
+
+  /**
+   * The port of the client whose connection the proxy forwards from its own port {@code
+   * upstreamPort}; empty when it forwards none from there.
+   */
+  public java.util.OptionalInt clientPortFor(int upstreamPort) {
+    Integer c = clients.get(upstreamPort);
+    return c == null ? java.util.OptionalInt.empty() : java.util.OptionalInt.of(c);
   }
 
   /** The port the proxy listens on (127.0.0.1). */

@@ -279,6 +279,12 @@ final class ClusterWatch {
     }
   }
 
+  /** The pod of that name in {@code ns} as the informer last saw it; null if not seen. */
+  Pod cachedPod(String ns, String name) {
+    SharedIndexInformer<Pod> inf = pods.get(ns);
+    return inf == null ? null : inf.getStore().getByKey(ns + "/" + name);
+  }
+
   Job cachedJob(String ns, String name) {
     SharedIndexInformer<Job> inf = jobs.get(ns);
     return inf == null ? null : inf.getStore().getByKey(ns + "/" + name);

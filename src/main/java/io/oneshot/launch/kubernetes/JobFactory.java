@@ -14,6 +14,10 @@ import io.fabric8.kubernetes.api.model.SeccompProfile;
 import io.fabric8.kubernetes.api.model.Secret;
 import io.fabric8.kubernetes.api.model.SecretBuilder;
 import io.fabric8.kubernetes.api.model.SecurityContext;
+import io.fabric8.kubernetes.api.model.Volume;
+import io.fabric8.kubernetes.api.model.VolumeBuilder;
+import io.fabric8.kubernetes.api.model.VolumeMount;
+import io.fabric8.kubernetes.api.model.VolumeMountBuilder;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.api.model.batch.v1.JobBuilder;
 import io.fabric8.kubernetes.api.model.batch.v1.JobSpec;
@@ -40,7 +44,8 @@ import java.util.function.Function;
  * at once on a disruption (so that no second pod of the same attempt is ever started; oneshot
  * requeues the build itself), a termination grace that lets a drained build finish (the route's
  * timeout and cancel grace, or its {@code drainGrace}), the pod's name and UID for provisionerd's
- * runner identity, no service account token, and a restricted security context.
+ * runner's name, no API token of its service account but a token of it for oneshot's audience alone
+ * (the runner's proof, {@link KubernetesLauncher#prove}), and a restricted security context.
  */
 final class JobFactory {
   static final String MANAGED_BY = "app.kubernetes.io/managed-by";
@@ -54,6 +59,24 @@ final class JobFactory {
   static final String TOKEN_KEY = "token";
 
   /**
+   * The audience of the token that proves a build pod's runner: the API server's TokenReview
+   * accepts it for oneshot alone, and no other API takes it (the API server's own audience is not
+   * in it).
+   */
+  static final String AUDIENCE = "oneshot.io/runner";
+
+  /** Where the proof is mounted in the provisionerd container, and its volume's name. */
+  static final String PROOF_DIR = "/var/run/secrets/oneshot.io/runner";
+
+  static final String PROOF_VOLUME = "oneshot-runner-proof";
+
+  /**
+   * How long a proof token lives; the kubelet writes a fresh one at 80% of it (and the minimum the
+   * API server accepts is 600 s). provisionerd reads the file again for every call.
+   */
+  static final long PROOF_SECONDS = 3600;
+
+  /**
    * The environment the code sets in the provisionerd container; a template's values are replaced.
    */
   static final java.util.Set<String> SET_BY_ONESHOT =
@@ -64,7 +87,8 @@ final class JobFactory {
           "ONESHOT_BUILD_ID",
           "ONESHOT_ATTEMPT",
           "ONESHOT_POD_NAME",
-          "ONESHOT_POD_UID");
+          "ONESHOT_POD_UID",
+          "ONESHOT_RUNNER_PROOF_FILE");
 
   /** Extra time past the route's timeout and grace before Kubernetes ends the Job itself. */
   static final long DEADLINE_SLACK_SECONDS = 60;
@@ -243,6 +267,36 @@ final class JobFactory {
     if (empty(c.getCommand()) && empty(c.getArgs())) {
       c.setArgs(List.of("provisionerd"));
     }
+    // The runner's proof: a token of the pod's service account for oneshot's audience, bound to
+    // the pod (KubernetesLauncher.prove); the provisionerd container alone mounts it.
+    List<Volume> volumes =
+        pod.getVolumes() == null ? new ArrayList<>() : new ArrayList<>(pod.getVolumes());
+    volumes.removeIf(v -> PROOF_VOLUME.equals(v.getName()));
+    volumes.add(
+        new VolumeBuilder()
+            .withName(PROOF_VOLUME)
+            .withNewProjected()
+            .addNewSource()
+            .withNewServiceAccountToken()
+            .withAudience(AUDIENCE)
+            .withExpirationSeconds(PROOF_SECONDS)
+            .withPath("token")
+            .endServiceAccountToken()
+            .endSource()
+            .endProjected()
+            .build());
+    pod.setVolumes(volumes);
+    List<VolumeMount> mounts =
+        c.getVolumeMounts() == null ? new ArrayList<>() : new ArrayList<>(c.getVolumeMounts());
+    mounts.removeIf(m -> PROOF_VOLUME.equals(m.getName()) || PROOF_DIR.equals(m.getMountPath()));
+    mounts.add(
+        new VolumeMountBuilder()
+            .withName(PROOF_VOLUME)
+            .withMountPath(PROOF_DIR)
+            .withReadOnly(true)
+            .build());
+    c.setVolumeMounts(mounts);
+    env.add(new EnvVar("ONESHOT_RUNNER_PROOF_FILE", PROOF_DIR + "/token", null));
     SecurityContext sc =
         c.getSecurityContext() == null ? new SecurityContext() : c.getSecurityContext();
     c.setSecurityContext(sc);

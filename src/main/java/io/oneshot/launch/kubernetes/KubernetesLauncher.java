@@ -7,6 +7,9 @@ import io.fabric8.kubernetes.api.model.DeletionPropagation;
 import io.fabric8.kubernetes.api.model.Pod;
 import io.fabric8.kubernetes.api.model.Secret;
 import io.fabric8.kubernetes.api.model.Status;
+import io.fabric8.kubernetes.api.model.authentication.TokenReview;
+import io.fabric8.kubernetes.api.model.authentication.TokenReviewBuilder;
+import io.fabric8.kubernetes.api.model.authentication.TokenReviewStatus;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.api.model.batch.v1.JobCondition;
 import io.fabric8.kubernetes.client.Config;
@@ -28,6 +31,8 @@ import io.oneshot.launch.AttemptState;
 import io.oneshot.launch.LaunchOutcome;
 import io.oneshot.launch.Launcher;
 import io.oneshot.launch.Reachability;
+import io.oneshot.launch.RunnerCall;
+import io.oneshot.launch.RunnerProof;
 import io.vertx.core.Vertx;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -201,6 +206,154 @@ public final class KubernetesLauncher implements Launcher {
   @Override
   public List<String> warnings() {
     return dropped.warnings();
+  }
+
+  /**
+   * What the API server's TokenReview says of a bound ServiceAccount token in {@code
+   * status.user.extra}: the pod it is bound to (kubernetes v1.20.2 pkg/serviceaccount/claims.go,
+   * {@code validator.Validate}, returns the pod's name and UID from the token's private claims;
+   * pkg/serviceaccount/util.go, {@code ServiceAccountInfo.UserInfo}, puts them in {@code extra}
+   * under these keys).
+   */
+  static final String POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name";
+
+  static final String POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid";
+
+  /**
+   * The runner of a call is the pod this launcher's Job made for the attempt, proven by the API
+   * server: the call carries the pod's projected ServiceAccount token for oneshot's audience
+   * ({@link JobFactory#AUDIENCE}), which a TokenReview accepts only while that pod exists with the
+   * UID the token is bound to; the pod must then carry its attempt's labels and be controlled by
+   * the attempt's Job, which this launcher made. The pod's name or UID as the runner states them
+   * count for nothing. Blocks (one TokenReview, and a pod read when the informer has not seen it).
+   */
+  @Override
+  public RunnerProof prove(RunnerCall call) {
+    if (call.proof() == null || call.proof().isBlank()) {
+      return new RunnerProof.Unproven(
+          "it carries no token of its pod (the header "
+              + "Oneshot-Runner-Proof: the projected ServiceAccount token oneshot mounts in build"
+              + " pods)");
+    }
+    String key = io.oneshot.build.BuildToken.hex(io.oneshot.build.BuildToken.hash(call.proof()));
+    long now = System.nanoTime();
+    ProvenPod known = provenPods.get(key);
+    if (known != null && now - known.at() < PROOF_KEPT.toNanos()) {
+      return known.proof();
+    }
+    RunnerProof proof = review(call.proof());
+    if (proof instanceof RunnerProof.Proven p) {
+      if (provenPods.size() > 10_000) {
+        provenPods.values().removeIf(v -> now - v.at() >= PROOF_KEPT.toNanos());
+      }
+      provenPods.put(key, new ProvenPod(p, now));
+    }
+    return proof;
+  }
+
+  /**
+   * How long a reviewed pod token stays proven here: its lifetime. The API server stops accepting a
+   * bound token a minute after its pod's deletion began (pkg/serviceaccount/claims.go: a pod whose
+   * deletionTimestamp is older than the 60 s leeway invalidates it), while a drained build runs on
+   * for its whole termination grace: the proof it gave stays good for as long as its token would.
+   */
+  static final Duration PROOF_KEPT = Duration.ofSeconds(JobFactory.PROOF_SECONDS);
+
+  private record ProvenPod(RunnerProof.Proven proof, long at) {}
+
+  /** Pod tokens proven, by the SHA-256 of the token (the token itself is not kept). */
+  private final Map<String, ProvenPod> provenPods = new java.util.concurrent.ConcurrentHashMap<>();
+
+  private RunnerProof review(String token) {
+    TokenReview review =
+        new TokenReviewBuilder()
+            .withNewSpec()
+            .withToken(token)
+            .withAudiences(JobFactory.AUDIENCE)
+            .endSpec()
+            .build();
+    TokenReview answer;
+    try {
+      answer = call("create", () -> client.authentication().v1().tokenReviews().create(review));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while reviewing a pod's token", e);
+    } catch (KubernetesClientException e) {
+      if (e.getCode() == 403) {
+        log.error(
+            "The API server refused oneshot's TokenReview (403): the dispatcher's ServiceAccount"
+                + " needs create on tokenreviews.authentication.k8s.io (the chart's ClusterRole)."
+                + " No build pod can prove who it is until then.");
+      }
+      throw e;
+    }
+    TokenReviewStatus st = answer == null ? null : answer.getStatus();
+    if (st == null || !Boolean.TRUE.equals(st.getAuthenticated())) {
+      return new RunnerProof.Unproven(
+          "the API server does not accept its pod token"
+              + (st != null && st.getError() != null ? " (" + st.getError() + ")" : ""));
+    }
+    if (st.getAudiences() != null
+        && !st.getAudiences().isEmpty()
+        && !st.getAudiences().contains(JobFactory.AUDIENCE)) {
+      return new RunnerProof.Unproven("its token is not for oneshot's audience");
+    }
+    Map<String, List<String>> extra =
+        st.getUser() == null || st.getUser().getExtra() == null
+            ? Map.of()
+            : st.getUser().getExtra();
+    String podName = first(extra.get(POD_NAME_EXTRA));
+    String podUid = first(extra.get(POD_UID_EXTRA));
+    String user = st.getUser() == null ? null : st.getUser().getUsername();
+    String[] sa = user == null ? new String[0] : user.split(":");
+    if (podName == null || podUid == null || sa.length != 4 || !sa[1].equals("serviceaccount")) {
+      return new RunnerProof.Unproven(
+          "its token (" + user + ") is not a ServiceAccount token bound to a pod");
+    }
+    String ns = sa[2];
+    Pod pod = watch.cachedPod(ns, podName);
+    if (pod == null || !podUid.equals(pod.getMetadata().getUid())) {
+      try {
+        pod = call("get", () -> client.pods().inNamespace(ns).withName(podName).get());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted while reading a pod", e);
+      }
+    }
+    String named = ns + "/" + podName + " (uid " + podUid + ")";
+    if (pod == null || !podUid.equals(pod.getMetadata().getUid())) {
+      return new RunnerProof.Unproven("its token is bound to pod " + named + ", which is gone");
+    }
+    Optional<AttemptRef> ref = ClusterWatch.refOf(pod);
+    if (ref.isEmpty()) {
+      return new RunnerProof.Unproven(
+          "its token is bound to pod " + named + ", which is no attempt's");
+    }
+    Job job = watch.cachedJob(ns, ref.get().name());
+    boolean ownJob =
+        job != null
+            && pod.getMetadata().getOwnerReferences() != null
+            && pod.getMetadata().getOwnerReferences().stream()
+                .anyMatch(
+                    o ->
+                        "Job".equals(o.getKind())
+                            && Boolean.TRUE.equals(o.getController())
+                            && ref.get().name().equals(o.getName())
+                            && job.getMetadata().getUid().equals(o.getUid()));
+    if (!ownJob) {
+      return new RunnerProof.Unproven(
+          "its token is bound to pod "
+              + named
+              + ", which carries the labels of attempt "
+              + ref.get().name()
+              + " but is not a pod of the Job oneshot made for it");
+    }
+    return new RunnerProof.Proven(
+        new Runner("pod-" + podUid, podName, podUid, null, null), ref.get());
+  }
+
+  private static String first(List<String> values) {
+    return values == null || values.isEmpty() ? null : values.get(0);
   }
 
   /**

@@ -10,6 +10,9 @@ import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.AttemptState;
 import io.oneshot.launch.LaunchOutcome;
 import io.oneshot.launch.Launcher;
+import io.oneshot.launch.RunnerCall;
+import io.oneshot.launch.RunnerProof;
+import io.oneshot.process.PortOwner;
 import io.oneshot.process.Signals;
 import java.io.File;
 import java.io.IOException;
@@ -65,6 +68,7 @@ public final class LocalLauncher implements Launcher {
   private final String setsid;
   private final ConcurrentMap<String, Proc> procs = new ConcurrentHashMap<>();
   private final ScheduledExecutorService timers;
+  private final PortOwner ports = new PortOwner();
   private volatile AttemptEvents events = AttemptEvents.NONE;
 
   /** A process this launcher started or found again; {@code process} is null for the latter. */
@@ -326,6 +330,87 @@ public final class LocalLauncher implements Launcher {
         ref.name(),
         holder.describe());
     p.handle().destroyForcibly();
+  }
+
+  /**
+   * The runner of a call is the provisionerd process this launcher started for an attempt, proven
+   * by the kernel: the call's connection comes over loopback from a socket that process itself
+   * holds open ({@code /proc/net/tcp}, then {@code /proc/<pid>/fd}). Not a build's own processes
+   * (provisionerd's children get none of its sockets), not another attempt's, not anyone holding a
+   * copy of the token. Attempts started by an earlier dispatcher are found by the attempt marker on
+   * their command line.
+   */
+  @Override
+  public RunnerProof prove(RunnerCall call) {
+    if (call.remoteHost() == null || !loopback(call.remoteHost())) {
+      return new RunnerProof.Unproven(
+          "the call came from "
+              + call.remoteHost()
+              + ", and a local attempt's provisionerd calls over loopback");
+    }
+    Optional<String> socket = ports.clientSocket(call.remotePort(), call.localPort());
+    if (socket.isEmpty()) {
+      return new RunnerProof.Unproven(
+          "no connection from port " + call.remotePort() + " is open on this machine");
+    }
+    for (Proc p : procs.values()) {
+      ProcessHandle runner = runnerOf(p.handle());
+      if (ports.holds(runner.pid(), socket.get())) {
+        return proven(call, runner, p.ref());
+      }
+    }
+    // Started by an earlier dispatcher, and not looked at since.
+    Optional<ProcessHandle> other =
+        ProcessHandle.allProcesses()
+            .filter(h -> attemptDirOf(h).filter(d -> d.startsWith(runDir)).isPresent())
+            .filter(h -> ports.holds(h.pid(), socket.get()))
+            .findFirst();
+    if (other.isPresent()) {
+      Path dir = attemptDirOf(other.get()).orElseThrow();
+      Optional<AttemptRef> ref = AttemptRef.parse(dir.getFileName().toString(), null);
+      if (ref.isPresent()) {
+        return proven(call, other.get(), ref.get());
+      }
+    }
+    return new RunnerProof.Unproven(
+        "its connection (from port "
+            + call.remotePort()
+            + ") is held by no provisionerd this dispatcher started");
+  }
+
+  private static RunnerProof proven(RunnerCall call, ProcessHandle runner, AttemptRef ref) {
+    long start = runner.info().startInstant().map(Instant::toEpochMilli).orElse(0L);
+    return new RunnerProof.Proven(
+        new Runner(
+            "local-" + runner.pid() + "-" + start,
+            null,
+            null,
+            call.stated() == null ? null : call.stated().host(),
+            runner.pid()),
+        ref);
+  }
+
+  /**
+   * The provisionerd of an attempt's process: the process itself, or, when it started a sandbox
+   * around provisionerd, the descendant that carries the attempt marker.
+   */
+  private static ProcessHandle runnerOf(ProcessHandle launched) {
+    if (attemptDirOf(launched).isPresent()) {
+      return launched;
+    }
+    return launched
+        .descendants()
+        .filter(h -> attemptDirOf(h).isPresent())
+        .findFirst()
+        .orElse(launched);
+  }
+
+  private static boolean loopback(String host) {
+    return host.equals("127.0.0.1")
+        || host.startsWith("127.")
+        || host.equals("::1")
+        || host.equals("0:0:0:0:0:0:0:1")
+        || host.equals("::ffff:127.0.0.1");
   }
 
   @Override

@@ -4,7 +4,8 @@
 -- runner/acquire, whose plan costs PostgreSQL less (about 0.1 ms of CPU a build in the drain).
 -- Transition: launching -> running (first acquire); running -> running (repeat).
 -- Guards, per call: token_hash = $1[i] with status IN ('launching', 'running'); runner_id IS NULL
--- OR runner_id = $2[i] (one attempt, one runner). No two calls share a token (the caller keeps
+-- OR runner_id = $2[i] (one attempt, one runner); id = $5[i] AND attempt = $6[i] when given (the
+-- runner proven to be the one launched for that attempt, as in runner/acquire). No two calls share a token (the caller keeps
 -- them apart), so each row is locked and changed for one call only.
 -- Rows are locked in id order, as any other statement that locks several builds does, so that two
 -- such statements cannot deadlock; FOR NO KEY UPDATE, as runner/acquire, so as not to wait for a
@@ -23,14 +24,15 @@ WITH waits AS MATERIALIZED (
          -- them; the transition's trigger leaves them out (db/013_statement_events.sql).
          set_config('oneshot.events', 'written', true) AS events
 ), i AS (
-  SELECT * FROM unnest($1::bytea[], $2::text[], $3::text[]) WITH ORDINALITY
-    AS i(token_hash, runner_id, runner, call)
+  SELECT * FROM unnest($1::bytea[], $2::text[], $3::text[], $5::bigint[], $6::int[])
+    WITH ORDINALITY AS i(token_hash, runner_id, runner, proven_build, proven_attempt, call)
 ), old AS (
   SELECT x.id, x.attempt, x.route, x.status, x.runner_id, x.runner::text AS runner,
          x.runner_since, i.call, i.runner_id AS caller, i.runner AS caller_runner
   FROM oneshot.builds x, i, waits
   WHERE x.token_hash = i.token_hash
     AND x.status NOT IN ('pending', 'succeeded', 'failed', 'canceled')
+    AND (i.proven_build IS NULL OR (x.id = i.proven_build AND x.attempt = i.proven_attempt))
     AND waits.lock_timeout IS NOT NULL AND waits.events IS NOT NULL
   ORDER BY x.id
   FOR NO KEY UPDATE OF x

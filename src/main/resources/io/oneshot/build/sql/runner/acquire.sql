@@ -6,11 +6,14 @@
 -- Transition: launching -> running (first acquire); running -> running (repeat).
 -- Guards: token_hash = $1 with status IN ('launching', 'running') (only the current attempt's token
 -- matches); runner_id IS NULL OR runner_id = $2 (one attempt, one runner: another runner finds the
--- holder in "old" and no row in "b").
+-- holder in "old" and no row in "b"); id = $4 AND attempt = $5 when given (the runner was proven to
+-- be the one launched for that attempt, Launcher.prove: a token used by the runner of another attempt
+-- binds nothing; null only from a test's launcher, which proves nobody).
 WITH old AS (
   SELECT id, attempt, route, status, runner_id, runner::text AS runner, runner_since
   FROM oneshot.builds
   WHERE token_hash = $1 AND status IN ('launching', 'running')
+    AND ($4::bigint IS NULL OR (id = $4 AND attempt = $5::int))
   FOR NO KEY UPDATE
 ), b AS (
   UPDATE oneshot.builds x
