@@ -186,7 +186,7 @@ public final class QueueStore {
                             .addLong(made.id())
                             .addString(by.actor())
                             .addLong(by.tokenId())
-                            .addString(sealer.seal(values, Sealer.buildContext(made.id())))
+                            .addString(sealer.seal(values, Sealer.sensitive(made.id())))
                             .addString(action)
                             .addString(detail == null ? null : Json.write(detail))))
         .map(made);
@@ -240,8 +240,7 @@ public final class QueueStore {
                             return Future.succeededFuture(
                                 new Rerun(RerunResult.NOT_FINISHED, null, was));
                           }
-                          String values =
-                              sealer.open(o.getString("sealed"), Sealer.buildContext(id));
+                          String values = sealer.open(o.getString("sealed"), Sealer.sensitive(id));
                           if (values != null && !sealer.enabled()) {
                             return Future.failedFuture(noKeys());
                           }

@@ -264,12 +264,17 @@ public final class RunnerStore {
             r.getString("workspace"),
             Sensitive.merge(
                 Json.tree(r.getString("input")),
-                sealer.open(r.getString("sealed"), Sealer.buildContext(r.getLong("id")))),
+                sealer.open(r.getString("sealed"), Sealer.sensitive(r.getLong("id")))),
             r.getLong("timeout_ms"),
             r.getLong("cancel_grace_ms"),
             r.getBoolean("cancel_requested"),
             r.getInteger("state_read_version"),
-            sealer.open(r.getString("state"), StateStore.CONTEXT),
+            r.getString("state") == null
+                ? null
+                : sealer.open(
+                    r.getString("state"),
+                    Sealer.workspaceState(
+                        r.getString("workspace"), r.getInteger("state_read_version"))),
             r.getBoolean("first"),
             r.getDouble("start_seconds")));
   }

@@ -21,12 +21,57 @@ import javax.crypto.spec.SecretKeySpec;
  * ciphertext>}, so it names the key that sealed it: after a rotation (a new key first in {@code
  * encryption.keys}, the old ones kept after it) new values are sealed with the new key and old ones
  * still open. Text without the prefix is a value stored before encryption was configured and is
- * returned as it is. The {@code context} (what the value is: {@code workspace-state}, or {@code
- * build:<id>} for a build's sensitive values) is bound as associated data, so a build's values
- * copied to another build do not open.
+ * returned as it is.
+ *
+ * <p>What a value belongs to is bound as associated data ({@link Context}): a workspace's state
+ * names its workspace and version, a build's sensitive values name the build and the field, so a
+ * sealed value copied to another row, another version or another field does not open. Values sealed
+ * before this ({@code v1}) bound only what they were ({@code workspace-state}, {@code build:<id>});
+ * they still open with that, and are sealed as {@code v2} when written again.
  */
 public final class Sealer {
   static final String PREFIX = "oneshot-sealed:v1:";
+  static final String PREFIX_V2 = "oneshot-sealed:v2:";
+
+  /**
+   * What a sealed value belongs to: {@code parts} (its kind, then the names of its row and field),
+   * bound as associated data of {@code v2} values; {@code legacy}, what a {@code v1} value of the
+   * same place was bound to.
+   */
+  public record Context(List<String> parts, String legacy) {
+    /** The associated data: the parts as a JSON array, which no two lists of parts share. */
+    byte[] aad() {
+      StringBuilder b = new StringBuilder("[");
+      for (int i = 0; i < parts.size(); i++) {
+        b.append(i == 0 ? "" : ",").append('"');
+        for (char ch : parts.get(i).toCharArray()) {
+          if (ch == '"' || ch == '\\') {
+            b.append('\\').append(ch);
+          } else if (ch < 0x20) {
+            b.append(String.format("\\u%04x", (int) ch));
+          } else {
+            b.append(ch);
+          }
+        }
+        b.append('"');
+      }
+      return b.append(']').toString().getBytes(StandardCharsets.UTF_8);
+    }
+  }
+
+  /** A build's sensitive values: the build and the field they are. */
+  public static Context sensitive(long buildId) {
+    return new Context(
+        List.of("build", Long.toString(buildId), "input.sensitive"), buildContext(buildId));
+  }
+
+  /** A workspace's state: the workspace and the version it is. */
+  public static Context workspaceState(String workspace, int version) {
+    return new Context(
+        List.of("workspace", workspace, "version", Integer.toString(version), "state"),
+        "workspace-state");
+  }
+
   private static final int NONCE_BYTES = 12;
   private static final int TAG_BITS = 128;
 
@@ -73,7 +118,7 @@ public final class Sealer {
     this.current = keys.isEmpty() ? null : keys.get(0).id();
   }
 
-  /** Where a build's sensitive values are bound: they open for that build alone. */
+  /** Where a build's sensitive values were bound by {@code v1}: they open for that build alone. */
   public static String buildContext(long buildId) {
     return "build:" + buildId;
   }
@@ -89,7 +134,19 @@ public final class Sealer {
   }
 
   /** {@code plain} sealed with the current key, bound to {@code context}; as it is without keys. */
-  public String seal(String plain, String context) {
+  public String seal(String plain, Context context) {
+    if (plain == null || current == null) {
+      return plain;
+    }
+    return seal(plain, context.aad(), PREFIX_V2);
+  }
+
+  /** As {@code v1} sealed (for tests of values written before {@link Context}). */
+  String sealV1(String plain, String context) {
+    return seal(plain, context.getBytes(StandardCharsets.UTF_8), PREFIX);
+  }
+
+  private String seal(String plain, byte[] aad, String prefix) {
     if (plain == null || current == null) {
       return plain;
     }
@@ -98,10 +155,10 @@ public final class Sealer {
       random.nextBytes(nonce);
       Cipher c = Cipher.getInstance("AES/GCM/NoPadding");
       c.init(Cipher.ENCRYPT_MODE, keys.get(current), new GCMParameterSpec(TAG_BITS, nonce));
-      c.updateAAD(context.getBytes(StandardCharsets.UTF_8));
+      c.updateAAD(aad);
       byte[] ct = c.doFinal(plain.getBytes(StandardCharsets.UTF_8));
       byte[] out = ByteBuffer.allocate(nonce.length + ct.length).put(nonce).put(ct).array();
-      return PREFIX + current + ":" + Base64.getEncoder().encodeToString(out);
+      return prefix + current + ":" + Base64.getEncoder().encodeToString(out);
     } catch (GeneralSecurityException e) {
       throw new IllegalStateException("AES-GCM is not available: " + e.getMessage(), e);
     }
@@ -114,15 +171,26 @@ public final class Sealer {
    * @throws SealedException when its key is not configured, or it does not open (a changed secret,
    *     another row's value)
    */
-  public String open(String stored, String context) {
-    if (stored == null || !stored.startsWith(PREFIX)) {
+  public String open(String stored, Context context) {
+    if (stored == null) {
+      return null;
+    }
+    String prefix;
+    byte[] aad;
+    if (stored.startsWith(PREFIX_V2)) {
+      prefix = PREFIX_V2;
+      aad = context.aad();
+    } else if (stored.startsWith(PREFIX)) {
+      prefix = PREFIX;
+      aad = context.legacy().getBytes(StandardCharsets.UTF_8);
+    } else {
       return stored;
     }
-    int colon = stored.indexOf(':', PREFIX.length());
+    int colon = stored.indexOf(':', prefix.length());
     if (colon < 0) {
       throw new SealedException("a sealed value without a key id");
     }
-    String id = stored.substring(PREFIX.length(), colon);
+    String id = stored.substring(prefix.length(), colon);
     SecretKeySpec key = keys.get(id);
     if (key == null) {
       throw new SealedException(
@@ -136,7 +204,7 @@ public final class Sealer {
       byte[] all = Base64.getDecoder().decode(stored.substring(colon + 1));
       Cipher c = Cipher.getInstance("AES/GCM/NoPadding");
       c.init(Cipher.DECRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, all, 0, NONCE_BYTES));
-      c.updateAAD(context.getBytes(StandardCharsets.UTF_8));
+      c.updateAAD(aad);
       byte[] plain = c.doFinal(all, NONCE_BYTES, all.length - NONCE_BYTES);
       return new String(plain, StandardCharsets.UTF_8);
     } catch (IllegalArgumentException | GeneralSecurityException e) {
@@ -150,7 +218,7 @@ public final class Sealer {
 
   /** Whether {@code stored} is a sealed value. */
   public static boolean sealed(String stored) {
-    return stored != null && stored.startsWith(PREFIX);
+    return stored != null && (stored.startsWith(PREFIX) || stored.startsWith(PREFIX_V2));
   }
 
   private static byte[] sha256(String s) {

@@ -18,6 +18,7 @@ import java.util.Optional;
  */
 public final class StateStore {
   private static final Sql SAVE = Sql.load("state/save");
+  private static final Sql NEXT_VERSION = Sql.load("state/next-version");
   private static final Sql VERSIONS = Sql.load("state/versions");
   private static final Sql READ = Sql.load("state/read");
 
@@ -56,9 +57,14 @@ public final class StateStore {
     return saveState(pool, sealer, tokenHash, runnerId, s, last);
   }
 
-  /** Where the sealer binds a workspace's state, so that nothing else sealed opens as one. */
-  static final String CONTEXT = "workspace-state";
+  /** How often an upload is sealed again when its version moved meanwhile, at most. */
+  private static final int RESEALS = 3;
 
+  /**
+   * Stores an upload: the version it will be is read first ({@code state/next-version}), the state
+   * sealed bound to its workspace and that version, then stored as that version alone ({@code
+   * state/save}); if the version moved in between, it is sealed and tried again.
+   */
   static Future<StateSaved> saveState(
       SqlClient client,
       Sealer sealer,
@@ -66,28 +72,63 @@ public final class StateStore {
       String runnerId,
       StateUpload s,
       boolean last) {
+    return saveState(client, sealer, tokenHash, runnerId, s, last, RESEALS);
+  }
+
+  private static Future<StateSaved> saveState(
+      SqlClient client,
+      Sealer sealer,
+      byte[] tokenHash,
+      String runnerId,
+      StateUpload s,
+      boolean last,
+      int tries) {
     return client
-        .preparedQuery(SAVE.text())
-        .execute(
-            Tuple.tuple()
-                .addBuffer(Buffer.buffer(tokenHash))
-                .addString(sealer.seal(s.state(), CONTEXT))
-                .addLong(s.serial())
-                .addString(s.lineage())
-                .addBoolean(last)
-                .addString(runnerId)
-                .addInteger(s.bytes()))
-        .map(
-            rows -> {
-              if (rows.rowCount() == 0) {
-                return new StateSaved.NotRunning();
+        .preparedQuery(NEXT_VERSION.text())
+        .execute(Tuple.of(Buffer.buffer(tokenHash), runnerId))
+        .compose(
+            next -> {
+              if (next.rowCount() == 0) {
+                return Future.succeededFuture(new StateSaved.NotRunning());
               }
-              Row r = rows.iterator().next();
-              if (r.getString("refused") != null) {
-                return new StateSaved.Refused(r.getString("refused"));
-              }
-              return new StateSaved.Stored(
-                  r.getInteger("version"), r.getString("note"), r.getLong("id"));
+              Row n = next.iterator().next();
+              int version = n.getInteger("version");
+              String sealed =
+                  sealer.seal(s.state(), Sealer.workspaceState(n.getString("workspace"), version));
+              return client
+                  .preparedQuery(SAVE.text())
+                  .execute(
+                      Tuple.tuple()
+                          .addBuffer(Buffer.buffer(tokenHash))
+                          .addString(sealed)
+                          .addLong(s.serial())
+                          .addString(s.lineage())
+                          .addBoolean(last)
+                          .addString(runnerId)
+                          .addInteger(s.bytes())
+                          .addInteger(version))
+                  .compose(
+                      rows -> {
+                        if (rows.rowCount() == 0) {
+                          return Future.succeededFuture(new StateSaved.NotRunning());
+                        }
+                        Row r = rows.iterator().next();
+                        if (r.getString("refused") != null) {
+                          return Future.succeededFuture(
+                              new StateSaved.Refused(r.getString("refused")));
+                        }
+                        if (r.getInteger("version") == null) {
+                          return tries > 1
+                              ? saveState(client, sealer, tokenHash, runnerId, s, last, tries - 1)
+                              : Future.succeededFuture(
+                                  new StateSaved.Refused(
+                                      "the workspace's next version kept moving while this state"
+                                          + " was sealed"));
+                        }
+                        return Future.succeededFuture(
+                            new StateSaved.Stored(
+                                r.getInteger("version"), r.getString("note"), r.getLong("id")));
+                      });
             });
   }
 
@@ -133,6 +174,17 @@ public final class StateStore {
   public Future<Optional<String>> state(String workspace, Integer version) {
     return pool.preparedQuery(READ.text())
         .execute(Tuple.of(workspace, version))
-        .map(rows -> Rows.firstString(rows, "state").map(st -> sealer.open(st, CONTEXT)));
+        .map(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Optional.<String>empty();
+              }
+              Row r = rows.iterator().next();
+              return Optional.ofNullable(r.getString("state"))
+                  .map(
+                      st ->
+                          sealer.open(
+                              st, Sealer.workspaceState(workspace, r.getInteger("version"))));
+            });
   }
 }

@@ -151,7 +151,9 @@ final class DevCommand implements Callable<Integer> {
                     base.launcher().local().passEnv(),
                     base.launcher().local().pluginCacheDir() != null
                         ? base.launcher().local().pluginCacheDir()
-                        : dir.resolve("plugin-cache")),
+                        : dir.resolve("plugin-cache"),
+                    base.launcher().local().isolation(),
+                    base.launcher().local().readOnly()),
                 base.launcher().kubernetes()),
             base.logging(),
             base.retention(),

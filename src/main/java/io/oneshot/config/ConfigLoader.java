@@ -52,6 +52,7 @@ public final class ConfigLoader {
           "lease",
           "cancelGrace",
           "drainGrace",
+          "passEnv",
           "maxAttempts",
           "retryAfterAcquire",
           "namespace",
@@ -244,16 +245,32 @@ public final class ConfigLoader {
       ln.child("kind").report("must be local or kubernetes", kind);
     }
     ConfigNode lo = ln.object("local");
-    lo.allowOnly("runDir", "javaOptions", "command", "passEnv", "pluginCacheDir");
+    lo.allowOnly(
+        "runDir", "javaOptions", "command", "passEnv", "pluginCacheDir", "isolation", "readOnly");
     String runDir = lo.string("runDir", null);
     String cache = lo.string("pluginCacheDir", null);
+    String isolation = lo.string("isolation", "auto");
+    if (!List.of("auto", "bubblewrap", "none").contains(isolation)) {
+      lo.child("isolation")
+          .report(
+              "must be auto (bubblewrap when it works here), bubblewrap (or no start) or none",
+              isolation);
+    }
+    List<String> readOnly = lo.strings("readOnly", List.of());
+    for (int i = 0; i < readOnly.size(); i++) {
+      if (!readOnly.get(i).startsWith("/")) {
+        lo.child("readOnly").index(i).report("must be an absolute path", readOnly.get(i));
+      }
+    }
     Local local =
         new Local(
             runDir == null ? null : Path.of(runDir),
             lo.strings("javaOptions", List.of()),
             lo.strings("command", List.of()),
             lo.strings("passEnv", List.of()),
-            cache == null ? null : Path.of(cache));
+            cache == null ? null : Path.of(cache),
+            isolation,
+            readOnly);
     ConfigNode kn = ln.object("kubernetes");
     kn.allowOnly(
         "namespace",
@@ -328,6 +345,7 @@ public final class ConfigLoader {
       }
     }
     List<OneshotConfig.Source> sources = readSources(root, routes, env);
+    checkPassEnv(root, routes, local.passEnv(), env);
     return new OneshotConfig(
         database,
         api,
@@ -618,6 +636,82 @@ public final class ConfigLoader {
     return List.copyOf(out);
   }
 
+  /** A list of environment variable names ({@code passEnv}), each checked. */
+  private static List<String> envNames(ConfigNode node) {
+    List<String> names = node.strings("passEnv", List.of());
+    for (int i = 0; i < names.size(); i++) {
+      if (!ENV_NAME.matcher(names.get(i)).matches()) {
+        node.child("passEnv").index(i).report("must name an environment variable", names.get(i));
+      }
+    }
+    return names;
+  }
+
+  /**
+   * What a build's environment must never get from the dispatcher's unless the one route it belongs
+   * to names it: the dispatcher's own secrets (no route may), a source's database URL (no route
+   * may), a route's own Coder key (that route alone). {@code launcher.local.passEnv} reaches every
+   * route's builds, so it may name none of these; {@code routes[].passEnv} only its own key.
+   */
+  private static void checkPassEnv(
+      ConfigNode root, List<Route> routes, List<String> everyRoute, Map<String, String> env) {
+    Map<String, String> owner = new LinkedHashMap<>();
+    for (Route r : routes) {
+      if (r.name() != null) {
+        owner.put(Route.coderKeyVariable(r.name()), r.name());
+      }
+    }
+    java.util.Set<String> secret =
+        new java.util.HashSet<>(List.of(ENV_DATABASE_URL, ENV_ADMIN_TOKEN, ENV_ENCRYPTION_KEYS));
+    ConfigNode sources = root.child("sources");
+    if (!sources.absent() && sources.node().isArray()) {
+      for (int i = 0; i < sources.node().size(); i++) {
+        String urlEnv = sources.node().get(i).path("databaseUrlEnv").asText(null);
+        if (urlEnv != null) {
+          secret.add(urlEnv);
+        }
+      }
+    }
+    ConfigNode shared = root.child("launcher").child("local").child("passEnv");
+    for (int i = 0; i < everyRoute.size(); i++) {
+      String name = everyRoute.get(i);
+      if (secret.contains(name)) {
+        shared.index(i).report("is one of the dispatcher's own secrets: no build may get it", name);
+      } else if (owner.containsKey(name) || name.startsWith("CODER_PROVISIONER_DAEMON_KEY")) {
+        shared
+            .index(i)
+            .report(
+                owner.containsKey(name)
+                    ? "is route "
+                        + owner.get(name)
+                        + "'s Coder key, and this list reaches every route's builds: name it in"
+                        + " that route's passEnv"
+                    : "is a Coder key, and this list reaches every route's builds: name a"
+                        + " route's own key ("
+                        + CODER_KEY_PREFIX
+                        + "<ROUTE>) in that route's passEnv",
+                name);
+      }
+    }
+    ConfigNode list = root.child("routes");
+    for (int i = 0; i < routes.size(); i++) {
+      Route r = routes.get(i);
+      List<String> names = r.passEnv();
+      for (int j = 0; j < names.size(); j++) {
+        String name = names.get(j);
+        String of = owner.get(name);
+        ConfigNode at = list.index(i).child("passEnv").index(j);
+        if (secret.contains(name)) {
+          at.report("is one of the dispatcher's own secrets: no build may get it", name);
+        } else if (of != null && !of.equals(r.name())) {
+          at.report("is route " + of + "'s Coder key: only that route's builds may get it", name);
+        }
+      }
+    }
+  }
+
+  private static final String CODER_KEY_PREFIX = "CODER_PROVISIONER_DAEMON_KEY_";
+
   /** A retention age: a duration of at least a minute, or {@code forever} (the fallback: null). */
   private static Duration age(ConfigNode node, Duration fallback) {
     ConfigNode c = node.child("age");
@@ -697,7 +791,8 @@ public final class ConfigLoader {
               r.bool("retryAfterAcquire", false),
               untagged,
               routeRetention(r, retention),
-              drainGrace));
+              drainGrace,
+              envNames(r)));
     }
     return List.copyOf(routes);
   }

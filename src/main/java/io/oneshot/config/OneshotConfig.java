@@ -165,14 +165,19 @@ public record OneshotConfig(
    * The local launcher. {@code runDir} holds one directory per attempt; {@code command} replaces
    * the provisionerd command line (empty: this JVM's java and class path); {@code passEnv} names
    * environment variables handed through to provisionerd; {@code pluginCacheDir}, when set, is
-   * terraform's provider plugin cache shared by every attempt ({@code TF_PLUGIN_CACHE_DIR}).
+   * terraform's provider plugin cache shared by every attempt ({@code TF_PLUGIN_CACHE_DIR}; not
+   * given to isolated attempts, which could plant a provider in it for another team's build);
+   * {@code isolation} is {@code auto}, {@code bubblewrap} or {@code none} (launch/local/Sandbox);
+   * {@code readOnly}, paths besides provisionerd's own that isolated attempts may read.
    */
   public record Local(
       Path runDir,
       List<String> javaOptions,
       List<String> command,
       List<String> passEnv,
-      Path pluginCacheDir) {}
+      Path pluginCacheDir,
+      String isolation,
+      List<String> readOnly) {}
 
   /**
    * A route: builds whose tags are all contained in {@code tags} go here (first route in file order
@@ -210,7 +215,19 @@ public record OneshotConfig(
       boolean retryAfterAcquire,
       boolean untagged,
       Retention retention,
-      Duration drainGrace) {
+      Duration drainGrace,
+      List<String> passEnv) {
+    /**
+     * The variable of the dispatcher's environment that holds a route's own Coder provisioner key
+     * where one environment serves every route (the local launcher): {@code
+     * CODER_PROVISIONER_DAEMON_KEY_<ROUTE>}, the name in capitals, '-' as '_'. Only that route's
+     * builds may get it.
+     */
+    public static String coderKeyVariable(String route) {
+      return "CODER_PROVISIONER_DAEMON_KEY_"
+          + route.toUpperCase(java.util.Locale.ROOT).replace('-', '_');
+    }
+
     /** How much longer than the cancel grace a build pod's termination grace must be. */
     public static final Duration GRACE_MARGIN = Duration.ofSeconds(30);
 

@@ -73,7 +73,8 @@ public final class Rescuer implements AutoCloseable {
           false,
           false,
           new OneshotConfig.Retention(null, 0, Duration.ofMinutes(1), 1),
-          null);
+          null,
+          java.util.List.of());
 
   private final BuildStore store;
   private final Launcher launcher;

@@ -161,7 +161,7 @@ final class CoderProvisioner implements Provisioner {
 
   /** The variable that holds a route's own key: CODER_PROVISIONER_DAEMON_KEY_CODER_PROD. */
   static String routeKeyVariable(String route) {
-    return KEY_ENV + "_" + route.toUpperCase(java.util.Locale.ROOT).replace('-', '_');
+    return io.oneshot.config.OneshotConfig.Route.coderKeyVariable(route);
   }
 
   /** The daemon's name in Coder: the attempt's, so that Coder's list of daemons names the build. */

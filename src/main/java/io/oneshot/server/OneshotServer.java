@@ -322,7 +322,29 @@ public final class OneshotServer implements AutoCloseable {
                 ? local.runDir()
                 : Path.of(System.getProperty("java.io.tmpdir"), "oneshot-runs");
         Map<String, String> env = LocalCommand.baseEnvironment(local.passEnv());
-        if (local.pluginCacheDir() != null) {
+        List<String> command =
+            local.command().isEmpty()
+                ? LocalCommand.defaultCommand(
+                    local.javaOptions(), runDir.resolve(".provisionerd.jsa"))
+                : local.command();
+        java.util.Optional<io.oneshot.launch.local.Sandbox> sandbox;
+        try {
+          sandbox =
+              io.oneshot.launch.local.Sandbox.of(
+                  io.oneshot.launch.local.Sandbox.Mode.valueOf(
+                      local.isolation().toUpperCase(java.util.Locale.ROOT)),
+                  command,
+                  local.readOnly());
+        } catch (IllegalStateException e) {
+          throw new ConfigException(e.getMessage());
+        }
+        if (local.pluginCacheDir() != null && sandbox.isPresent()) {
+          log.info(
+              "launcher.local.pluginCacheDir ({}) is not given to isolated attempts: a cache every"
+                  + " route's builds write is a way for one to plant a provider that another runs."
+                  + " Each build installs its own providers.",
+              local.pluginCacheDir());
+        } else if (local.pluginCacheDir() != null) {
           try {
             Files.createDirectories(local.pluginCacheDir());
           } catch (IOException e) {
@@ -334,13 +356,7 @@ public final class OneshotServer implements AutoCloseable {
           }
           env.put("TF_PLUGIN_CACHE_DIR", local.pluginCacheDir().toAbsolutePath().toString());
         }
-        yield new LocalLauncher(
-            runDir,
-            local.command().isEmpty()
-                ? LocalCommand.defaultCommand(
-                    local.javaOptions(), runDir.resolve(".provisionerd.jsa"))
-                : local.command(),
-            env);
+        yield new LocalLauncher(runDir, command, env, sandbox);
       }
       case "kubernetes" ->
           KubernetesLauncher.create(config, KubernetesLauncher.client(vertx, config));

@@ -7,6 +7,7 @@ import io.oneshot.testing.Api;
 import io.oneshot.testing.RecordingLauncher;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
+import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -74,7 +75,7 @@ class StateEncryptionTest {
   void stateIsSealedAtRestAndOldVersionsStayReadableAfterARotation() {
     start(K1, false);
     build("ws", 1, "first-marker");
-    assertThat(stored(1)).startsWith("oneshot-sealed:v1:k1:").doesNotContain("first-marker");
+    assertThat(stored(1)).startsWith("oneshot-sealed:v2:k1:").doesNotContain("first-marker");
     assertThat(Sql.dumpSearch("first-marker")).isEmpty();
     // The size shown is the state's, not the sealed text's.
     assertThat(
@@ -96,7 +97,7 @@ class StateEncryptionTest {
         .contains("first-marker");
     // The next build of the workspace is handed the old state, decrypted.
     assertThat(build("ws", 2, "second-marker")).contains("first-marker");
-    assertThat(stored(2)).startsWith("oneshot-sealed:v1:k2:");
+    assertThat(stored(2)).startsWith("oneshot-sealed:v2:k2:");
 
     // Without k1, version 1 cannot be read, and the answer says which key it needs.
     start(K2, true);
@@ -108,13 +109,43 @@ class StateEncryptionTest {
   }
 
   @Test
+  void aSealedStateMovedToAnotherVersionOrWorkspaceDoesNotOpen() {
+    start(K1, false);
+    build("ws", 1, "first-marker");
+    build("ws", 2, "second-marker");
+    build("other", 1, "other-marker");
+    // Someone with the database copies version 1's state over version 2, and over another
+    // workspace's: neither opens, and the next build of the workspace is not handed it.
+    Sql.exec(
+        "UPDATE oneshot.workspace_states SET state = (SELECT state FROM oneshot.workspace_states"
+            + " WHERE workspace = 'ws' AND version = 1) WHERE workspace = 'ws' AND version = 2");
+    Sql.exec(
+        "UPDATE oneshot.workspace_states SET state = (SELECT state FROM oneshot.workspace_states"
+            + " WHERE workspace = 'ws' AND version = 1) WHERE workspace = 'other'");
+    assertThat(t.api.get("/api/v1/workspaces/state?workspace=ws&version=1").text())
+        .contains("first-marker");
+    for (String q : List.of("workspace=ws&version=2", "workspace=other&version=1")) {
+      Api.Response moved = t.api.get("/api/v1/workspaces/state?" + q);
+      assertThat(moved.status()).as(q).isEqualTo(500);
+      assertThat(moved.json().path("error").asText()).as(q).contains("moved");
+      assertThat(moved.text()).doesNotContain("first-marker");
+    }
+    long id = t.api.submitTerraform("ws", "");
+    Attempt a = launcher.awaitLaunched(id, 1);
+    Api.Response acquired =
+        new Api(t.api.base(), null).post("/api/v1/runner/acquire", "{}", a.token().value());
+    assertThat(acquired.status()).isEqualTo(410);
+    assertThat(acquired.text()).doesNotContain("first-marker");
+  }
+
+  @Test
   void stateStoredBeforeKeysWereSetIsStillReadAndTheNextVersionIsSealed() {
     t = TestServer.with().routes("routes: [{name: tf}]").launcher(launcher).start();
     build("ws", 1, "plain-marker");
     assertThat(stored(1)).contains("plain-marker");
     start(K1, true);
     assertThat(build("ws", 2, "sealed-marker")).contains("plain-marker");
-    assertThat(stored(2)).startsWith("oneshot-sealed:v1:k1:");
+    assertThat(stored(2)).startsWith("oneshot-sealed:v2:k1:");
     assertThat(t.api.get("/api/v1/workspaces/state?workspace=ws").text()).contains("sealed-marker");
   }
 

@@ -82,7 +82,7 @@ class SensitiveValuesTest {
     assertThat(t.api.get("/api/v1/builds/" + id).text()).doesNotContain(SECRET);
     assertThat(Sql.dumpSearch(SECRET)).isEmpty();
     assertThat((String) Sql.value("SELECT sealed FROM oneshot.builds WHERE id = ?", id))
-        .startsWith("oneshot-sealed:v1:k1:");
+        .startsWith("oneshot-sealed:v2:k1:");
 
     // A rerun gets the value too: it is sealed again for the new build.
     long rerun = t.api.post("/api/v1/builds/" + id + "/rerun", "{}").json().path("id").asLong();
@@ -129,7 +129,7 @@ class SensitiveValuesTest {
     assertThat(Sql.dumpSearch(SECRET)).isEmpty();
     assertThat(
             (String) Sql.value("SELECT state FROM oneshot.workspace_states WHERE workspace = 'ws'"))
-        .startsWith("oneshot-sealed:v1:k1:");
+        .startsWith("oneshot-sealed:v2:k1:");
     assertThat(t.api.get("/api/v1/workspaces/state?workspace=ws").text()).contains(SECRET);
   }
 

@@ -148,7 +148,7 @@ class TerraformTest {
                     + tmp.resolve("runs")
                     + "\", pluginCacheDir: \""
                     + cache
-                    + "\"}}")
+                    + "\", isolation: none}}")
             .start();
     Path seen = tmp.resolve("env.txt");
     long id =

@@ -84,9 +84,10 @@ class CoderReplicasTest {
             kind: local
             local:
               runDir: "%s"
-              passEnv: [CODER_URL, ONESHOT_CODER_BIN, CODER_PROVISIONER_DAEMON_KEY_CODER_A]
+              passEnv: [CODER_URL, ONESHOT_CODER_BIN]
           routes:
-            - {name: coder-a, tags: {env: a}, maxConcurrent: 6, hangTimeout: 30s}
+            - {name: coder-a, tags: {env: a}, maxConcurrent: 6, hangTimeout: 30s,
+               passEnv: [CODER_PROVISIONER_DAEMON_KEY_CODER_A]}
           sources:
             - name: coder
               kind: coder

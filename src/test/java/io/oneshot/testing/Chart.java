@@ -71,8 +71,14 @@ public final class Chart {
   public static Set<String> roleAccess(List<HasMetadata> objs) {
     Set<String> out = new TreeSet<>();
     for (HasMetadata o : objs) {
-      if (o instanceof Role role) {
-        for (PolicyRule rule : role.getRules()) {
+      List<PolicyRule> rules =
+          o instanceof Role role
+              ? role.getRules()
+              : o instanceof io.fabric8.kubernetes.api.model.rbac.ClusterRole cr
+                  ? cr.getRules()
+                  : null;
+      if (rules != null) {
+        for (PolicyRule rule : rules) {
           for (String group : rule.getApiGroups()) {
             for (String res : rule.getResources()) {
               for (String verb : rule.getVerbs()) {

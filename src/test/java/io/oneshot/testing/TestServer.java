@@ -92,6 +92,18 @@ public final class TestServer implements AutoCloseable {
       return this;
     }
 
+    /**
+     * Runs the local launcher's attempts as {@code isolation} says ({@code none} unless set: the
+     * tests' scripts meet their test in its temporary directory, which an isolated attempt cannot
+     * see; IsolationTest runs them isolated).
+     */
+    public Builder isolation(String isolation) {
+      this.isolation = isolation;
+      return this;
+    }
+
+    private String isolation = "none";
+
     /** Replaces the {@code launcher} block (flow YAML). */
     public Builder launcherYaml(String launcher) {
       this.launcherYaml = launcher;
@@ -137,10 +149,11 @@ public final class TestServer implements AutoCloseable {
                   limits,
                   launcherYaml != null
                       ? launcherYaml
-                      : "{kind: local, local: {runDir: %s, command: %s}}"
+                      : "{kind: local, local: {runDir: %s, command: %s, isolation: %s}}"
                           .formatted(
                               io.oneshot.api.Json.write(runDir.toString()),
-                              io.oneshot.api.Json.write(provisionerd())),
+                              io.oneshot.api.Json.write(provisionerd()),
+                              isolation),
                   routes);
       return ConfigLoader.parse(yaml, "test", Map.of());
     }

@@ -66,6 +66,10 @@ public final class LocalLauncher implements Launcher {
 
   private final Map<String, String> baseEnv;
   private final String setsid;
+
+  /** Where each attempt runs isolated; null: plain processes. */
+  private final Sandbox sandbox;
+
   private final ConcurrentMap<String, Proc> procs = new ConcurrentHashMap<>();
   private final ScheduledExecutorService timers;
   private final PortOwner ports = new PortOwner();
@@ -81,10 +85,19 @@ public final class LocalLauncher implements Launcher {
    * @param baseEnv the environment every attempt gets, before oneshot's own variables
    */
   public LocalLauncher(Path runDir, List<String> command, Map<String, String> baseEnv) {
+    this(runDir, command, baseEnv, Optional.empty());
+  }
+
+  /**
+   * @param sandbox where each attempt runs isolated ({@link Sandbox}); empty: plain processes
+   */
+  public LocalLauncher(
+      Path runDir, List<String> command, Map<String, String> baseEnv, Optional<Sandbox> sandbox) {
     this.runDir = runDir.toAbsolutePath();
     this.command = SharedArchive.takeOver(command);
     this.baseEnv = Map.copyOf(baseEnv);
     this.setsid = LocalCommand.findSetsid();
+    this.sandbox = sandbox.orElse(null);
     this.timers =
         Executors.newSingleThreadScheduledExecutor(
             r -> {
@@ -96,6 +109,36 @@ public final class LocalLauncher implements Launcher {
       Files.createDirectories(this.runDir);
     } catch (IOException e) {
       throw new UncheckedIOException("cannot create the run directory " + this.runDir, e);
+    }
+    if (this.sandbox != null) {
+      writeArchiveOutside();
+    }
+  }
+
+  /**
+   * With a sandbox, attempts never write the class data sharing archive (a build could doctor it
+   * for the next provisionerd): one warm-up build of this launcher's own ({@code provisionerd
+   * --warm-up}, a fixed script against an API of its own) writes it, outside any sandbox.
+   */
+  private void writeArchiveOutside() {
+    SharedArchive archive = command.archive();
+    if (archive == null || archive.reader() != null) {
+      return;
+    }
+    SharedArchive.Use writer = archive.next();
+    List<String> cmd = new ArrayList<>(command.with(writer));
+    cmd.add("--warm-up");
+    ProcessBuilder pb = new ProcessBuilder(cmd).directory(runDir.toFile());
+    pb.environment().clear();
+    pb.environment().putAll(baseEnv);
+    pb.redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
+    pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
+    pb.redirectError(ProcessBuilder.Redirect.DISCARD);
+    try {
+      archive.watch(writer, pb.start());
+    } catch (IOException e) {
+      log.warn("Cannot write the class data sharing archive {}: {}.", archive.file(), e.toString());
+      archive.exited(writer, -1);
     }
   }
 
@@ -133,7 +176,10 @@ public final class LocalLauncher implements Launcher {
           PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
       Files.writeString(tokenFile, a.token().value(), StandardCharsets.UTF_8);
 
-      SharedArchive.Use use = command.next();
+      SharedArchive.Use use =
+          sandbox == null
+              ? command.next()
+              : command.archive() == null ? null : command.archive().reader();
       List<String> own = command.with(use);
       List<String> cmd = new ArrayList<>();
       if (setsid != null) {
@@ -146,10 +192,17 @@ public final class LocalLauncher implements Launcher {
         cmd.add(MARKER + dir.toAbsolutePath());
       }
       cmd.addAll(own.subList(1, own.size()));
-      ProcessBuilder pb = new ProcessBuilder(cmd).directory(work.toFile());
+      ProcessBuilder pb = new ProcessBuilder().directory(work.toFile());
       Map<String, String> env = pb.environment();
       env.clear();
       env.putAll(baseEnv);
+      // What the attempt's route alone names (its own Coder key, say): no other route's builds.
+      for (String variable : a.route().passEnv()) {
+        String v = System.getenv(variable);
+        if (v != null) {
+          env.put(variable, v);
+        }
+      }
       env.put("HOME", work.toString());
       env.put("TMPDIR", tmp.toString());
       env.put("ONESHOT_API_URL", a.apiUrl());
@@ -157,6 +210,18 @@ public final class LocalLauncher implements Launcher {
       env.put("ONESHOT_WORK_DIR", work.toString());
       env.put("ONESHOT_BUILD_ID", Long.toString(a.buildId()));
       env.put("ONESHOT_ATTEMPT", Integer.toString(a.attempt()));
+      if (sandbox != null) {
+        List<String> inner = cmd.subList(setsid == null ? 0 : 1, cmd.size());
+        List<String> wrapped =
+            sandbox.wrap(
+                new ArrayList<>(inner),
+                dir,
+                env,
+                use == null ? List.of() : List.of(command.archive().file()));
+        cmd = new ArrayList<>(cmd.subList(0, setsid == null ? 0 : 1));
+        cmd.addAll(wrapped);
+      }
+      pb.command(cmd);
       pb.redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
       pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
       pb.redirectError(dir.resolve(LOG_FILE).toFile());
@@ -283,7 +348,8 @@ public final class LocalLauncher implements Launcher {
       killNow(p);
       return;
     }
-    p.handle().destroy();
+    // provisionerd itself: a sandbox around it passes no signal on.
+    runnerOf(p.handle()).destroy();
     timers.schedule(() -> killNow(p), grace.toMillis(), TimeUnit.MILLISECONDS);
   }
 
@@ -320,7 +386,7 @@ public final class LocalLauncher implements Launcher {
     if (p == null
         || intruder.pid() == null
         || intruder.pid().equals(holder.pid())
-        || p.handle().pid() != intruder.pid()) {
+        || runnerOf(p.handle()).pid() != intruder.pid()) {
       return;
     }
     log.warn(
@@ -362,6 +428,7 @@ public final class LocalLauncher implements Launcher {
     // Started by an earlier dispatcher, and not looked at since.
     Optional<ProcessHandle> other =
         ProcessHandle.allProcesses()
+            .filter(LocalLauncher::runs)
             .filter(h -> attemptDirOf(h).filter(d -> d.startsWith(runDir)).isPresent())
             .filter(h -> ports.holds(h.pid(), socket.get()))
             .findFirst();
@@ -395,14 +462,20 @@ public final class LocalLauncher implements Launcher {
    * around provisionerd, the descendant that carries the attempt marker.
    */
   private static ProcessHandle runnerOf(ProcessHandle launched) {
-    if (attemptDirOf(launched).isPresent()) {
+    if (runs(launched)) {
       return launched;
     }
-    return launched
-        .descendants()
-        .filter(h -> attemptDirOf(h).isPresent())
-        .findFirst()
-        .orElse(launched);
+    return launched.descendants().filter(LocalLauncher::runs).findFirst().orElse(launched);
+  }
+
+  /** Whether the process is a provisionerd (carries the marker, and is no sandbox around one). */
+  private static boolean runs(ProcessHandle h) {
+    List<String> args = commandLine(h);
+    if (args.isEmpty() || args.stream().noneMatch(a -> a.startsWith(MARKER))) {
+      return false;
+    }
+    String exe = Path.of(args.get(0)).getFileName().toString();
+    return !exe.equals("bwrap") && !exe.equals("setsid");
   }
 
   private static boolean loopback(String host) {

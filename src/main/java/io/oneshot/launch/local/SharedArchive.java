@@ -182,6 +182,15 @@ public final class SharedArchive {
   }
 
   /**
+   * The flags that map the archive, once it exists; null before (start without it): for processes
+   * that must not write one (a sandboxed attempt, whose build could leave a doctored archive for
+   * the next provisionerd to map).
+   */
+  public Use reader() {
+    return Files.isRegularFile(file) ? new Use(List.of(FILE + file), null) : null;
+  }
+
+  /**
    * Puts {@code process}'s archive, if it writes one ({@code use}), in place once it has exited.
    */
   public void watch(Use use, Process process) {

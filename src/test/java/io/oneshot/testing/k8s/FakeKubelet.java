@@ -10,6 +10,7 @@ import io.fabric8.kubernetes.api.model.PodBuilder;
 import io.fabric8.kubernetes.api.model.PodCondition;
 import io.fabric8.kubernetes.api.model.PodConditionBuilder;
 import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.Volume;
 import io.fabric8.kubernetes.api.model.VolumeMount;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.api.model.batch.v1.JobConditionBuilder;
@@ -178,8 +179,16 @@ public final class FakeKubelet implements AutoCloseable {
     }
   }
 
+  /** The API server's ServiceAccount tokens, which the kubelet asks for a pod's projected ones. */
+  private final ServiceAccountTokens tokens;
+
   FakeKubelet(
-      KubernetesClient api, FaultyDispatcher requests, List<String> namespaces, Path workRoot) {
+      KubernetesClient api,
+      FaultyDispatcher requests,
+      List<String> namespaces,
+      Path workRoot,
+      ServiceAccountTokens tokens) {
+    this.tokens = tokens;
     this.api = api;
     this.requests = requests;
     this.namespaces = List.copyOf(namespaces);
@@ -631,6 +640,18 @@ public final class FakeKubelet implements AutoCloseable {
     run(p, c);
   }
 
+  /** Where the container mounts the volume of that name; null when it does not. */
+  private static String mountPathOf(Container c, String volume) {
+    if (c.getVolumeMounts() == null) {
+      return null;
+    }
+    return c.getVolumeMounts().stream()
+        .filter(m -> m.getName().equals(volume))
+        .map(VolumeMount::getMountPath)
+        .findFirst()
+        .orElse(null);
+  }
+
   private static Container container(PodRun p) {
     return p.job.job.getSpec().getTemplate().getSpec().getContainers().stream()
         .filter(x -> x.getName().equals("provisionerd"))
@@ -713,6 +734,29 @@ public final class FakeKubelet implements AutoCloseable {
         Files.createDirectories(local);
       } catch (IOException e) {
         throw new UncheckedIOException(e);
+      }
+    }
+    // A projected serviceAccountToken source: the kubelet asks the API server for a token of the
+    // pod's service account, bound to the pod (pkg/kubelet/token/token_manager.go; the volume's
+    // files from pkg/volume/projected/projected.go, collectData).
+    List<Volume> volumes = self == null ? List.of() : self.getSpec().getVolumes();
+    for (Volume v : volumes == null ? List.<Volume>of() : volumes) {
+      if (v.getProjected() == null || !mounts.containsKey(mountPathOf(c, v.getName()))) {
+        continue;
+      }
+      for (var source : v.getProjected().getSources()) {
+        var sat = source.getServiceAccountToken();
+        if (sat != null) {
+          long ttl = sat.getExpirationSeconds() == null ? 3600 : sat.getExpirationSeconds();
+          try {
+            Files.writeString(
+                mounts.get(mountPathOf(c, v.getName())).resolve(sat.getPath()),
+                tokens.issue(self, sat.getAudience(), ttl),
+                StandardCharsets.UTF_8);
+          } catch (IOException e) {
+            throw new UncheckedIOException(e);
+          }
+        }
       }
     }
     env.replaceAll((k, v) -> moved(v, mounts));

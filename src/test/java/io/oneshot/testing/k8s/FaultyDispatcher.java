@@ -21,6 +21,14 @@ public final class FaultyDispatcher extends Dispatcher {
       String method, Pattern path, BiFunction<RecordedRequest, Dispatcher, MockResponse> answer) {}
 
   private final Dispatcher crud;
+
+  /** Who answers TokenReviews (the mock's CRUD would store them and answer with no status). */
+  private volatile ServiceAccountTokens tokens;
+
+  void tokenReviews(ServiceAccountTokens tokens) {
+    this.tokens = tokens;
+  }
+
   private final List<Fault> faults = new CopyOnWriteArrayList<>();
   private volatile double chaos;
   private volatile String chaosAgent;
@@ -153,6 +161,12 @@ public final class FaultyDispatcher extends Dispatcher {
           return f.answer().apply(request, crud);
         }
       }
+    }
+    ServiceAccountTokens t = tokens;
+    if (t != null
+        && request.getMethod().equals("POST")
+        && request.getPath().startsWith(ServiceAccountTokens.PATH)) {
+      return t.review(request);
     }
     return crud.dispatch(request);
   }

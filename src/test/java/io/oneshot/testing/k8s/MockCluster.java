@@ -35,6 +35,9 @@ public final class MockCluster implements AutoCloseable {
   public final KubernetesClient admin;
   public final FakeKubelet kubelet;
 
+  /** The API server's ServiceAccount tokens: the kubelet's for pods, and their reviews. */
+  public final ServiceAccountTokens tokens;
+
   /** The clients' ends of the connections open to the API server. */
   private final Set<String> connections = new HashSet<>();
 
@@ -88,7 +91,9 @@ public final class MockCluster implements AutoCloseable {
         };
     server.init();
     admin = server.createClient();
-    kubelet = new FakeKubelet(admin, dispatcher, namespaces, workRoot);
+    tokens = new ServiceAccountTokens(admin);
+    dispatcher.tokenReviews(tokens);
+    kubelet = new FakeKubelet(admin, dispatcher, namespaces, workRoot, tokens);
     kubelet.start();
   }
 

@@ -3,7 +3,9 @@
 -- only moves forward: a lower serial, or a lineage other than the one the attempt stored first or
 -- started from, is refused (terraform keeps the lineage of the state it is given, and only starts one
 -- where there was none, which is noted). $2 is the state as stored (sealed when encryption keys are
--- configured), $7 its size before sealing. Transition: none (workspace state).
+-- configured, bound to workspace and version $8, which state/next-version gave), $7 its size before
+-- sealing; it is stored as version $8 or not at all (the attempt's version moved meanwhile: nothing
+-- is stored, and the caller seals it again). Transition: none (workspace state).
 -- Guards (the fence on state uploads): token_hash = $1, status = 'running', runner_id = $6 (only the
 -- bound runner of the running attempt writes; an old attempt's token and another runner's id match
 -- nothing), workspace IS NOT NULL; then the serial and lineage checks of "verdict".
@@ -48,15 +50,16 @@ WITH b AS (
 ), v AS (
   INSERT INTO oneshot.workspace_states AS s
     (workspace, version, build_id, attempt, state, bytes, serial, lineage, final)
-  SELECT b.workspace,
-         coalesce((SELECT max(w.version) FROM oneshot.workspace_states w
-                   WHERE w.workspace = b.workspace), 0) + 1,
-         b.id, b.attempt, $2, $7, $3, $4, $5
+  SELECT b.workspace, $8::int, b.id, b.attempt, $2, $7, $3, $4, $5
   FROM b, verdict
   WHERE verdict.refused IS NULL
+    AND (EXISTS (SELECT 1 FROM mine)
+         OR $8::int = coalesce((SELECT max(w.version) FROM oneshot.workspace_states w
+                                WHERE w.workspace = b.workspace), 0) + 1)
   ON CONFLICT (build_id, attempt) DO UPDATE
     SET state = excluded.state, bytes = excluded.bytes, serial = excluded.serial,
         lineage = excluded.lineage, final = excluded.final, updated_at = clock_timestamp()
+    WHERE s.version = $8::int
   RETURNING s.build_id, s.version
 ), u AS (
   UPDATE oneshot.builds x SET state_written_version = v.version

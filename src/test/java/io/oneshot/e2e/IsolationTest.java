@@ -1,0 +1,191 @@
+package io.oneshot.e2e;
+
+import static io.oneshot.testing.TestServer.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.oneshot.api.Json;
+import io.oneshot.launch.local.LocalCommand;
+import io.oneshot.launch.local.LocalLauncher;
+import io.oneshot.launch.local.Sandbox;
+import io.oneshot.testing.Api;
+import io.oneshot.testing.CapturingLauncher;
+import io.oneshot.testing.ChildJvm;
+import io.oneshot.testing.Required;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TestServer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * One team's build cannot reach another's, with the local launcher's attempts isolated by
+ * bubblewrap: team A's script searches the machine for team B's secret, token, state and processes,
+ * and the dispatcher's files, and acts as B's runner with B's token; it finds nothing and runs
+ * nothing, and B's build runs and ends as its own provisionerd decides. Real provisionerd processes
+ * in real sandboxes.
+ */
+class IsolationTest {
+  private static final String B_SECRET = "b-secret-" + Long.toHexString(System.nanoTime());
+
+  @TempDir Path tmp;
+  private TestServer t;
+
+  @AfterEach
+  void stop() {
+    if (t != null) {
+      t.close();
+    }
+  }
+
+  private static boolean bwrap() {
+    return Files.isExecutable(Path.of("/usr/bin/bwrap"));
+  }
+
+  /** The runner calls, each with a body it would be taken with, for the token's thief. */
+  private static final Map<String, String> CALLS = new LinkedHashMap<>();
+
+  static {
+    CALLS.put("acquire", "{}");
+    CALLS.put("heartbeat", "{}");
+    CALLS.put("logs", "{\"first\": 1, \"lines\": [{\"text\": \"forged\"}]}");
+    CALLS.put("state", "{\"state\": \"{\\\"serial\\\": 9, \\\"lineage\\\": \\\"L\\\"}\"}");
+    CALLS.put("took-job", "{\"what\": \"forged\"}");
+    CALLS.put("complete", "{\"outcome\": \"succeeded\"}");
+  }
+
+  @Test
+  void aTeamsBuildFindsNothingOfAnothersAndCannotActAsItsRunner() throws Exception {
+    Required.tool(
+        bwrap(),
+        "ONESHOT_REQUIRE_BWRAP",
+        "bwrap is missing (apt-get install bubblewrap)",
+        "isolated attempts are not tried");
+    // The dispatcher's own files: what `oneshot dev` keeps in its data directory.
+    Path data = Files.createDirectories(tmp.resolve("data"));
+    Files.writeString(data.resolve("admin-token"), TestServer.ADMIN_TOKEN);
+    Path runs = tmp.resolve("runs");
+    List<String> command =
+        LocalCommand.defaultCommand(
+            List.of(), ChildJvm.archive("provisionerd"), ChildJvm.classPath());
+    CapturingLauncher launcher =
+        new CapturingLauncher(
+            new LocalLauncher(
+                runs,
+                command,
+                LocalCommand.baseEnvironment(List.of()),
+                Sandbox.of(Sandbox.Mode.BUBBLEWRAP, command, List.of())));
+    t =
+        TestServer.with()
+            .launcher(launcher)
+            .routes("routes: [{name: team-a, tags: {team: a}}, {name: team-b, tags: {team: b}}]")
+            .start();
+    Api api = t.api;
+
+    // Team B's build: its secret in its environment, waiting for a file in its own directory.
+    long b =
+        api.post(
+                "/api/v1/builds",
+                "{\"tags\": {\"team\": \"b\"}, \"input\": {\"provisioner\": \"script\","
+                    + " \"command\": [\"sh\", \"-c\", \"echo b-started; while [ ! -f go ]; do"
+                    + " sleep 0.1; done; echo b-finished\"], \"env\": {\"SECRET_B\": "
+                    + Json.write(B_SECRET)
+                    + "}}}")
+            .json()
+            .path("id")
+            .asLong();
+    await().atMost(60, TimeUnit.SECONDS).until(() -> logs(b).contains("b-started"));
+    Path bDir = runs.resolve("oneshot-" + b + "-1");
+    // Its token as its provisionerd got it: the thief has it somehow (a leak, a copy).
+    String bToken = launcher.of(b).token().value();
+    long dispatcher = ProcessHandle.current().pid();
+
+    StringBuilder probe = new StringBuilder("echo probe-start\n");
+    probe.append("echo \"data: $(cat ").append(data).append("/admin-token 2>&1)\"\n");
+    probe.append("echo \"runs: $(ls ").append(runs).append(" 2>&1 | tr '\\n' ' ')\"\n");
+    probe.append("echo \"b-dir: $(ls ").append(bDir).append(" 2>&1 | tr '\\n' ' ')\"\n");
+    probe.append("echo \"b-token: $(cat ").append(bDir).append("/token 2>&1)\"\n");
+    probe
+        .append("echo \"environs: $(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'")
+        .append(" | grep -c SECRET_B)\"\n");
+    probe.append("echo \"processes: $(ls -d /proc/[0-9]* | wc -l)\"\n");
+    probe
+        .append("echo \"dispatcher: $(tr '\\0' ' ' < /proc/")
+        .append(dispatcher)
+        .append("/cmdline 2>&1 | head -c 80)\"\n");
+    probe.append("echo \"tmp: $(ls /tmp | wc -l)\"\n");
+    for (Map.Entry<String, String> c : CALLS.entrySet()) {
+      probe
+          .append("echo \"stolen ")
+          .append(c.getKey())
+          .append(" $(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer ")
+          .append(bToken)
+          .append("' -H 'Oneshot-Runner-Id: stolen-runner-1' -H 'Content-Type: application/json'")
+          .append(" --data-binary '")
+          .append(c.getValue())
+          .append("' http://127.0.0.1:")
+          .append(t.server.port())
+          .append("/api/v1/runner/")
+          .append(c.getKey())
+          .append(")\"\n");
+    }
+    probe.append("echo probe-end\n");
+    long a = api.submitScript("{\"team\": \"a\"}", probe.toString());
+    await()
+        .atMost(60, TimeUnit.SECONDS)
+        .until(() -> List.of("succeeded", "failed").contains(status(a)));
+    String found = logs(a);
+    assertThat(found).contains("probe-start", "probe-end");
+    assertThat(found)
+        .as("nothing of the dispatcher's or of team B's")
+        .doesNotContain(TestServer.ADMIN_TOKEN)
+        .doesNotContain(B_SECRET)
+        .doesNotContain(bToken)
+        .contains("data: cat: " + data + "/admin-token: No such file or directory")
+        .contains("b-dir: ls: cannot access '" + bDir + "': No such file or directory")
+        .contains("environs: 0")
+        .doesNotContain("oneshot-" + b + "-1 ")
+        // The dispatcher's process is not there to read (the shell's error goes to stderr).
+        .contains("dispatcher: \n");
+    // Its own process namespace: the sandbox's init, sh, the command substitutions.
+    int processes = Integer.parseInt(found.replaceAll("(?s).*processes: (\\d+).*", "$1").strip());
+    assertThat(processes).isLessThan(10);
+    for (String call : CALLS.keySet()) {
+      assertThat(found).contains("stolen " + call + " 401");
+    }
+    assertThat(Sql.logLines(b, "stdout")).doesNotContain("forged");
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_events WHERE build_id = ?"
+                    + " AND reason LIKE 'a call with this attempt''s token was refused:%'",
+                b))
+        .isEqualTo(CALLS.size());
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.audit WHERE build_id = ? AND outcome = 'unproven'",
+                b))
+        .isEqualTo(CALLS.size());
+    assertThat(status(b)).isEqualTo("running");
+
+    // B's own runner goes on, and decides how B ends.
+    Files.createFile(bDir.resolve("work").resolve("go"));
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(b).equals("succeeded"));
+    assertThat(logs(b)).contains("b-finished");
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.audit WHERE build_id = ? AND action ="
+                    + " 'runner-complete' AND outcome = 'ok'",
+                b))
+        .isEqualTo(1);
+  }
+
+  private static String logs(long id) {
+    return String.join("\n", Sql.logLines(id, "stdout"));
+  }
+}
