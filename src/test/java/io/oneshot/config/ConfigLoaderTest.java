@@ -105,7 +105,7 @@ class ConfigLoaderTest {
         """,
         "routes[0].maxConcurent: unknown field (did you mean maxConcurrent?); known fields: name,"
             + " tags, template, maxConcurrent, timeout, launchTimeout, hangTimeout, lease,"
-            + " cancelGrace, drainGrace, maxAttempts, retryAfterAcquire, namespace, untagged,"
+            + " cancelGrace, drainGrace, passEnv, maxAttempts, retryAfterAcquire, namespace, untagged,"
             + " retention");
     refused(
         "dispatc: {}\n" + ROUTES,
@@ -194,6 +194,71 @@ class ConfigLoaderTest {
           sources[2].name: duplicate source 'coder' (also sources[0])
           sources[2].kind: must be postgres or coder, got "kafka"\
         """);
+  }
+
+  @Test
+  void aBuildsEnvironmentGetsOnlyWhatItsRouteNames() {
+    OneshotConfig ok =
+        parse(
+            """
+            launcher: {local: {passEnv: [HTTPS_PROXY]}}
+            routes:
+              - {name: coder-a, tags: {team: a}, passEnv: [CODER_PROVISIONER_DAEMON_KEY_CODER_A]}
+              - {name: coder-b, tags: {team: b}}
+            """);
+    assertThat(ok.routes().get(0).passEnv())
+        .containsExactly("CODER_PROVISIONER_DAEMON_KEY_CODER_A");
+    assertThat(ok.routes().get(1).passEnv()).isEmpty();
+    // Another route's key, in a route's own list: refused, the field named.
+    refused(
+        """
+        routes:
+          - {name: coder-a, tags: {team: a}}
+          - {name: coder-b, tags: {team: b}, passEnv: [HOME, CODER_PROVISIONER_DAEMON_KEY_CODER_A]}
+        """,
+        "routes[1].passEnv[1]: is route coder-a's Coder key: only that route's builds may get it"
+            + ", got \"CODER_PROVISIONER_DAEMON_KEY_CODER_A\"");
+    // The launcher's list reaches every route's builds: no route's key there.
+    refused(
+        """
+        launcher: {local: {passEnv: [CODER_PROVISIONER_DAEMON_KEY_CODER_A]}}
+        routes:
+          - {name: coder-a, tags: {team: a}}
+        """,
+        "launcher.local.passEnv[0]: is route coder-a's Coder key, and this list reaches every"
+            + " route's builds: name it in that route's passEnv, got"
+            + " \"CODER_PROVISIONER_DAEMON_KEY_CODER_A\"");
+    // The dispatcher's own secrets and a source's database URL reach no build.
+    refused(
+        """
+        routes:
+          - {name: a, passEnv: [ONESHOT_ADMIN_TOKEN]}
+        """,
+        "routes[0].passEnv[0]: is one of the dispatcher's own secrets: no build may get it, got"
+            + " \"ONESHOT_ADMIN_TOKEN\"");
+    assertThatThrownBy(
+            () ->
+                ConfigLoader.parse(
+                    """
+                    launcher: {local: {passEnv: [CODER_DB]}}
+                    routes:
+                      - {name: coder, tags: {org: x}}
+                    sources:
+                      - {name: coder, kind: coder, databaseUrlEnv: CODER_DB,
+                         routes: [{route: coder, organization: x}]}
+                    """,
+                    "oneshot.yaml",
+                    Map.of("CODER_DB", "postgresql://coder:pw@db/coder")))
+        .isInstanceOf(ConfigException.class)
+        .hasMessage(
+            "oneshot.yaml: launcher.local.passEnv[0]: is one of the dispatcher's own secrets: no"
+                + " build may get it, got \"CODER_DB\"");
+    refused(
+        """
+        routes:
+          - {name: a, passEnv: ["NOT A NAME"]}
+        """,
+        "routes[0].passEnv[0]: must name an environment variable, got \"NOT A NAME\"");
   }
 
   @Test

@@ -185,6 +185,49 @@ class IsolationTest {
         .isEqualTo(1);
   }
 
+  @Test
+  void aRoutesBuildsGetWhatThatRouteNamesAndNoOtherRoutesBuildsDo() {
+    String value = System.getenv("JAVA_HOME");
+    org.junit.jupiter.api.Assumptions.assumeTrue(value != null, "JAVA_HOME is not set");
+    t =
+        TestServer.with()
+            .routes(
+                "routes: [{name: a, tags: {team: a}, passEnv: [JAVA_HOME]}, {name: b, tags: {team:"
+                    + " b}}]")
+            .start();
+    long a = t.api.submitScript("{\"team\": \"a\"}", "echo \"seen: ${JAVA_HOME:-nothing}\"");
+    long b = t.api.submitScript("{\"team\": \"b\"}", "echo \"seen: ${JAVA_HOME:-nothing}\"");
+    await()
+        .atMost(60, TimeUnit.SECONDS)
+        .until(() -> status(a).equals("succeeded") && status(b).equals("succeeded"));
+    assertThat(logs(a)).contains("seen: " + value);
+    assertThat(logs(b)).contains("seen: nothing").doesNotContain(value);
+  }
+
+  @Test
+  void plainAttemptsAreSaidToBeNotIsolatedAtStart() {
+    ch.qos.logback.classic.Logger logger =
+        (ch.qos.logback.classic.Logger) org.slf4j.LoggerFactory.getLogger(Sandbox.class);
+    ch.qos.logback.core.read.ListAppender<ch.qos.logback.classic.spi.ILoggingEvent> seen =
+        new ch.qos.logback.core.read.ListAppender<>();
+    seen.start();
+    logger.addAppender(seen);
+    try {
+      List<String> command =
+          LocalCommand.defaultCommand(List.of(), tmp.resolve("a.jsa"), ChildJvm.classPath());
+      assertThat(Sandbox.of(Sandbox.Mode.NONE, command, List.of())).isEmpty();
+      assertThat(seen.list)
+          .anySatisfy(
+              e -> {
+                assertThat(e.getLevel()).isEqualTo(ch.qos.logback.classic.Level.WARN);
+                assertThat(e.getFormattedMessage())
+                    .startsWith("ATTEMPTS ARE NOT ISOLATED (launcher.local.isolation is none)");
+              });
+    } finally {
+      logger.detachAppender(seen);
+    }
+  }
+
   private static String logs(long id) {
     return String.join("\n", Sql.logLines(id, "stdout"));
   }

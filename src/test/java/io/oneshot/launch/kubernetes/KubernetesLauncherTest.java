@@ -976,6 +976,114 @@ class KubernetesLauncherTest {
   }
 
   /**
+   * A runner is proven only by its pod's projected token for oneshot's audience, reviewed by the
+   * API server, and only as the runner of the attempt whose Job made that pod: what it states of
+   * itself counts for nothing, a token the API server never issued, one for another audience, one
+   * of a pod that only looks like an attempt's, and one of a pod that is gone prove nobody; a token
+   * already proven stays proven through its pod's deletion (a drain lets the build finish).
+   */
+  @Test
+  void aRunnerIsProvenByItsPodsTokenAloneAndOnlyForItsOwnAttempt() {
+    KubernetesLauncher[] made = new KubernetesLauncher[1];
+    t =
+        server()
+            .routes(
+                "routes: [{name: endless, tags: {team: a}, template: script.yaml,"
+                    + " namespace: team-a, cancelGrace: 3s}]")
+            .launchers(
+                (vertx, cfg) -> made[0] = KubernetesLauncher.create(cfg, cluster.clientFor(vertx)))
+            .start();
+    long id = t.api.submitScript("{\"team\": \"a\"}", "echo started; sleep 600");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> TestServer.status(id).equals("running"));
+    Pod pod =
+        cluster
+            .admin
+            .pods()
+            .inNamespace("team-a")
+            .withLabel("job-name", "oneshot-" + id + "-1")
+            .list()
+            .getItems()
+            .get(0);
+    String uid = pod.getMetadata().getUid();
+    Runner forged = new Runner("forged-runner", "some-pod", "some-uid", "host", 1L);
+    java.util.function.Function<String, io.oneshot.launch.RunnerProof> prove =
+        token ->
+            made[0].prove(new io.oneshot.launch.RunnerCall("10.0.0.9", 40000, port, token, forged));
+
+    String good = cluster.tokens.issue(pod, JobFactory.AUDIENCE, 3600);
+    assertThat(prove.apply(good))
+        .isEqualTo(
+            new io.oneshot.launch.RunnerProof.Proven(
+                new Runner("pod-" + uid, pod.getMetadata().getName(), uid, null, null),
+                new AttemptRef(id, 1, "oneshot-" + id + "-1", "team-a")));
+    assertThat(prove.apply(null))
+        .isInstanceOf(io.oneshot.launch.RunnerProof.Unproven.class)
+        .hasToString(
+            "Unproven[why=it carries no token of its pod (the header Oneshot-Runner-Proof: the"
+                + " projected ServiceAccount token oneshot mounts in build pods)]");
+    assertThat(prove.apply("fake-sa-token.never-issued"))
+        .isEqualTo(
+            new io.oneshot.launch.RunnerProof.Unproven(
+                "the API server does not accept its pod token (invalid bearer token)"));
+    assertThat(
+            prove.apply(
+                cluster.tokens.issue(pod, "https://kubernetes.default.svc.cluster.local", 3600)))
+        .isInstanceOf(io.oneshot.launch.RunnerProof.Unproven.class)
+        .asString()
+        .contains("is invalid for the target audiences [\"oneshot.io/runner\"]");
+
+    // A pod made by hand with the attempt's labels, in the same namespace: not the Job's.
+    Pod lookalike =
+        cluster
+            .admin
+            .pods()
+            .inNamespace("team-a")
+            .resource(
+                new PodBuilder()
+                    .withNewMetadata()
+                    .withName("oneshot-" + id + "-1-fake")
+                    .withNamespace("team-a")
+                    .addToLabels(JobFactory.MANAGED_BY, "oneshot")
+                    .addToLabels(JobFactory.BUILD, Long.toString(id))
+                    .addToLabels(JobFactory.ATTEMPT, "1")
+                    .addToLabels("job-name", "oneshot-" + id + "-1")
+                    .endMetadata()
+                    .withNewSpec()
+                    .addNewContainer()
+                    .withName("provisionerd")
+                    .withImage("oneshot")
+                    .endContainer()
+                    .endSpec()
+                    .build())
+            .create();
+    assertThat(prove.apply(cluster.tokens.issue(lookalike, JobFactory.AUDIENCE, 3600)))
+        .isInstanceOf(io.oneshot.launch.RunnerProof.Unproven.class)
+        .asString()
+        .contains("is not a pod of the Job oneshot made for it");
+    cluster.admin.pods().inNamespace("team-a").resource(lookalike).withGracePeriod(0).delete();
+
+    // The pod goes: a token of it reviewed now proves nothing; the one proven before still does.
+    String late = cluster.tokens.issue(pod, JobFactory.AUDIENCE, 3600);
+    cluster.admin.pods().inNamespace("team-a").resource(pod).withGracePeriod(0).delete();
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(
+            () ->
+                cluster
+                        .admin
+                        .pods()
+                        .inNamespace("team-a")
+                        .withName(pod.getMetadata().getName())
+                        .get()
+                    == null);
+    assertThat(prove.apply(late))
+        .isEqualTo(
+            new io.oneshot.launch.RunnerProof.Unproven(
+                "the API server does not accept its pod token (Token has been invalidated)"));
+    assertThat(prove.apply(good)).isInstanceOf(io.oneshot.launch.RunnerProof.Proven.class);
+  }
+
+  /**
    * Starts a server whose route gives a stopping build 3 s, and submits a script that notes its run
    * in {@code marker} and runs until killed ({@code ignoresTerm}: through SIGTERM too).
    */

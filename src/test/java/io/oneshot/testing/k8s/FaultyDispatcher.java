@@ -26,7 +26,26 @@ public final class FaultyDispatcher extends Dispatcher {
   private volatile ServiceAccountTokens tokens;
 
   void tokenReviews(ServiceAccountTokens tokens) {
+    tokens.pods(this::storedPod);
     this.tokens = tokens;
+  }
+
+  /** A pod as the mock's store holds it, read without a request over HTTP; null when none. */
+  private io.fabric8.kubernetes.api.model.Pod storedPod(String ns, String name) {
+    MockResponse r =
+        crud.dispatch(
+            new RecordedRequest(
+                "HTTP/1.1",
+                io.fabric8.mockwebserver.dsl.HttpMethod.GET,
+                "/api/v1/namespaces/" + ns + "/pods/" + name,
+                io.fabric8.mockwebserver.http.Headers.builder().build(),
+                new io.fabric8.mockwebserver.http.Buffer()));
+    if (r.code() != 200) {
+      return null;
+    }
+    return io.fabric8.kubernetes.client.utils.Serialization.unmarshal(
+        new String(r.getBody().getBytes(), java.nio.charset.StandardCharsets.UTF_8),
+        io.fabric8.kubernetes.api.model.Pod.class);
   }
 
   private final List<Fault> faults = new CopyOnWriteArrayList<>();

@@ -91,7 +91,7 @@ public final class MockCluster implements AutoCloseable {
         };
     server.init();
     admin = server.createClient();
-    tokens = new ServiceAccountTokens(admin);
+    tokens = new ServiceAccountTokens();
     dispatcher.tokenReviews(tokens);
     kubelet = new FakeKubelet(admin, dispatcher, namespaces, workRoot, tokens);
     kubelet.start();

@@ -4,7 +4,6 @@ import io.fabric8.kubernetes.api.model.Pod;
 import io.fabric8.kubernetes.api.model.authentication.TokenReview;
 import io.fabric8.kubernetes.api.model.authentication.TokenReviewStatus;
 import io.fabric8.kubernetes.api.model.authentication.UserInfo;
-import io.fabric8.kubernetes.client.KubernetesClient;
 import io.fabric8.kubernetes.client.utils.Serialization;
 import io.fabric8.mockwebserver.http.MockResponse;
 import io.fabric8.mockwebserver.http.RecordedRequest;
@@ -57,10 +56,17 @@ public final class ServiceAccountTokens {
 
   private final Map<String, Claims> issued = new ConcurrentHashMap<>();
   private final SecureRandom random = new SecureRandom();
-  private final KubernetesClient api;
 
-  ServiceAccountTokens(KubernetesClient api) {
-    this.api = api;
+  /**
+   * Reads a pod (namespace, name) from the mock's store, or null: from the thread answering a
+   * review, which a request to the mock over HTTP would wait for (it answers one at a time).
+   */
+  private volatile java.util.function.BiFunction<String, String, Pod> pods = (ns, name) -> null;
+
+  ServiceAccountTokens() {}
+
+  void pods(java.util.function.BiFunction<String, String, Pod> pods) {
+    this.pods = pods;
   }
 
   /** A token of the pod's service account for {@code audience}, bound to the pod. */
@@ -143,7 +149,7 @@ public final class ServiceAccountTokens {
     if (Instant.now().isAfter(c.expires())) {
       return "Token has expired.";
     }
-    Pod pod = api.pods().inNamespace(c.namespace()).withName(c.pod()).get();
+    Pod pod = pods.apply(c.namespace(), c.pod());
     if (pod == null) {
       return "Token has been invalidated";
     }
