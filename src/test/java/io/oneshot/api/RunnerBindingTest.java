@@ -7,6 +7,7 @@ import static org.awaitility.Awaitility.await;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.launch.Attempt;
 import io.oneshot.testing.Api;
+import io.oneshot.testing.Audit;
 import io.oneshot.testing.RecordingLauncher;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
@@ -261,5 +262,31 @@ class RunnerBindingTest {
     // Within the attempt the new lineage is then the one to continue.
     assertThat(call(b, FIRST, "state", state(2, "L1", "back")).status()).isEqualTo(409);
     assertThat(call(b, FIRST, "state", state(2, "L2", "on")).status()).isEqualTo(200);
+  }
+
+  /**
+   * A runner the launcher proves to be another attempt's (a build's own provisionerd, holding a
+   * token it should not have) binds nothing with that token: its acquire is refused and visible,
+   * and the attempt is still its own runner's to take.
+   */
+  @Test
+  void aRunnerProvenForOneAttemptCannotTakeAnothersWithItsToken() {
+    long a = submit("ws-a");
+    long b = submit("ws-b");
+    Attempt ofA = launched(a);
+    Attempt ofB = launched(b);
+    launcher.prover =
+        call ->
+            new io.oneshot.launch.RunnerProof.Proven(
+                new io.oneshot.build.Runner("local-4242-1", null, null, null, 4242L), ofA.ref());
+    Api.Response stolen = call(ofB, FIRST, "acquire", "{}");
+    assertThat(stolen.status()).isEqualTo(401);
+    assertThat(stolen.json().path("error").asText())
+        .contains(
+            "(process 4242) was started for attempt oneshot-" + a + "-1, not for this token's");
+    assertThat(TestServer.status(b)).isEqualTo("launching");
+    assertThat(Audit.unproven(b)).isEqualTo(1);
+    assertThat(call(ofA, FIRST, "acquire", "{}").status()).isEqualTo(200);
+    assertThat(TestServer.status(a)).isEqualTo("running");
   }
 }

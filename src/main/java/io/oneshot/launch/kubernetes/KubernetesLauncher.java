@@ -330,8 +330,21 @@ public final class KubernetesLauncher implements Launcher {
           "its token is bound to pod " + named + ", which is no attempt's");
     }
     Job job = watch.cachedJob(ns, ref.get().name());
+    if (job == null) {
+      // Not seen yet: a dispatcher just started serves runner calls before its watch has synced.
+      try {
+        job =
+            call(
+                "get",
+                () -> client.batch().v1().jobs().inNamespace(ns).withName(ref.get().name()).get());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted while reading a Job", e);
+      }
+    }
+    Job theJob = job;
     boolean ownJob =
-        job != null
+        theJob != null
             && pod.getMetadata().getOwnerReferences() != null
             && pod.getMetadata().getOwnerReferences().stream()
                 .anyMatch(
@@ -339,7 +352,7 @@ public final class KubernetesLauncher implements Launcher {
                         "Job".equals(o.getKind())
                             && Boolean.TRUE.equals(o.getController())
                             && ref.get().name().equals(o.getName())
-                            && job.getMetadata().getUid().equals(o.getUid()));
+                            && theJob.getMetadata().getUid().equals(o.getUid()));
     if (!ownJob) {
       return new RunnerProof.Unproven(
           "its token is bound to pod "

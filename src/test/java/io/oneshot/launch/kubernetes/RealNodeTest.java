@@ -134,6 +134,85 @@ class RealNodeTest {
     }
   }
 
+  /** One raw HTTP call from a build's script (bash's /dev/tcp: the image has no curl). */
+  private String rawCall(String label, String call, String body, String headers) {
+    return ("exec 3<>/dev/tcp/127.0.0.1/%d; printf 'POST /api/v1/runner/%s HTTP/1.1\\r\\nHost:"
+            + " oneshot\\r\\n%sContent-Type: application/json\\r\\nContent-Length:"
+            + " %d\\r\\nConnection: close\\r\\n\\r\\n%s' >&3; echo \"%s %s $(tr -d '\\r' <&3 | sed -n '1p;$p' | tr"
+            + " '\\n' ' ')\"; exec 3<&-\n")
+        .formatted(port, call, headers, body.length(), body, label, call);
+  }
+
+  /**
+   * A build's pod holding another build's token, with that build's pod named in its runner headers
+   * and its own pod's proof: it is proven to be its own attempt's runner, and so takes nothing of
+   * the other's; without a proof, nobody's. Each call is a 401 and a line on the other build, which
+   * runs to its end, once, as its own runner decides.
+   */
+  @Test
+  void aBuildsPodCannotActAsAnotherBuildsRunner() throws IOException {
+    start(ROUTES, UnaryOperator.identity());
+    long b = t.api.submitScript("{\"team\": \"a\"}", "echo b-started; sleep 20; echo b-finished");
+    await().atMost(2, TimeUnit.MINUTES).until(() -> status(b).equals("running"));
+    String bToken =
+        new String(
+            java.util.Base64.getDecoder()
+                .decode(
+                    k.admin
+                        .secrets()
+                        .inNamespace(ns)
+                        .withName("oneshot-" + b + "-1")
+                        .get()
+                        .getData()
+                        .get("token")),
+            java.nio.charset.StandardCharsets.UTF_8);
+    Pod bPod = podsOf(b).get(0);
+    String forged =
+        ("Authorization: Bearer %s\\r\\nOneshot-Runner-Id: forged-runner-1\\r\\n"
+                + "Oneshot-Runner-Pod: %s\\r\\nOneshot-Runner-Pod-Uid: %s\\r\\n")
+            .formatted(bToken, bPod.getMetadata().getName(), bPod.getMetadata().getUid());
+    String withProof =
+        forged
+            + "Oneshot-Runner-Proof: '\"$(cat /var/run/secrets/oneshot.io/runner/token)\"'\\r\\n";
+    StringBuilder script = new StringBuilder();
+    for (String[] c :
+        List.of(
+            new String[] {"acquire", "{}"},
+            new String[] {"heartbeat", "{}"},
+            new String[] {"logs", "{\"first\": 1, \"lines\": [{\"text\": \"forged\"}]}"},
+            new String[] {"complete", "{\"outcome\": \"failed\"}"})) {
+      script.append(rawCall("proven", c[0], c[1], withProof));
+      script.append(rawCall("bare", c[0], c[1], forged));
+    }
+    long a =
+        t.api
+            .post(
+                "/api/v1/builds",
+                "{\"tags\": {\"team\": \"a\"}, \"input\": {\"provisioner\": \"script\","
+                    + " \"command\": [\"bash\", \"-c\", "
+                    + io.oneshot.api.Json.write(script.toString())
+                    + "]}}")
+            .json()
+            .path("id")
+            .asLong();
+    assertThat(awaitEnd(a)).isEqualTo("succeeded");
+    String aLog = String.join("\n", Sql.logLines(a, "stdout"));
+    // Proven, as its own attempt's runner: not the token's. Bare: nobody.
+    for (String call : List.of("acquire", "heartbeat", "logs", "complete")) {
+      assertThat(aLog)
+          .contains("proven " + call + " HTTP/1.1 401", "bare " + call + " HTTP/1.1 401");
+    }
+    assertThat(awaitEnd(b)).isEqualTo("succeeded");
+    assertThat(Sql.logLines(b, "stdout")).contains("b-finished").doesNotContain("forged");
+    assertThat(podsOf(a)).as("the other build's pod is left alone").hasSize(1);
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_events WHERE build_id = ? AND reason LIKE 'a"
+                    + " call with this attempt''s token was refused:%'",
+                b))
+        .isEqualTo(8);
+  }
+
   private static String error(long id) {
     return (String) Sql.value("SELECT error FROM oneshot.builds WHERE id = ?", id);
   }
