@@ -74,6 +74,20 @@ final class RunnerApi {
   private record Proved(String header, RunnerProof.Proven proof) {}
 
   /**
+   * Runner sessions: a runner proven once gets a random secret in the answer (on the connection
+   * just proven to be its own), and its later calls, on any connection, carry it instead of being
+   * proven again: one proof an attempt, where each new connection would cost the kernel's socket
+   * tables a read. By the SHA-256 of the secret; forgotten after {@link #SESSION_KEPT}.
+   */
+  private final Map<String, Session> sessions = new ConcurrentHashMap<>();
+
+  private record Session(RunnerProof.Proven proof, String stated, long since) {}
+
+  static final Duration SESSION_KEPT = Duration.ofHours(25);
+
+  private final java.security.SecureRandom random = new java.security.SecureRandom();
+
+  /**
    * @param prover who sent a runner call ({@link io.oneshot.launch.Launcher#prove}); may block, and
    *     is called on a worker thread
    */
@@ -158,11 +172,25 @@ final class RunnerApi {
     Runner stated = runner(ctx);
     HttpConnection connection = ctx.request().connection();
     String header = ctx.request().getHeader(RunnerHeaders.PROOF);
-    String key = header == null ? "" : BuildToken.hex(BuildToken.hash(header));
+    // With the runner as it names itself: one connection is one process's, whose name does not
+    // change (a test's launcher takes runners at their word, and runners in one JVM share
+    // connections).
+    String key =
+        (header == null ? "" : BuildToken.hex(BuildToken.hash(header))) + "|" + stated.id();
     Proved known = proved.get(connection);
     if (known != null && known.header().equals(key)) {
       run(ctx, then, known.proof());
       return;
+    }
+    String session = ctx.request().getHeader(RunnerHeaders.SESSION);
+    if (session != null) {
+      Session s = sessions.get(BuildToken.hex(BuildToken.hash(session)));
+      if (s != null
+          && s.stated().equals(stated.id())
+          && System.nanoTime() - s.since() < SESSION_KEPT.toNanos()) {
+        run(ctx, then, s.proof());
+        return;
+      }
     }
     SocketAddress remote = ctx.request().remoteAddress();
     SocketAddress local = ctx.request().localAddress();
@@ -194,11 +222,30 @@ final class RunnerApi {
                   if (proved.put(connection, new Proved(key, p)) == null) {
                     connection.closeHandler(x -> proved.remove(connection));
                   }
+                  ctx.response().putHeader(RunnerHeaders.SESSION, newSession(p, stated));
                   run(ctx, then, p);
+                }
+                case RunnerProof.Vanished v -> {
+                  // Nobody waits for this answer: not a caller to refuse, nor a line to write.
+                  log.debug("A runner call's connection closed before it was proven: {}.", v.why());
+                  fail(ctx, new ApiError(503, "try again: " + v.why(), null, null));
                 }
                 case RunnerProof.Unproven u -> unproven(ctx, hash, stated, call, u.why());
               }
             });
+  }
+
+  /** A session for a runner just proven, and its secret (sent to it alone). */
+  private String newSession(RunnerProof.Proven p, Runner stated) {
+    byte[] b = new byte[32];
+    random.nextBytes(b);
+    String secret = java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(b);
+    long now = System.nanoTime();
+    if (sessions.size() > 100_000) {
+      sessions.values().removeIf(v -> now - v.since() >= SESSION_KEPT.toNanos());
+    }
+    sessions.put(BuildToken.hex(BuildToken.hash(secret)), new Session(p, stated.id(), now));
+    return secret;
   }
 
   private static void run(

@@ -25,6 +25,12 @@ public final class RunnerHeaders {
    */
   public static final String PROOF = "Oneshot-Runner-Proof";
 
+  /**
+   * A runner's session: the secret the API answers a proven call with, which the runner sends on
+   * its later calls instead of being proven again (it lives in provisionerd's memory alone).
+   */
+  public static final String SESSION = "Oneshot-Runner-Session";
+
   /** A pod name, pod UID or host name: what Kubernetes and DNS allow, and a little more. */
   private static final Pattern NAME = Pattern.compile("[A-Za-z0-9._:-]{1,253}");
 

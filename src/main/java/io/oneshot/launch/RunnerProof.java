@@ -12,4 +12,10 @@ public sealed interface RunnerProof {
 
   /** Nothing proves where the call comes from; {@code why} says what was found instead. */
   record Unproven(String why) implements RunnerProof {}
+
+  /**
+   * The call's connection closed before it could be proven (its caller gave up waiting): nothing to
+   * answer, and nothing to hold against anyone.
+   */
+  record Vanished(String why) implements RunnerProof {}
 }

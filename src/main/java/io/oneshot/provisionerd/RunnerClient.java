@@ -65,6 +65,9 @@ final class RunnerClient {
    */
   private final java.nio.file.Path proofFile;
 
+  /** The session the API gave this runner once it proved who it is; null before. */
+  private volatile String session;
+
   RunnerClient(URI base, String token, Duration retryBudget, Runner runner) {
     this(base, token, retryBudget, runner, null);
   }
@@ -152,6 +155,10 @@ final class RunnerClient {
       if (proof != null) {
         c.setRequestProperty(RunnerHeaders.PROOF, proof);
       }
+      String s = session;
+      if (s != null) {
+        c.setRequestProperty(RunnerHeaders.SESSION, s);
+      }
       c.setRequestProperty("Content-Type", "application/json");
       byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
       c.setFixedLengthStreamingMode(bytes.length);
@@ -165,6 +172,10 @@ final class RunnerClient {
         try (in) {
           text = new String(in.readAllBytes(), StandardCharsets.UTF_8);
         }
+      }
+      String given = c.getHeaderField(RunnerHeaders.SESSION);
+      if (given != null && !given.isBlank()) {
+        session = given;
       }
       return new Reply(status, text, retryAfterMs(c.getHeaderField("Retry-After")));
     } catch (IOException e) {

@@ -289,4 +289,55 @@ class RunnerBindingTest {
     assertThat(call(ofA, FIRST, "acquire", "{}").status()).isEqualTo(200);
     assertThat(TestServer.status(a)).isEqualTo("running");
   }
+
+  /**
+   * A runner proven once is answered with a session secret, and its later calls on new connections
+   * carry it instead of being proven again; the secret speaks for that runner alone, and one nobody
+   * was given speaks for nobody.
+   */
+  @Test
+  void aProvenRunnerGetsASessionThatSparesItsLaterCallsAProofAndNobodyElses() throws Exception {
+    long id = submit("ws-session");
+    Attempt a = launched(id);
+    java.util.concurrent.atomic.AtomicInteger proofs =
+        new java.util.concurrent.atomic.AtomicInteger();
+    launcher.prover =
+        call -> {
+          proofs.incrementAndGet();
+          return io.oneshot.testing.StatedRunner.prove(call);
+        };
+    java.util.function.BiFunction<String, String, java.net.http.HttpResponse<String>> send =
+        (runner, session) -> {
+          // A client of its own each time: a new connection, which nothing has proven yet.
+          java.net.http.HttpRequest.Builder r =
+              java.net.http.HttpRequest.newBuilder(
+                      java.net.URI.create(
+                          t.api.base()
+                              + "/api/v1/runner/"
+                              + (session == null ? "acquire" : "heartbeat")))
+                  .header("Authorization", "Bearer " + a.token().value())
+                  .header(RunnerHeaders.ID, runner)
+                  .header("Content-Type", "application/json")
+                  .POST(java.net.http.HttpRequest.BodyPublishers.ofString("{}"));
+          if (session != null) {
+            r.header(RunnerHeaders.SESSION, session);
+          }
+          try (java.net.http.HttpClient c = java.net.http.HttpClient.newHttpClient()) {
+            return c.send(r.build(), java.net.http.HttpResponse.BodyHandlers.ofString());
+          } catch (java.io.IOException | InterruptedException e) {
+            throw new IllegalStateException(e);
+          }
+        };
+    java.net.http.HttpResponse<String> acquired = send.apply(FIRST, null);
+    assertThat(acquired.statusCode()).isEqualTo(200);
+    assertThat(proofs.get()).isEqualTo(1);
+    String session = acquired.headers().firstValue(RunnerHeaders.SESSION).orElseThrow();
+
+    assertThat(send.apply(FIRST, session).statusCode()).isEqualTo(200);
+    assertThat(proofs.get()).as("its session spoke for it").isEqualTo(1);
+    assertThat(send.apply(SECOND, session).statusCode()).isEqualTo(409);
+    assertThat(proofs.get()).as("not for another runner").isEqualTo(2);
+    assertThat(send.apply(FIRST, "made-up-" + session).statusCode()).isEqualTo(200);
+    assertThat(proofs.get()).as("a secret nobody was given speaks for nobody").isEqualTo(3);
+  }
 }

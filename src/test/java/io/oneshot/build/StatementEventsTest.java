@@ -139,7 +139,10 @@ class StatementEventsTest {
       assertThat(Sql.transitions(c.get(2).id())).endsWith("launching>failed");
 
       // A completion written together; then a change by hand.
-      s.execute("EXECUTE acquire(ARRAY[" + other + "], ARRAY['r1'], ARRAY['{}'], '1s')");
+      s.execute(
+          "EXECUTE acquire(ARRAY["
+              + other
+              + "], ARRAY['r1'], ARRAY['{}'], '1s', ARRAY[NULL::bigint], ARRAY[NULL::int])");
       s.execute(
           "EXECUTE complete(ARRAY["
               + hex

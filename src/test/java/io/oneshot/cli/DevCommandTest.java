@@ -115,15 +115,15 @@ class DevCommandTest {
     assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(env)))
         .isEqualTo("rw-------");
 
-    // Route demo takes two at a time: two builds run, the third waits in the queue.
-    Path gate = tmp.resolve("gate");
+    // Route demo takes two at a time: two builds run, the third waits in the queue. Each waits
+    // for a file in its own work directory (an isolated attempt sees nothing else of the test's).
     List<Long> ids = new ArrayList<>();
     for (int i = 0; i < 3; i++) {
       ids.add(
           dev.api()
               .submitScript(
                   "{\"org\": \"demo\"}",
-                  "while [ ! -e " + gate + " ]; do sleep 0.1; done; echo done-" + i));
+                  "while [ ! -e gate ]; do sleep 0.1; done; echo done-" + i));
     }
     await()
         .atMost(60, TimeUnit.SECONDS)
@@ -154,10 +154,18 @@ class DevCommandTest {
     Dev again = startDev(data, port);
     assertThat(again.token()).isEqualTo(dev.token());
     assertThat(Files.readString(again.out())).doesNotContain("Demo:");
-    Files.writeString(gate, "open");
     await()
         .atMost(90, TimeUnit.SECONDS)
-        .until(() -> ids.stream().allMatch(id -> status(again, id).equals("succeeded")));
+        .until(
+            () -> {
+              for (long id : ids) {
+                Path work = data.resolve("runs").resolve("oneshot-" + id + "-1").resolve("work");
+                if (Files.isDirectory(work) && !Files.exists(work.resolve("gate"))) {
+                  Files.writeString(work.resolve("gate"), "open");
+                }
+              }
+              return ids.stream().allMatch(id -> status(again, id).equals("succeeded"));
+            });
     for (int i = 0; i < 3; i++) {
       JsonNode b = again.api().get("/api/v1/builds/" + ids.get(i)).json();
       assertThat(b.path("attempt").asInt()).isEqualTo(1);

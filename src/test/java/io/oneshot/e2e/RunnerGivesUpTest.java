@@ -47,6 +47,7 @@ class RunnerGivesUpTest {
   /** Runners reach the API through {@link #api} only. */
   private void start(String routes) {
     launcher = CapturingLauncher.local(tmp, Map.of("ONESHOT_RETRY_FOR", "2s"));
+    launcher.proveThrough(api);
     t =
         TestServer.with()
             .routes(routes)

@@ -416,7 +416,7 @@ public final class LocalLauncher implements Launcher {
     }
     Optional<String> socket = ports.clientSocket(call.remotePort(), call.localPort());
     if (socket.isEmpty()) {
-      return new RunnerProof.Unproven(
+      return new RunnerProof.Vanished(
           "no connection from port " + call.remotePort() + " is open on this machine");
     }
     for (Proc p : procs.values()) {
