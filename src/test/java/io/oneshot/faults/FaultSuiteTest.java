@@ -102,7 +102,7 @@ class FaultSuiteTest {
           database: {url: "%s", poolSize: 4}
           api: {listen: "127.0.0.1:0", publicUrl: "%s", adminToken: "%s"}
           dispatch: {%s}
-          launcher: {kind: local, local: {runDir: "%s"}}
+          launcher: {kind: local, local: {runDir: "%s", isolation: none}}
           routes:
             - {name: a, tags: {team: a}, untagged: true, maxConcurrent: 3, maxAttempts: 5, launchTimeout: %s, hangTimeout: 30s}
             - {name: b, tags: {team: b}, maxConcurrent: 2, maxAttempts: 5, launchTimeout: %s, hangTimeout: 30s}

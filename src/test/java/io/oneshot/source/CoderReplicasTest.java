@@ -85,6 +85,7 @@ class CoderReplicasTest {
             local:
               runDir: "%s"
               passEnv: [CODER_URL, ONESHOT_CODER_BIN]
+              isolation: none
           routes:
             - {name: coder-a, tags: {env: a}, maxConcurrent: 6, hangTimeout: 30s,
                passEnv: [CODER_PROVISIONER_DAEMON_KEY_CODER_A]}

@@ -9,6 +9,8 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 
@@ -85,6 +87,7 @@ public final class TcpProxy implements AutoCloseable {
         sockets.add(client);
         sockets.add(upstream);
         clients.put(upstream.getLocalPort(), client.getPort());
+        record(upstream.getLocalPort(), client.getPort());
         pipe(client, upstream);
         pipe(upstream, client);
       } catch (IOException e) {
@@ -116,6 +119,28 @@ public final class TcpProxy implements AutoCloseable {
   public java.util.OptionalInt clientPortFor(int upstreamPort) {
     Integer c = clients.get(upstreamPort);
     return c == null ? java.util.OptionalInt.empty() : java.util.OptionalInt.of(c);
+  }
+
+  /**
+   * Where the proxies write what they forward, one file each ({@code <upstream port> <client port>
+   * <proxy port>} a line), for a dispatcher in another process to prove the runners behind them
+   * ({@link ProxiedDispatcher}).
+   */
+  public static final Path FORWARDS =
+      Path.of(System.getProperty("java.io.tmpdir"), "oneshot-test-forwards");
+
+  private void record(int upstream, int client) {
+    try {
+      Files.createDirectories(FORWARDS);
+      Files.writeString(
+          FORWARDS.resolve(server.getLocalPort() + ".map"),
+          upstream + " " + client + " " + server.getLocalPort() + "\n",
+          java.nio.charset.StandardCharsets.UTF_8,
+          java.nio.file.StandardOpenOption.CREATE,
+          java.nio.file.StandardOpenOption.APPEND);
+    } catch (IOException e) {
+      // a dispatcher of this JVM proves through clientPortFor instead
+    }
   }
 
   /** The port the proxy listens on (127.0.0.1). */
@@ -185,7 +210,13 @@ public final class TcpProxy implements AutoCloseable {
   public void close() {
     restore();
     cut();
+    int port = server.getLocalPort();
     close(server);
+    try {
+      Files.deleteIfExists(FORWARDS.resolve(port + ".map"));
+    } catch (IOException e) {
+      // left for the next proxy on this port to append to; harmless
+    }
   }
 
   private static void close(ServerSocket s) {
