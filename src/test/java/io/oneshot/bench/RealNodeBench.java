@@ -247,11 +247,13 @@ final class RealNodeBench implements Scenario {
     if (!"succeeded".equals(status)) {
       throw new IllegalStateException("build " + id + " ended " + status);
     }
-    Instant enqueued = p.committedBefore(id, null);
     Instant claimed =
         at(
             "SELECT min(at) FROM oneshot.build_events WHERE build_id = ? AND to_status = 'launching'",
             id);
+    // The commit's answer can reach the producer after the claim (the server notifies the
+    // dispatcher first): the statement's end then stands in for it.
+    Instant enqueued = p.committedBefore(id, claimed);
     Instant scheduled =
         at(
             "SELECT min(at) FROM oneshot.build_events WHERE build_id = ? AND reason LIKE 'pod % scheduled%'",
