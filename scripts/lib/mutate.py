@@ -379,6 +379,14 @@ def main(argv):
                 sys.exit("no such break: " + ", ".join(sorted(unknown)) + " (scripts/mutate --list)")
         elif not everything:
             breaks = listed
+    if "--check" in argv:
+        # Without building anything: every break's text still occurs once where it says, so that
+        # a guard gone stale stops CI before the tests rather than after the whole mutation run.
+        stale = [(b, problem) for b in breaks for _, problem in [mutated_source(b)] if problem]
+        for b, problem in stale:
+            print(f"STALE {b.name}: {problem}")
+        print(f"{len(breaks) - len(stale)} of {len(breaks)} breaks apply")
+        return 2 if stale else 0
     if "--list" in argv:
         for b in breaks:
             print(f"{b.name}\n    {b.file}: [{' '.join(b.old.split())}] -> [{' '.join(b.new.split())}]\n    tests: {' '.join(b.tests)}")
