@@ -28,6 +28,7 @@ public final class AttemptStore {
   private static final Sql FINISH = Sql.load("attempts/finish");
   private static final Sql MILESTONE = Sql.load("attempts/milestone");
   private static final Sql RUNS_IN = Sql.load("attempts/runs-in");
+  private static final Sql REMOVED = Sql.load("attempts/removed");
   private static final Sql SYSTEM_LOG = Sql.load("attempts/system-log");
   private static final Sql LIVE = Sql.load("attempts/live");
   private static final Sql CURRENT = Sql.load("attempts/current");
@@ -183,6 +184,14 @@ public final class AttemptStore {
   /** Records the pod (or process) the current attempt runs in. */
   public Future<Void> runsIn(long id, int attempt, String pod) {
     return pool.preparedQuery(RUNS_IN.text()).execute(Tuple.of(id, attempt, pod)).mapEmpty();
+  }
+
+  /**
+   * Marks an attempt's launch record removed: the launcher deleted what ran it, with why. The first
+   * removal is kept.
+   */
+  public Future<Void> removed(long id, int attempt, String why) {
+    return pool.preparedQuery(REMOVED.text()).execute(Tuple.of(id, attempt, why)).mapEmpty();
   }
 
   /**

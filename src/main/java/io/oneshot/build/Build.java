@@ -44,9 +44,17 @@ public record Build(
 
   /**
    * Where the current (or last) attempt runs; null before the first claim. For Kubernetes, {@code
-   * name} is the Job and {@code pod} its pod once scheduled.
+   * name} is the Job and {@code pod} its pod once scheduled. {@code removedAt} and {@code
+   * removedWhy} say when and why the rescuer deleted it (then {@code kubectl logs} no longer finds
+   * it); null while it is kept.
    */
-  public record Launch(String kind, String name, String namespace, String pod) {}
+  public record Launch(
+      String kind,
+      String name,
+      String namespace,
+      String pod,
+      java.time.Instant removedAt,
+      String removedWhy) {}
 
   /**
    * The runner an attempt is bound to, as people see it: its {@link Runner#fingerprint()} (never

@@ -43,7 +43,8 @@ public final class Migrator {
           "011_transition_triggers.sql",
           "012_history_without_foreign_keys.sql",
           "013_statement_events.sql",
-          "014_launch_records.sql");
+          "014_launch_records.sql",
+          "015_launch_removed.sql");
 
   /** What a run did: the schema version before and after, and the migrations it applied. */
   public record Result(int from, int to, List<String> applied) {}

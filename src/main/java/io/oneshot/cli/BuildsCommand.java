@@ -208,7 +208,17 @@ final class BuildsCommand implements Callable<Integer> {
                         + (launch.hasNonNull("pod")
                             ? " (" + launch.path("pod").asText() + ")"
                             : "")));
-        if (k8s) {
+        if (launch.hasNonNull("removedAt")) {
+          // The rescuer deleted the Job (and its pod): kubectl would answer NotFound.
+          fields.add(
+              List.of(
+                  "  removed",
+                  launch.path("removedAt").asText()
+                      + ": "
+                      + launch.path("removedWhy").asText("")
+                      + "; its log: oneshot builds logs "
+                      + b.path("id").asText()));
+        } else if (k8s) {
           fields.add(List.of("  kubectl", "kubectl logs -n " + ns + " job/" + name));
         }
       }

@@ -403,6 +403,19 @@ public final class Rescuer implements AutoCloseable {
       owed.put(key(ref.buildId(), ref.attempt()), new OwedKill(ref, why));
       log.warn(
           "Cannot remove attempt {} ({}): {}. Will try again.", ref, why, Dispatcher.describe(e));
+      return;
+    }
+    // What the rescuer deleted is no longer there for kubectl: the launch record says so, and
+    // why (builds show, the console). Best effort: the next kill of the same attempt writes it.
+    try {
+      Database.await(store.attempts().removed(ref.buildId(), ref.attempt(), why));
+    } catch (RuntimeException e) {
+      owed.put(key(ref.buildId(), ref.attempt()), new OwedKill(ref, why));
+      log.warn(
+          "Removed attempt {} ({}) but cannot mark its launch record: {}. Will try again.",
+          ref,
+          why,
+          Dispatcher.describe(e));
     }
   }
 

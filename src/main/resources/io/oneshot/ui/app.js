@@ -413,7 +413,8 @@ async function buildPage(id) {
         } }, "Cancel")
       : null;
     const launch = b.launch || {};
-    const kubectl = launch.kind === "kubernetes" && launch.name
+    // A Job the rescuer deleted is no longer there for kubectl: say when and why it went instead.
+    const kubectl = launch.kind === "kubernetes" && launch.name && !launch.removedAt
       ? "kubectl logs -n " + (launch.namespace || "default") + " job/" + launch.name + " -f"
       : null;
     const outputs = b.outputs && Object.keys(b.outputs).length
@@ -437,6 +438,8 @@ async function buildPage(id) {
         h("dt", {}, "finished"), h("dd", {}, b.finishedAt ? when(b.finishedAt) + " (" + ms(between(b.createdAt, b.finishedAt)) + " in all)" : "—"),
         h("dt", {}, "state read / written"), h("dd", {}, (b.stateRead ?? "—") + " / " + (b.stateWritten ?? "—")),
         h("dt", {}, "launched as"), h("dd", {}, launch.name ? (launch.kind + " " + (launch.namespace ? launch.namespace + "/" : "") + launch.name + (launch.pod ? ", " + (launch.kind === "kubernetes" ? "pod " : "") + launch.pod : "")) : "—"),
+        launch.removedAt ? h("dt", {}, "removed") : null,
+        launch.removedAt ? h("dd", { id: "removed" }, when(launch.removedAt) + ": " + (launch.removedWhy || "")) : null,
         kubectl ? h("dt", {}, "read it with") : null,
         kubectl ? h("dd", { class: "copy" }, h("code", { id: "kubectl" }, kubectl),
           h("button", { type: "button", onclick: (ev) => navigator.clipboard?.writeText(kubectl).then(() => { ev.target.textContent = "Copied"; }) }, "Copy")) : null,

@@ -108,7 +108,8 @@ class MigratorTest {
                           NULL, NULL)""")
               .execute());
 
-      assertThat(Migrator.migrate(db).applied()).containsExactly("014_launch_records.sql");
+      assertThat(Migrator.migrate(db).applied())
+          .containsExactly("014_launch_records.sql", "015_launch_removed.sql");
 
       BuildStore store = new BuildStore(db.pool());
       Build launched = Database.await(store.reads().get(1)).orElseThrow();

@@ -742,6 +742,18 @@ class KubernetesLauncherTest {
         .startsWith("the attempt did not start within the launch timeout of 4s: container")
         .containsPattern(
             "cannot start: (ErrImagePull|ImagePullBackOff): .*registry.example/oneshot:missing");
+    // The rescuer deleted the Job: builds show no longer points kubectl at it, and says why.
+    await().atMost(10, TimeUnit.SECONDS).until(() -> jobsOf(id).isEmpty());
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(
+            () -> t.api.get("/api/v1/builds/" + id).json().path("launch").hasNonNull("removedAt"));
+    JsonNode launch = t.api.get("/api/v1/builds/" + id).json().path("launch");
+    assertThat(launch.path("removedWhy").asText()).contains("launch timeout of 4s");
+    assertThat(buildsShow(id))
+        .doesNotContain("kubectl logs")
+        .containsPattern("removed +\\d{4}-\\d\\d-\\d\\dT.*launch timeout of 4s")
+        .contains("its log: oneshot builds logs " + id);
   }
 
   /**

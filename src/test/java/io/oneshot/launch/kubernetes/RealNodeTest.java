@@ -383,6 +383,19 @@ class RealNodeTest {
         .as("a pod that never ran is not said to")
         .isZero();
     assertThat(troubles("scripts", "unschedulable")).isEqualTo(1);
+    // Its Job was deleted: what builds show offers instead of kubectl names that, and why.
+    await().atMost(30, TimeUnit.SECONDS).until(() -> jobsOf(id).isEmpty());
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(
+            () ->
+                t.api
+                    .get("/api/v1/builds/" + id)
+                    .json()
+                    .path("launch")
+                    .path("removedWhy")
+                    .asText()
+                    .contains("0/1 nodes are available"));
   }
 
   /** An image the node cannot have: the kubelet's reason is the build's wait reason at once. */

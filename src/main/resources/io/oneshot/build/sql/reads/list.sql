@@ -7,7 +7,8 @@ SELECT b.id, b.status, b.route, b.tags::text AS tags, b.workspace, b.priority, b
        b.started_at, b.heartbeat_at, b.cancel_requested_at, b.finished_at, b.exit_code, b.error,
        b.outputs::text AS outputs, coalesce(l.kind, b.launch_kind) AS launch_kind,
        coalesce(l.name, b.launch_name) AS launch_name, l.namespace AS launch_namespace,
-       b.launch_pod, b.state_read_version, b.state_written_version, b.runner_id,
+       b.launch_pod, l.removed_at AS launch_removed_at, l.removed_why AS launch_removed_why,
+       b.state_read_version, b.state_written_version, b.runner_id,
        b.runner::text AS runner, b.runner_since, b.rerun_of, b.submitted_by
 FROM oneshot.builds b
 LEFT JOIN oneshot.build_launches l
