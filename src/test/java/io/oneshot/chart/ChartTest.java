@@ -77,7 +77,9 @@ class ChartTest {
           "/secrets create",
           "/secrets list",
           "/secrets patch",
-          "/secrets delete");
+          "/secrets delete",
+          "/events list",
+          "/events watch");
 
   @TempDir Path tmp;
 

@@ -1,6 +1,8 @@
 package io.oneshot.launch.kubernetes;
 
+import io.fabric8.kubernetes.api.model.Event;
 import io.fabric8.kubernetes.api.model.HasMetadata;
+import io.fabric8.kubernetes.api.model.ObjectReference;
 import io.fabric8.kubernetes.api.model.Pod;
 import io.fabric8.kubernetes.api.model.batch.v1.Job;
 import io.fabric8.kubernetes.client.KubernetesClient;
@@ -40,6 +42,7 @@ final class ClusterWatch {
   private final Set<String> namespaces;
   private final Map<String, SharedIndexInformer<Job>> jobs = new LinkedHashMap<>();
   private final Map<String, SharedIndexInformer<Pod>> pods = new LinkedHashMap<>();
+  private final Map<String, SharedIndexInformer<Event>> jobEvents = new LinkedHashMap<>();
   private final PodNotes notes = new PodNotes();
   private final ReentrantLock podEvents = new ReentrantLock();
   private final Condition podChanged = podEvents.newCondition();
@@ -89,6 +92,51 @@ final class ClusterWatch {
     List<SharedIndexInformer<?>> all = new ArrayList<>();
     all.addAll(jobs.values());
     all.addAll(pods.values());
+    // The Job controller's refusals to create a pod (a quota, a LimitRange, a webhook) are Events
+    // on the Job, not in its status. They explain a wait and nothing depends on them: the start
+    // does not wait for them, and a Role without events list/watch (a chart older than this) costs
+    // only the explanation, said once.
+    for (String ns : namespaces) {
+      SharedIndexInformer<Event> inf =
+          client
+              .v1()
+              .events()
+              .inNamespace(ns)
+              .withField("involvedObject.kind", "Job")
+              .withField("reason", "FailedCreate")
+              .runnableInformer(RESYNC_MS);
+      inf.addEventHandler(
+          new ResourceEventHandler<Event>() {
+            @Override
+            public void onAdd(Event e) {
+              safely(() -> onJobEvent(e));
+            }
+
+            @Override
+            public void onUpdate(Event before, Event e) {
+              safely(() -> onJobEvent(e));
+            }
+
+            @Override
+            public void onDelete(Event e, boolean unknown) {}
+          });
+      inf.exceptionHandler(
+          (started, e) -> {
+            if (e instanceof KubernetesClientException k && k.getCode() == 403) {
+              log.warn(
+                  "Cannot watch Events in namespace {} ({}): a pod the Job controller cannot"
+                      + " create (a quota, a LimitRange) will not be a build's wait reason. The"
+                      + " chart's Role grants list and watch on events.",
+                  ns,
+                  ApiErrors.rootMessage(e));
+              return false;
+            }
+            log.warn("Watching Events failed: {}. Will try again.", ApiErrors.rootMessage(e));
+            return true;
+          });
+      jobEvents.put(ns, inf);
+      inf.start();
+    }
     for (SharedIndexInformer<?> inf : all) {
       try {
         inf.start().toCompletableFuture().get(SYNC_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
@@ -233,6 +281,26 @@ final class ClusterWatch {
     }
   }
 
+  private void onJobEvent(Event e) {
+    ObjectReference o = e.getInvolvedObject();
+    // The API server filters by kind and reason; a server that ignores the selector (the mock)
+    // sends everything.
+    if (o == null || !"Job".equals(o.getKind()) || !"FailedCreate".equals(e.getReason())) {
+      return;
+    }
+    Job job = cachedJob(o.getNamespace(), o.getName());
+    if (job == null || o.getUid() == null || !o.getUid().equals(job.getMetadata().getUid())) {
+      return; // not one of oneshot's Jobs, or an earlier Job of the same name
+    }
+    Optional<AttemptRef> ref = refOf(job);
+    // A pod created since (the quota freed) makes an old refusal, listed again after a restart or
+    // a resync, no longer the reason.
+    if (ref.isEmpty() || !podsOf(o.getNamespace(), o.getName()).isEmpty()) {
+      return;
+    }
+    notes.jobEvent(o.getName(), e).forEach(n -> events.note(ref.get(), n));
+  }
+
   private void podsChanged() {
     podEvents.lock();
     try {
@@ -333,6 +401,7 @@ final class ClusterWatch {
     List<SharedIndexInformer<?>> all = new ArrayList<>();
     all.addAll(jobs.values());
     all.addAll(pods.values());
+    all.addAll(jobEvents.values());
     all.forEach(SharedIndexInformer::stop);
   }
 }

@@ -225,6 +225,34 @@ final class PodNotes {
     return out;
   }
 
+  /**
+   * The Job controller could not create the attempt's pod (an Event with reason {@code
+   * FailedCreate} on the Job): most often a ResourceQuota of the namespace ("exceeded quota: …"),
+   * or a LimitRange or an admission webhook. Nothing of it is in the Job's status in 1.20 (the Job
+   * controller only records the Event and tries again with its backoff:
+   * pkg/controller/job/job_controller.go, manageJob), so without it the build waits as "launched"
+   * with no pod and no word why. The wait reason is said again only when the refusal changes (the
+   * generated pod names in its message aside).
+   */
+  List<Note> jobEvent(String attempt, io.fabric8.kubernetes.api.model.Event event) {
+    String message = event.getMessage() == null ? "" : event.getMessage();
+    String key = message.replaceAll("pods \"[^\"]*\"", "pods");
+    if (!once(attempt, "failed create " + key)) {
+      return List.of();
+    }
+    boolean quota = ApiErrors.quota(message);
+    return List.of(
+        trouble(
+            attempt,
+            quota ? "quota" : "pod_refused",
+            Note.warn(
+                    "the Job controller cannot create the pod"
+                        + (quota ? " (a ResourceQuota of the namespace)" : "")
+                        + ": "
+                        + message)
+                .asWaitReason()));
+  }
+
   /** A pod's provisionerd container status, or null. */
   static ContainerStatus provisionerd(Pod pod) {
     if (pod == null || pod.getStatus() == null) {

@@ -398,6 +398,50 @@ class RealNodeTest {
                     .contains("0/1 nodes are available"));
   }
 
+  /**
+   * A ResourceQuota that refuses the build's pod: the Job controller says so only in an Event on
+   * the Job (nothing in its status), and that is the build's wait reason at once; once the quota
+   * allows it, the Job controller's next try makes the pod and the build runs, once.
+   */
+  @Test
+  void aPodTheNamespacesQuotaRefusesIsTheWaitReasonUntilTheQuotaAllowsIt() throws IOException {
+    io.fabric8.kubernetes.api.model.ResourceQuota quota =
+        new io.fabric8.kubernetes.api.model.ResourceQuotaBuilder()
+            .withNewMetadata()
+            .withName("no-pods")
+            .endMetadata()
+            .withNewSpec()
+            .addToHard("pods", new io.fabric8.kubernetes.api.model.Quantity("0"))
+            .endSpec()
+            .build();
+    k.admin.resourceQuotas().inNamespace(ns).resource(quota).create();
+    // Admission refuses everything with "status unknown" until the quota controller has counted.
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () -> {
+              var q = k.admin.resourceQuotas().inNamespace(ns).withName("no-pods").get();
+              return q.getStatus() != null && q.getStatus().getHard() != null;
+            });
+    start(ROUTES.replace("maxAttempts: 2}", "maxAttempts: 1, launchTimeout: 2m}"), tpl -> tpl);
+    long id = t.api.submitScript("{\"team\": \"a\"}", "echo ran once");
+    await().atMost(30, TimeUnit.SECONDS).until(() -> reason(id).contains("exceeded quota"));
+    assertThat(status(id)).isEqualTo("launching");
+    assertThat(reason(id))
+        .startsWith("the Job controller cannot create the pod (a ResourceQuota of the namespace)")
+        .contains("exceeded quota: no-pods")
+        .contains("limited: pods=0");
+    assertThat(podsOf(id)).isEmpty();
+    assertThat(troubles("scripts", "quota")).isEqualTo(1);
+
+    k.admin.resourceQuotas().inNamespace(ns).withName("no-pods").delete();
+    assertThat(awaitEnd(id)).isEqualTo("succeeded");
+    assertThat(logLines(id, "ran once")).isEqualTo(1);
+    assertThat(logLines(id, "the Job controller cannot create the pod%"))
+        .as("said once however often the Job controller tried")
+        .isEqualTo(1);
+  }
+
   /** An image the node cannot have: the kubelet's reason is the build's wait reason at once. */
   @Test
   void aMissingImageIsTheWaitReason() throws IOException {
