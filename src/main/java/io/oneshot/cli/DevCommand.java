@@ -153,7 +153,8 @@ final class DevCommand implements Callable<Integer> {
                         ? base.launcher().local().pluginCacheDir()
                         : dir.resolve("plugin-cache"),
                     base.launcher().local().isolation(),
-                    base.launcher().local().readOnly()),
+                    base.launcher().local().readOnly(),
+                    base.launcher().local().network()),
                 base.launcher().kubernetes()),
             base.logging(),
             base.retention(),

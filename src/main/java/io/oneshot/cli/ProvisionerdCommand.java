@@ -45,6 +45,16 @@ final class ProvisionerdCommand implements Callable<Integer> {
   String apiUrl;
 
   @Option(
+      names = "--api-socket",
+      paramLabel = "FILE",
+      defaultValue = "${env:ONESHOT_API_SOCKET}",
+      description =
+          "A Unix socket that carries the API (env ONESHOT_API_SOCKET): what the local launcher"
+              + " gives an attempt with no network of its own (launcher.local.network: none)."
+              + " provisionerd relays a port of its loopback to it and calls the API there.")
+  Path apiSocket;
+
+  @Option(
       names = "--token-file",
       paramLabel = "FILE",
       defaultValue = "${env:ONESHOT_TOKEN_FILE}",
@@ -106,8 +116,17 @@ final class ProvisionerdCommand implements Callable<Integer> {
     } catch (IllegalArgumentException e) {
       throw new CliException(Main.USAGE, "--retry-for: " + e.getMessage());
     }
+    URI api = URI.create(apiUrl);
+    if (apiSocket != null) {
+      try {
+        // Lives as long as this process: the build's every call goes through it.
+        api = io.oneshot.provisionerd.SocketBridge.open(apiSocket).through(api);
+      } catch (IOException e) {
+        throw new CliException(
+            Main.USAGE, "cannot relay the API socket " + apiSocket + ": " + e.getMessage());
+      }
+    }
     return Provisionerd.run(
-        new Provisionerd.Options(URI.create(apiUrl), token, workDir.toAbsolutePath(), retry),
-        System.out);
+        new Provisionerd.Options(api, token, workDir.toAbsolutePath(), retry), System.out);
   }
 }

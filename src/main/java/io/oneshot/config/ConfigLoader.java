@@ -53,6 +53,7 @@ public final class ConfigLoader {
           "cancelGrace",
           "drainGrace",
           "passEnv",
+          "network",
           "maxAttempts",
           "retryAfterAcquire",
           "namespace",
@@ -246,7 +247,14 @@ public final class ConfigLoader {
     }
     ConfigNode lo = ln.object("local");
     lo.allowOnly(
-        "runDir", "javaOptions", "command", "passEnv", "pluginCacheDir", "isolation", "readOnly");
+        "runDir",
+        "javaOptions",
+        "command",
+        "passEnv",
+        "pluginCacheDir",
+        "isolation",
+        "readOnly",
+        "network");
     String runDir = lo.string("runDir", null);
     String cache = lo.string("pluginCacheDir", null);
     String isolation = lo.string("isolation", "auto");
@@ -255,6 +263,14 @@ public final class ConfigLoader {
           .report(
               "must be auto (bubblewrap when it works here), bubblewrap (or no start) or none",
               isolation);
+    }
+    String network = lo.string("network", "none");
+    if (!List.of("none", "host").contains(network)) {
+      lo.child("network")
+          .report(
+              "must be none (each isolated attempt has a network of its own, and the API through a"
+                  + " socket) or host (the machine's network, loopback services included)",
+              network);
     }
     List<String> readOnly = lo.strings("readOnly", List.of());
     for (int i = 0; i < readOnly.size(); i++) {
@@ -270,7 +286,8 @@ public final class ConfigLoader {
             lo.strings("passEnv", List.of()),
             cache == null ? null : Path.of(cache),
             isolation,
-            readOnly);
+            readOnly,
+            network);
     ConfigNode kn = ln.object("kubernetes");
     kn.allowOnly(
         "namespace",
@@ -346,6 +363,7 @@ public final class ConfigLoader {
     }
     List<OneshotConfig.Source> sources = readSources(root, routes, env);
     checkPassEnv(root, routes, local.passEnv(), env);
+    routes = coderNetwork(root, routes, sources);
     return new OneshotConfig(
         database,
         api,
@@ -636,6 +654,55 @@ public final class ConfigLoader {
     return List.copyOf(out);
   }
 
+  /**
+   * A route a Coder source feeds runs Coder's provisioner daemon, which must reach Coder: its
+   * isolated local attempts get the machine's network ({@code network: host}) unless the route says
+   * otherwise, and saying {@code none} is refused, since no such build could take its job.
+   */
+  private static List<Route> coderNetwork(
+      ConfigNode root, List<Route> routes, List<OneshotConfig.Source> sources) {
+    java.util.Set<String> coder = new java.util.HashSet<>();
+    for (OneshotConfig.Source src : sources) {
+      if (src.coder()) {
+        src.feeds().forEach(f -> coder.add(f.route()));
+      }
+    }
+    List<Route> out = new ArrayList<>();
+    for (int i = 0; i < routes.size(); i++) {
+      Route r = routes.get(i);
+      if (coder.contains(r.name()) && "none".equals(r.network())) {
+        root.child("routes")
+            .index(i)
+            .child("network")
+            .report(
+                "cannot be none on a route a Coder source feeds: its provisioner daemon must reach"
+                    + " Coder (use host)",
+                "none");
+      }
+      String network = coder.contains(r.name()) && r.network() == null ? "host" : r.network();
+      out.add(
+          new Route(
+              r.name(),
+              r.tags(),
+              r.template(),
+              r.namespace(),
+              r.maxConcurrent(),
+              r.timeout(),
+              r.launchTimeout(),
+              r.hangTimeout(),
+              r.lease(),
+              r.cancelGrace(),
+              r.maxAttempts(),
+              r.retryAfterAcquire(),
+              r.untagged(),
+              r.retention(),
+              r.drainGrace(),
+              r.passEnv(),
+              network));
+    }
+    return List.copyOf(out);
+  }
+
   /** A list of environment variable names ({@code passEnv}), each checked. */
   private static List<String> envNames(ConfigNode node) {
     List<String> names = node.strings("passEnv", List.of());
@@ -775,6 +842,14 @@ public final class ConfigLoader {
           r.child("drainGrace").absent()
               ? null
               : r.duration("drainGrace", "1h", cancelGrace.plus(OneshotConfig.Route.GRACE_MARGIN));
+      String network = r.string("network", null);
+      if (network != null && !List.of("none", "host").contains(network)) {
+        r.child("network")
+            .report(
+                "must be none (a network of the attempt's own, the API through a socket) or host"
+                    + " (the machine's network: what a build that reaches a cloud or Coder needs)",
+                network);
+      }
       routes.add(
           new Route(
               name,
@@ -792,7 +867,8 @@ public final class ConfigLoader {
               untagged,
               routeRetention(r, retention),
               drainGrace,
-              envNames(r)));
+              envNames(r),
+              network));
     }
     return List.copyOf(routes);
   }

@@ -168,7 +168,9 @@ public record OneshotConfig(
    * terraform's provider plugin cache shared by every attempt ({@code TF_PLUGIN_CACHE_DIR}; not
    * given to isolated attempts, which could plant a provider in it for another team's build);
    * {@code isolation} is {@code auto}, {@code bubblewrap} or {@code none} (launch/local/Sandbox);
-   * {@code readOnly}, paths besides provisionerd's own that isolated attempts may read.
+   * {@code readOnly}, paths besides provisionerd's own that isolated attempts may read; {@code
+   * network}, {@code none} (a network namespace of each attempt's own, the API through a socket) or
+   * {@code host} (the machine's network).
    */
   public record Local(
       Path runDir,
@@ -177,7 +179,8 @@ public record OneshotConfig(
       List<String> passEnv,
       Path pluginCacheDir,
       String isolation,
-      List<String> readOnly) {}
+      List<String> readOnly,
+      String network) {}
 
   /**
    * A route: builds whose tags are all contained in {@code tags} go here (first route in file order
@@ -216,7 +219,8 @@ public record OneshotConfig(
       boolean untagged,
       Retention retention,
       Duration drainGrace,
-      List<String> passEnv) {
+      List<String> passEnv,
+      String network) {
     /**
      * The variable of the dispatcher's environment that holds a route's own Coder provisioner key
      * where one environment serves every route (the local launcher): {@code

@@ -74,7 +74,8 @@ public final class Rescuer implements AutoCloseable {
           false,
           new OneshotConfig.Retention(null, 0, Duration.ofMinutes(1), 1),
           null,
-          java.util.List.of());
+          java.util.List.of(),
+          null);
 
   private final BuildStore store;
   private final Launcher launcher;

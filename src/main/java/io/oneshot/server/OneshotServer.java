@@ -342,7 +342,9 @@ public final class OneshotServer implements AutoCloseable {
                   io.oneshot.launch.local.Sandbox.Mode.valueOf(
                       local.isolation().toUpperCase(java.util.Locale.ROOT)),
                   command,
-                  local.readOnly());
+                  local.readOnly(),
+                  io.oneshot.launch.local.Sandbox.Network.valueOf(
+                      local.network().toUpperCase(java.util.Locale.ROOT)));
         } catch (IllegalStateException e) {
           throw new ConfigException(e.getMessage());
         }

@@ -105,7 +105,7 @@ class ConfigLoaderTest {
         """,
         "routes[0].maxConcurent: unknown field (did you mean maxConcurrent?); known fields: name,"
             + " tags, template, maxConcurrent, timeout, launchTimeout, hangTimeout, lease,"
-            + " cancelGrace, drainGrace, passEnv, maxAttempts, retryAfterAcquire, namespace, untagged,"
+            + " cancelGrace, drainGrace, passEnv, network, maxAttempts, retryAfterAcquire, namespace, untagged,"
             + " retention");
     refused(
         "dispatc: {}\n" + ROUTES,
@@ -259,6 +259,60 @@ class ConfigLoaderTest {
           - {name: a, passEnv: ["NOT A NAME"]}
         """,
         "routes[0].passEnv[0]: must name an environment variable, got \"NOT A NAME\"");
+  }
+
+  @Test
+  void anIsolatedAttemptsNetworkIsItsOwnUnlessItsRouteNeedsTheMachinesAndACoderRouteDoes() {
+    OneshotConfig plain = parse(ROUTES);
+    assertThat(plain.launcher().local().network()).isEqualTo("none");
+    assertThat(plain.routes().get(0).network()).isNull();
+    OneshotConfig c =
+        ConfigLoader.parse(
+            """
+            launcher: {local: {network: host}}
+            routes:
+              - {name: coder, tags: {org: x}}
+              - {name: sealed, tags: {org: y}, network: none}
+            sources:
+              - {name: coder, kind: coder, databaseUrlEnv: CODER_DB,
+                 routes: [{route: coder, organization: x}]}
+            """,
+            "oneshot.yaml",
+            Map.of("CODER_DB", "postgresql://reader@db/coder"));
+    assertThat(c.launcher().local().network()).isEqualTo("host");
+    assertThat(c.routes().get(0).network()).as("Coder's daemon must reach Coder").isEqualTo("host");
+    assertThat(c.routes().get(1).network()).isEqualTo("none");
+    assertThatThrownBy(
+            () ->
+                parse(
+                    """
+                    launcher: {local: {network: bridge}}
+                    routes:
+                      - {name: a, network: outside}
+                    """))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining(
+            "launcher.local.network: must be none (each isolated attempt has a network of its own,"
+                + " and the API through a socket) or host (the machine's network, loopback"
+                + " services included), got \"bridge\"")
+        .hasMessageContaining("routes[0].network: must be none")
+        .hasMessageContaining("got \"outside\"");
+    assertThatThrownBy(
+            () ->
+                ConfigLoader.parse(
+                    """
+                    routes:
+                      - {name: coder, tags: {org: x}, network: none}
+                    sources:
+                      - {name: coder, kind: coder, databaseUrlEnv: CODER_DB,
+                         routes: [{route: coder, organization: x}]}
+                    """,
+                    "oneshot.yaml",
+                    Map.of("CODER_DB", "postgresql://reader@db/coder")))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining(
+            "routes[0].network: cannot be none on a route a Coder source feeds: its provisioner"
+                + " daemon must reach Coder (use host), got \"none\"");
   }
 
   @Test

@@ -120,6 +120,19 @@ class IsolationTest {
         .append(dispatcher)
         .append("/cmdline 2>&1 | head -c 80)\"\n");
     probe.append("echo \"tmp: $(ls /tmp | wc -l)\"\n");
+    // Its own attempt file (what a restarted dispatcher finds its process by) is not its to write.
+    probe.append("echo \"attempt-file: $( (echo '{}' > ../attempt.json) 2>&1)\"\n");
+    // No service of the machine is in reach: the dispatcher's API on loopback, directly.
+    probe
+        .append("curl -s -o /dev/null --max-time 5 http://127.0.0.1:")
+        .append(t.server.port())
+        .append("/healthz; echo \"direct api: curl exit $?\"\n");
+    // Only the API its provisionerd relays (a port on the sandbox's own loopback): found as a
+    // hostile script would, in the kernel's table of listening sockets.
+    probe.append(
+        "bridge=$(for h in $(awk 'NR>1 && $4==\"0A\" {split($2,a,\":\"); print a[2]}'"
+            + " /proc/net/tcp /proc/net/tcp6); do echo $((0x$h)); done | head -n 1)\n");
+    probe.append("echo \"bridge: ${bridge:-none}\"\n");
     for (Map.Entry<String, String> c : CALLS.entrySet()) {
       probe
           .append("echo \"stolen ")
@@ -129,9 +142,7 @@ class IsolationTest {
           .append("' -H 'Oneshot-Runner-Id: stolen-runner-1' -H 'Content-Type: application/json'")
           .append(" --data-binary '")
           .append(c.getValue())
-          .append("' http://127.0.0.1:")
-          .append(t.server.port())
-          .append("/api/v1/runner/")
+          .append("' http://127.0.0.1:$bridge/api/v1/runner/")
           .append(c.getKey())
           .append(")\"\n");
     }
@@ -152,7 +163,11 @@ class IsolationTest {
         .contains("environs: 0")
         .doesNotContain("oneshot-" + b + "-1 ")
         // The dispatcher's process is not there to read (the shell's error goes to stderr).
-        .contains("dispatcher: \n");
+        .contains("dispatcher: \n")
+        .containsPattern("attempt-file: .*Read-only file system")
+        // curl's 7: could not connect.
+        .contains("direct api: curl exit 7")
+        .containsPattern("bridge: \\d+");
     // Its own process namespace: the sandbox's init, sh, the command substitutions.
     int processes = Integer.parseInt(found.replaceAll("(?s).*processes: (\\d+).*", "$1").strip());
     assertThat(processes).isLessThan(10);
@@ -183,6 +198,76 @@ class IsolationTest {
                     + " 'runner-complete' AND outcome = 'ok'",
                 b))
         .isEqualTo(1);
+  }
+
+  /**
+   * An attempt with no network of its own reaches the API only through its socket, which its
+   * dispatcher relays: a dispatcher started after the first stopped relays it again, and the build
+   * runs to the end its own provisionerd decides. A route on the machine's network ({@code network:
+   * host}) reaches loopback as the machine does.
+   */
+  @Test
+  void anAttemptsSocketIsRelayedAgainByTheNextDispatcherAndAHostRouteSharesTheMachinesNetwork()
+      throws Exception {
+    Required.tool(
+        bwrap(),
+        "ONESHOT_REQUIRE_BWRAP",
+        "bwrap is missing (apt-get install bubblewrap)",
+        "isolated attempts are not tried");
+    Path runs = tmp.resolve("runs");
+    int port = io.oneshot.testing.Ports.stable();
+    String routes =
+        "routes: [{name: sealed, tags: {team: a}}, {name: open, tags: {team: b}, network: host}]";
+    t = isolated(runs, port, routes, false);
+    long id =
+        t.api.submitScript(
+            "{\"team\": \"a\"}",
+            "echo waiting; while [ ! -f go ]; do sleep 0.1; done; echo released");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> logs(id).contains("waiting"));
+    Path dir = runs.resolve("oneshot-" + id + "-1");
+    assertThat(dir.resolve("api.sock")).exists();
+    t.close();
+
+    t = isolated(runs, port, routes, true);
+    Files.createFile(dir.resolve("work").resolve("go"));
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(id).equals("succeeded"));
+    assertThat(logs(id)).contains("released");
+    assertThat(Sql.logLines(id, "stdout")).filteredOn("released"::equals).hasSize(1);
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.audit WHERE build_id = ? AND outcome = 'unproven'",
+                id))
+        .as("every call of its own runner proven, through either dispatcher")
+        .isZero();
+
+    long open =
+        t.api.submitScript(
+            "{\"team\": \"b\"}",
+            "curl -s -o /dev/null --max-time 5 http://127.0.0.1:"
+                + port
+                + "/healthz; echo \"direct api: curl exit $?\"");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(open).equals("succeeded"));
+    assertThat(logs(open)).contains("direct api: curl exit 0");
+    assertThat(runs.resolve("oneshot-" + open + "-1").resolve("api.sock")).doesNotExist();
+  }
+
+  private TestServer isolated(Path runs, int port, String routes, boolean keepQueue) {
+    List<String> command =
+        LocalCommand.defaultCommand(
+            List.of(), ChildJvm.archive("provisionerd"), ChildJvm.classPath());
+    TestServer.Builder b =
+        TestServer.with()
+            .api(
+                "{listen: \"127.0.0.1:%d\", publicUrl: \"http://127.0.0.1:%d\", adminToken: \"%s\"}"
+                    .formatted(port, port, TestServer.ADMIN_TOKEN))
+            .launcher(
+                new LocalLauncher(
+                    runs,
+                    command,
+                    LocalCommand.baseEnvironment(List.of()),
+                    Sandbox.of(Sandbox.Mode.BUBBLEWRAP, command, List.of())))
+            .routes(routes);
+    return (keepQueue ? b.keepQueue() : b).start();
   }
 
   @Test

@@ -73,6 +73,10 @@ public final class LocalLauncher implements Launcher {
   private final ConcurrentMap<String, Proc> procs = new ConcurrentHashMap<>();
   private final ScheduledExecutorService timers;
   private final PortOwner ports = new PortOwner();
+
+  /** The API carried into attempts with no network of their own; null when they have the host's. */
+  private final ApiRelay relay;
+
   private volatile AttemptEvents events = AttemptEvents.NONE;
 
   /** A process this launcher started or found again; {@code process} is null for the latter. */
@@ -98,6 +102,7 @@ public final class LocalLauncher implements Launcher {
     this.baseEnv = Map.copyOf(baseEnv);
     this.setsid = LocalCommand.findSetsid();
     this.sandbox = sandbox.orElse(null);
+    this.relay = this.sandbox != null ? new ApiRelay() : null;
     this.timers =
         Executors.newSingleThreadScheduledExecutor(
             r -> {
@@ -210,6 +215,11 @@ public final class LocalLauncher implements Launcher {
       env.put("ONESHOT_WORK_DIR", work.toString());
       env.put("ONESHOT_BUILD_ID", Long.toString(a.buildId()));
       env.put("ONESHOT_ATTEMPT", Integer.toString(a.attempt()));
+      boolean ownNet = sandbox != null && sandbox.ownNetwork(a.route().network());
+      if (ownNet) {
+        relay.listen(a.ref(), dir, a.apiUrl());
+        env.put("ONESHOT_API_SOCKET", dir.resolve(ApiRelay.SOCKET).toString());
+      }
       if (sandbox != null) {
         List<String> inner = cmd.subList(setsid == null ? 0 : 1, cmd.size());
         List<String> wrapped =
@@ -217,7 +227,8 @@ public final class LocalLauncher implements Launcher {
                 new ArrayList<>(inner),
                 dir,
                 env,
-                use == null ? List.of() : List.of(command.archive().file()));
+                use == null ? List.of() : List.of(command.archive().file()),
+                ownNet);
         cmd = new ArrayList<>(cmd.subList(0, setsid == null ? 0 : 1));
         cmd.addAll(wrapped);
       }
@@ -238,6 +249,9 @@ public final class LocalLauncher implements Launcher {
       log.debug("Build {}: started attempt {} as process {}.", a.buildId(), name, handle.pid());
       return new LaunchOutcome.Launched(null, "process " + handle.pid());
     } catch (IOException e) {
+      if (relay != null) {
+        relay.forget(a.ref());
+      }
       deleteQuietly(dir);
       String msg =
           "cannot start provisionerd (" + command.command().get(0) + "): " + e.getMessage();
@@ -253,6 +267,9 @@ public final class LocalLauncher implements Launcher {
     // Whatever the build started and left behind in the attempt's process group goes too.
     signalGroup(proc.handle().pid(), proc.ref());
     log.debug("Build {}: attempt {} exited with code {}.", proc.ref().buildId(), proc.ref(), code);
+    if (relay != null) {
+      relay.forget(proc.ref());
+    }
     if (code == 0) {
       // provisionerd exits 0 only after its outcome was acknowledged: nothing left to look at.
       procs.remove(proc.ref().name(), proc);
@@ -316,7 +333,25 @@ public final class LocalLauncher implements Launcher {
       Proc proc = new Proc(ref, handle.get(), null, dir);
       Proc prior = procs.putIfAbsent(ref.name(), proc);
       if (prior == null) {
-        handle.get().onExit().thenRun(() -> events.changed(ref));
+        // Its relay went with the dispatcher that started it: listen on its socket again.
+        String api = info.path("api").asText(null);
+        if (relay != null && api != null) {
+          try {
+            relay.listen(ref, dir, api);
+          } catch (IOException e) {
+            log.warn("Attempt {}: cannot carry the API to it again: {}.", ref, e.toString());
+          }
+        }
+        handle
+            .get()
+            .onExit()
+            .thenRun(
+                () -> {
+                  if (relay != null) {
+                    relay.forget(ref);
+                  }
+                  events.changed(ref);
+                });
         return Optional.of(proc);
       }
       return Optional.of(prior);
@@ -419,6 +454,16 @@ public final class LocalLauncher implements Launcher {
       return new RunnerProof.Vanished(
           "no connection from port " + call.remotePort() + " is open on this machine");
     }
+    // An attempt with no network of its own calls through its socket, which only its sandbox
+    // reaches: the relay's connection (held by this process) speaks for that attempt's runner.
+    Optional<AttemptRef> relayed =
+        relay == null ? Optional.empty() : relay.attemptOf(call.remotePort());
+    if (relayed.isPresent() && ports.holds(ProcessHandle.current().pid(), socket.get())) {
+      Proc p = procs.get(relayed.get().name());
+      if (p != null) {
+        return proven(call, runnerOf(p.handle()), p.ref());
+      }
+    }
     for (Proc p : procs.values()) {
       ProcessHandle runner = runnerOf(p.handle());
       if (ports.holds(runner.pid(), socket.get())) {
@@ -507,6 +552,10 @@ public final class LocalLauncher implements Launcher {
   @Override
   public void close() {
     timers.shutdown();
+    if (relay != null) {
+      // Its attempts run on; the next dispatcher relays their sockets again (find).
+      relay.close();
+    }
   }
 
   private static void createPrivateDirectory(Path dir) throws IOException {
@@ -579,12 +628,24 @@ public final class LocalLauncher implements Launcher {
 
   private static void writeAttemptFile(Path dir, Attempt a, ProcessHandle handle)
       throws IOException {
-    writeAttemptFile(dir, a.buildId(), a.attempt(), handle);
+    writeAttemptFile(dir, a.buildId(), a.attempt(), handle, a.apiUrl());
   }
 
   private static void writeAttemptFile(Path dir, long buildId, int attempt, ProcessHandle handle)
       throws IOException {
+    writeAttemptFile(dir, buildId, attempt, handle, null);
+  }
+
+  /**
+   * The attempt file: what a restarted dispatcher finds the attempt's process by, and the API its
+   * relay carries. Read-only to a sandboxed attempt ({@link Sandbox}).
+   */
+  private static void writeAttemptFile(
+      Path dir, long buildId, int attempt, ProcessHandle handle, String api) throws IOException {
     ObjectNode info = Json.MAPPER.createObjectNode();
+    if (api != null) {
+      info.put("api", api);
+    }
     info.put("pid", handle.pid());
     info.put("start", handle.info().startInstant().map(Instant::toString).orElse(null));
     info.put("build", buildId);

@@ -28,9 +28,17 @@ import org.slf4j.LoggerFactory;
  * process namespace. Not the dispatcher's data directory, configuration or files, not the run
  * directory's other attempts, not any other process (its own pid namespace: another build's {@code
  * /proc/<pid>/environ} does not exist there), not System V IPC. As root, the attempt gets a user
- * namespace of its own and no capabilities. The network is the machine's: builds reach the clouds
- * they provision and the oneshot API, over which the dispatcher proves each runner by the
- * connection it holds ({@link LocalLauncher#prove}).
+ * namespace of its own and no capabilities. Its own directory is read-only to it but for its work
+ * directory and {@code tmp}: the attempt file the dispatcher finds its process by after a restart
+ * is not the build's to rewrite.
+ *
+ * <p>The network ({@code launcher.local.network}): {@code none} (the default) gives each attempt a
+ * network namespace with its own loopback and nothing else, so that no service of the machine (a
+ * database on loopback, another build's port, a metadata endpoint) is in reach; the oneshot API
+ * comes in through a Unix socket in its directory ({@link ApiRelay}). {@code host} leaves it the
+ * machine's network, for builds that must reach the clouds they provision: they then reach what the
+ * machine reaches, loopback too, and the dispatcher proves each runner by the connection it holds
+ * ({@link LocalLauncher#prove}).
  */
 public final class Sandbox {
   private static final Logger log = LoggerFactory.getLogger(Sandbox.class);
@@ -60,11 +68,29 @@ public final class Sandbox {
   private final String bwrap;
   private final List<String> readOnly;
   private final boolean root;
+  private final Network network;
 
-  private Sandbox(String bwrap, List<String> readOnly, boolean root) {
+  private Sandbox(String bwrap, List<String> readOnly, boolean root, Network network) {
     this.bwrap = bwrap;
     this.readOnly = readOnly;
     this.root = root;
+    this.network = network;
+  }
+
+  /** The networks of {@code launcher.local.network}. */
+  public enum Network {
+    /** A network namespace of its own: its loopback, and the API through a socket. */
+    NONE,
+    /** The machine's network, loopback included. */
+    HOST
+  }
+
+  /**
+   * Whether an attempt of a route with {@code routeNetwork} ({@code routes[].network}; null: the
+   * launcher's) has a network of its own, and the API through {@link ApiRelay}.
+   */
+  boolean ownNetwork(String routeNetwork) {
+    return routeNetwork == null ? network == Network.NONE : routeNetwork.equals("none");
   }
 
   /** The isolation modes of {@code launcher.local.isolation}. */
@@ -85,12 +111,23 @@ public final class Sandbox {
    * @throws IllegalStateException when {@code mode} is {@link Mode#BUBBLEWRAP} and it cannot run
    */
   public static Optional<Sandbox> of(Mode mode, List<String> command, List<String> readOnly) {
+    return of(mode, command, readOnly, Network.NONE);
+  }
+
+  /**
+   * {@link #of(Mode, List, List)}, with attempts on {@code network}.
+   *
+   * @throws IllegalStateException when {@code mode} is {@link Mode#BUBBLEWRAP} and it cannot run
+   */
+  public static Optional<Sandbox> of(
+      Mode mode, List<String> command, List<String> readOnly, Network network) {
     if (mode == Mode.NONE) {
       warnPlain("launcher.local.isolation is none");
       return Optional.empty();
     }
     String found = find();
-    String why = found == null ? "bwrap (Debian's bubblewrap) is not installed" : probe(found);
+    String why =
+        found == null ? "bwrap (Debian's bubblewrap) is not installed" : probe(found, network);
     if (why != null) {
       if (mode == Mode.BUBBLEWRAP) {
         throw new IllegalStateException(
@@ -122,11 +159,19 @@ public final class Sandbox {
     }
     ro.addAll(readOnly);
     ro.removeIf(p -> p.equals("/usr") || p.startsWith("/usr/"));
-    log.info(
-        "Attempts run isolated by bubblewrap ({}): a filesystem, process and IPC namespace of"
-            + " their own each.",
-        found);
-    return Optional.of(new Sandbox(found, List.copyOf(ro), isRoot()));
+    if (network == Network.NONE) {
+      log.info(
+          "Attempts run isolated by bubblewrap ({}): a filesystem, process, IPC and network"
+              + " namespace of their own each; the API reaches them through a socket.",
+          found);
+    } else {
+      log.warn(
+          "Attempts run isolated by bubblewrap ({}), but on this machine's network"
+              + " (launcher.local.network: host): a build reaches every service this machine"
+              + " reaches, those on loopback too (a database, another build's ports).",
+          found);
+    }
+    return Optional.of(new Sandbox(found, List.copyOf(ro), isRoot(), network));
   }
 
   private static void warnPlain(String why) {
@@ -149,9 +194,10 @@ public final class Sandbox {
   }
 
   /** Why bubblewrap cannot make an attempt's sandbox here (no user namespaces), or null. */
-  private static String probe(String bwrap) {
+  private static String probe(String bwrap, Network network) {
     List<String> cmd = new ArrayList<>(List.of(bwrap));
-    cmd.addAll(namespaces(isRoot()));
+    // With a network namespace whatever the default: a route may ask for one.
+    cmd.addAll(namespaces(isRoot(), true));
     cmd.addAll(List.of("--ro-bind", "/", "/", "--proc", "/proc", "--", "true"));
     try {
       Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
@@ -180,10 +226,13 @@ public final class Sandbox {
    * The namespaces every attempt gets. As root also a user namespace, in which it is nobody with no
    * capabilities (without one, root in the sandbox could mount its way out).
    */
-  private static List<String> namespaces(boolean root) {
+  private static List<String> namespaces(boolean root, boolean ownNetwork) {
     List<String> ns =
         new ArrayList<>(
             List.of("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"));
+    if (ownNetwork) {
+      ns.add("--unshare-net");
+    }
     if (root) {
       ns.addAll(List.of("--unshare-user", "--uid", "65534", "--gid", "65534"));
     }
@@ -192,13 +241,15 @@ public final class Sandbox {
   }
 
   /**
-   * {@code command} run in a sandbox whose only writable place is {@code dir} (the attempt's
-   * directory, at its own path), with {@code env}'s PATH directories and {@code also} (a class data
-   * sharing archive, say) readable.
+   * {@code command} run in a sandbox whose only writable places are {@code dir}'s {@code work} and
+   * {@code tmp} ({@code dir}, the attempt's directory at its own path, readable), with {@code
+   * env}'s PATH directories and {@code also} (a class data sharing archive, say) readable; with
+   * {@code ownNet}, in a network namespace of its own.
    */
-  List<String> wrap(List<String> command, Path dir, Map<String, String> env, List<Path> also) {
+  List<String> wrap(
+      List<String> command, Path dir, Map<String, String> env, List<Path> also, boolean ownNet) {
     List<String> out = new ArrayList<>(List.of(bwrap));
-    out.addAll(namespaces(root));
+    out.addAll(namespaces(root, ownNet));
     out.addAll(List.of("--hostname", "oneshot-attempt", "--ro-bind", "/usr", "/usr"));
     for (String top : List.of("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")) {
       Path p = Path.of(top);
@@ -234,7 +285,12 @@ public final class Sandbox {
         out.addAll(List.of("--ro-bind-try", p, p));
       }
     }
-    out.addAll(List.of("--bind", own, own, "--chdir", own + "/work", "--"));
+    // Its own directory read-only (the attempt file, the token), its work and tmp writable.
+    out.addAll(List.of("--ro-bind", own, own));
+    for (String rw : List.of("work", "tmp")) {
+      out.addAll(List.of("--bind", own + "/" + rw, own + "/" + rw));
+    }
+    out.addAll(List.of("--chdir", own + "/work", "--"));
     out.addAll(command);
     return out;
   }
