@@ -152,7 +152,19 @@ class RealNodeTest {
   @Test
   void aBuildsPodCannotActAsAnotherBuildsRunner() throws IOException {
     start(ROUTES, UnaryOperator.identity());
-    long b = t.api.submitScript("{\"team\": \"a\"}", "echo b-started; sleep 20; echo b-finished");
+    String bSecret = "b-secret-" + Long.toHexString(System.nanoTime());
+    long b =
+        t.api
+            .post(
+                "/api/v1/builds",
+                "{\"tags\": {\"team\": \"a\"}, \"input\": {\"provisioner\": \"script\","
+                    + " \"command\": [\"sh\", \"-c\", \"echo b-started; sleep 20; echo"
+                    + " b-finished\"], \"env\": {\"SECRET_B\": \""
+                    + bSecret
+                    + "\"}}}")
+            .json()
+            .path("id")
+            .asLong();
     await().atMost(2, TimeUnit.MINUTES).until(() -> status(b).equals("running"));
     String bToken =
         new String(
@@ -174,7 +186,19 @@ class RealNodeTest {
     String withProof =
         forged
             + "Oneshot-Runner-Proof: '\"$(cat /var/run/secrets/oneshot.io/runner/token)\"'\\r\\n";
-    StringBuilder script = new StringBuilder();
+    // Its own pod's proof, for the test to try on the API server below.
+    StringBuilder script =
+        new StringBuilder("echo \"proof: $(cat /var/run/secrets/oneshot.io/runner/token)\"\n");
+    // What a pod could find of another build's on the node: its processes' environment, an API
+    // credential, the other build's token Secret as a file.
+    script.append(
+        "echo \"environs: $(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c"
+            + " SECRET_B)\"\n");
+    script.append("echo \"api-credential: $(ls /var/run/secrets/kubernetes.io 2>&1)\"\n");
+    script.append(
+        "echo \"secrets: $(grep -rl "
+            + bToken
+            + " / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | wc -l)\"\n");
     for (String[] c :
         List.of(
             new String[] {"acquire", "{}"},
@@ -201,6 +225,32 @@ class RealNodeTest {
     for (String call : List.of("acquire", "heartbeat", "logs", "complete")) {
       assertThat(aLog)
           .contains("proven " + call + " HTTP/1.1 401", "bare " + call + " HTTP/1.1 401");
+    }
+    assertThat(aLog)
+        .doesNotContain(bSecret)
+        .contains("environs: 0")
+        .contains("api-credential: ls: cannot access '/var/run/secrets/kubernetes.io'")
+        .contains("secrets: 0");
+    // The proof is for oneshot's audience alone: the API server does not take it as a credential.
+    String proof =
+        Sql.logLines(a, "stdout").stream()
+            .filter(l -> l.startsWith("proof: "))
+            .findFirst()
+            .orElseThrow()
+            .substring("proof: ".length());
+    assertThat(proof).isNotBlank();
+    Config asPod = Config.fromKubeconfig(Files.readString(k.kubeconfig));
+    asPod.setClientCertData(null);
+    asPod.setClientKeyData(null);
+    asPod.setClientCertFile(null);
+    asPod.setClientKeyFile(null);
+    asPod.setOauthToken(proof);
+    try (io.fabric8.kubernetes.client.KubernetesClient c =
+        new io.fabric8.kubernetes.client.KubernetesClientBuilder().withConfig(asPod).build()) {
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> c.pods().inNamespace(ns).list())
+          .isInstanceOfSatisfying(
+              io.fabric8.kubernetes.client.KubernetesClientException.class,
+              e -> assertThat(e.getCode()).isEqualTo(401));
     }
     assertThat(awaitEnd(b)).isEqualTo("succeeded");
     assertThat(Sql.logLines(b, "stdout")).contains("b-finished").doesNotContain("forged");
