@@ -111,6 +111,11 @@ public final class ApiServer implements AutoCloseable {
     metrics.watchApi(inFlight::get);
   }
 
+  /** Where Coder builds' outcomes are read (the coder sources); null: none configured. */
+  public void coderOutcomes(RunnerApi.CoderOutcomes outcomes) {
+    runner.coderOutcomes(outcomes);
+  }
+
   /** What {@code GET /api/v1/sources} answers: the queue sources' last looks, as JSON values. */
   public void sources(Supplier<Object> sources) {
     admin.sources(sources);

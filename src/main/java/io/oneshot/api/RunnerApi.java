@@ -106,6 +106,25 @@ final class RunnerApi {
     this.prover = prover;
   }
 
+  /**
+   * Reads what became of a Coder job: (coder source, organization, daemon name) to Coder's word, or
+   * empty when the daemon took no job.
+   */
+  @FunctionalInterface
+  public interface CoderOutcomes {
+    Future<java.util.Optional<io.oneshot.source.CoderOutcome>> of(
+        String source, String organization, String daemon);
+  }
+
+  /**
+   * Where Coder builds' outcomes are read; null: no Coder source, every outcome is the runner's.
+   */
+  private volatile CoderOutcomes coderOutcomes;
+
+  void coderOutcomes(CoderOutcomes outcomes) {
+    this.coderOutcomes = outcomes;
+  }
+
   void mount(Router router) {
     router.post("/api/v1/runner/acquire").handler(this::acquire);
     router.post("/api/v1/runner/heartbeat").handler(this::heartbeat);
@@ -650,7 +669,68 @@ final class RunnerApi {
         (runner, attempt) -> complete(ctx, hash, runner, attempt, completion));
   }
 
+  /**
+   * A Coder build ends as its Coder job did, read from Coder's tables, whatever the daemon's exit
+   * (it exits 0 after a signal however its job went); a Coder database that cannot be read answers
+   * 503, which provisionerd tries again. Any other build ends as its runner says.
+   */
   private void complete(
+      RoutingContext ctx,
+      byte[] hash,
+      Runner runner,
+      AttemptRef attempt,
+      RunnerStore.Completion completion) {
+    CoderOutcomes coder = coderOutcomes;
+    if (coder == null) {
+      write(ctx, hash, runner, attempt, completion);
+      return;
+    }
+    store
+        .runner()
+        .coderBuild(hash, runner.id())
+        .compose(
+            b -> {
+              if (b.isEmpty()) {
+                return Future.succeededFuture(completion);
+              }
+              RunnerStore.CoderBuild cb = b.get();
+              String daemon = io.oneshot.source.CoderOutcome.daemonName(cb.id(), cb.attempt());
+              return coder
+                  .of(cb.source(), cb.organization(), daemon)
+                  .map(o -> o.map(x -> asCoderSays(completion, x)).orElse(completion));
+            })
+        .onSuccess(c -> write(ctx, hash, runner, attempt, c))
+        .onFailure(
+            e -> {
+              log.warn(
+                  "Build {}: cannot read its Coder job's outcome from Coder's database: {}. The"
+                      + " runner tries again.",
+                  attempt.buildId(),
+                  e.getMessage());
+              fail(
+                  ctx,
+                  new ApiError(
+                      503,
+                      "try again: cannot read the Coder job's outcome from Coder's database: "
+                          + e.getMessage(),
+                      null,
+                      null));
+            });
+  }
+
+  /** The completion with the Coder job's outcome and Coder's words as its reason and error. */
+  private static RunnerStore.Completion asCoderSays(
+      RunnerStore.Completion c, io.oneshot.source.CoderOutcome o) {
+    return new RunnerStore.Completion(
+        o.outcome(),
+        c.exitCode(),
+        o.outcome() == BuildState.SUCCEEDED ? null : o.reason(),
+        c.outputs(),
+        o.reason(),
+        c.state());
+  }
+
+  private void write(
       RoutingContext ctx,
       byte[] hash,
       Runner runner,

@@ -36,6 +36,7 @@ public final class RunnerStore {
   private static final Sql COMPLETE = Sql.load("runner/complete");
   private static final Sql COMPLETE_MANY = Sql.load("runner/complete-many");
   private static final Sql TOKEN_STATE = Sql.load("runner/token-state");
+  private static final Sql CODER_JOB = Sql.load("runner/coder-job");
 
   private final Pool pool;
 
@@ -544,6 +545,28 @@ public final class RunnerStore {
     public Holder holder() {
       return runner == null ? null : new Holder(id, attempt, route, runner, since);
     }
+  }
+
+  /** A running coder build of its runner: its attempt, coder source and organization. */
+  public record CoderBuild(long id, int attempt, String source, String organization) {}
+
+  /** The running coder build of this token and runner; empty for any other build. */
+  public Future<Optional<CoderBuild>> coderBuild(byte[] tokenHash, String runnerId) {
+    return pool.preparedQuery(CODER_JOB.text())
+        .execute(Tuple.of(Buffer.buffer(tokenHash), runnerId))
+        .map(
+            rows -> {
+              if (rows.rowCount() == 0) {
+                return Optional.<CoderBuild>empty();
+              }
+              Row r = rows.iterator().next();
+              return Optional.of(
+                  new CoderBuild(
+                      r.getLong("id"),
+                      r.getInteger("attempt"),
+                      r.getString("source"),
+                      r.getString("organization")));
+            });
   }
 
   public Future<Optional<TokenState>> tokenState(byte[] tokenHash) {

@@ -166,8 +166,7 @@ final class CoderProvisioner implements Provisioner {
 
   /** The daemon's name in Coder: the attempt's, so that Coder's list of daemons names the build. */
   static String daemonName(long buildId, int attempt) {
-    String name = "oneshot-" + buildId + "-" + attempt;
-    return DAEMON_NAME.matcher(name).matches() ? name : "oneshot-" + buildId;
+    return io.oneshot.source.CoderOutcome.daemonName(buildId, attempt);
   }
 
   private static Duration idleTimeout(RunContext ctx) {

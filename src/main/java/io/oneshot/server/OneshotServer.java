@@ -193,6 +193,9 @@ public final class OneshotServer implements AutoCloseable {
       Pruner pruner = new Pruner(store, config, leadership::isLeader, metrics);
       Sources sources = new Sources(vertx, config, store.sources(), leadership::fence, metrics);
       api.sources(sources::json);
+      if (sources.anyCoder()) {
+        api.coderOutcomes(sources::coderOutcome);
+      }
       launcher.events(new LaunchEvents(store, rescuer, metrics));
       // Everything the launcher already runs is known before the first claim or rescue.
       launcher.start();

@@ -51,21 +51,36 @@ public final class QueueSource implements AutoCloseable {
   private static final long MIN_GAP_MS = 50;
 
   /**
-   * Coder's waiting jobs, per organization and tag set: those not started, canceled or completed,
-   * for the terraform provisioner ({@code coder provisioner start} serves only that type). The
-   * columns are those of {@code provisioner_jobs} and {@code organizations} in coder/coder
-   * coderd/database/dump.sql; a job is pending exactly when its generated {@code job_status} is
-   * (completed_at, canceled_at and started_at null: the migration that added job_status). A daemon
-   * takes, in its organization, the oldest such job its tags satisfy ({@code AcquireProvisionerJob}
-   * in coder/coder coderd/database/queries/provisionerjobs.sql).
+   * The jobs a Coder daemon would be handed, per organization and tag set: every job not started,
+   * for the terraform provisioner ({@code coder provisioner start} serves only that type). That is
+   * what {@code AcquireProvisionerJob} checks (coder/coder coderd/database/queries/
+   * provisionerjobs.sql: {@code started_at IS NULL}, nothing of canceled_at or completed_at), so a
+   * job canceled while queued (coderd/workspacebuilds.go, the cancel handler, leaves started_at
+   * null) is taken too, and spends the daemon that takes it: it counts here as work, or the live
+   * job behind it would wait one more launch. {@code canceled} says how many of them are such jobs.
+   * A daemon takes, in its organization, the oldest job its tags satisfy, human-initiated before
+   * prebuilds. The columns are those of {@code provisioner_jobs} and {@code organizations} in
+   * coderd/database/dump.sql.
    */
   static final String CODER_QUERY =
       "SELECT j.organization_id::text AS organization, o.name AS organization_name,"
-          + " j.tags::text AS tags, count(*) AS waiting"
+          + " j.tags::text AS tags, count(*) AS waiting,"
+          + " count(*) FILTER (WHERE j.canceled_at IS NOT NULL) AS canceled"
           + " FROM provisioner_jobs j JOIN organizations o ON o.id = j.organization_id"
-          + " WHERE j.started_at IS NULL AND j.canceled_at IS NULL AND j.completed_at IS NULL"
-          + " AND j.provisioner = 'terraform'"
+          + " WHERE j.started_at IS NULL AND j.provisioner = 'terraform'"
           + " GROUP BY 1, 2, 3";
+
+  /**
+   * The jobs a daemon took, oldest first, by Coder's own record: {@code worker_id} is its {@code
+   * provisioner_daemons} row's id (AcquireProvisionerJob; UpsertProvisionerDaemon, keyed by name
+   * and owner), in its organization. Parameters: the daemon's name, the organization id.
+   */
+  static final String CODER_JOBS_OF =
+      "SELECT j.id::text AS id, j.job_status::text AS status, j.error, j.started_at,"
+          + " j.canceled_at, j.completed_at"
+          + " FROM provisioner_daemons d JOIN provisioner_jobs j ON j.worker_id = d.id"
+          + " WHERE d.name = $1 AND d.organization_id = $2::uuid"
+          + " ORDER BY j.started_at";
 
   private final OneshotConfig.Source source;
   private final OneshotConfig config;
@@ -79,6 +94,9 @@ public final class QueueSource implements AutoCloseable {
   private final Set<String> heldWarned = ConcurrentHashMap.newKeySet();
   private volatile Status status;
   private volatile String lastError;
+
+  /** Of the last look's jobs per tag set, those canceled in Coder while queued (coder only). */
+  private volatile Map<Key, Long> canceled = Map.of();
 
   /**
    * One tag set as the last look found it; {@code route} null when no route of the source matches.
@@ -140,6 +158,11 @@ public final class QueueSource implements AutoCloseable {
 
   public String name() {
     return source.name();
+  }
+
+  /** Whether this is a Coder source. */
+  public boolean coder() {
+    return source.coder();
   }
 
   public void start() {
@@ -358,6 +381,8 @@ public final class QueueSource implements AutoCloseable {
           "its query must return the columns tags and waiting; it returned " + columns);
     }
     Map<Key, Long> out = new LinkedHashMap<>();
+    boolean withCanceled = columns.contains("canceled");
+    Map<Key, Long> canceledNow = new java.util.HashMap<>();
     for (Row r : rows) {
       Map<String, String> tags = tags(r.getValue("tags"));
       long n = count(r.getValue("waiting"), tags);
@@ -366,7 +391,11 @@ public final class QueueSource implements AutoCloseable {
               ? new Key(tags, r.getString("organization"), r.getString("organization_name"))
               : new Key(tags, null, null);
       out.merge(k, n, Long::sum);
+      if (withCanceled && r.getValue("canceled") != null) {
+        canceledNow.merge(k, count(r.getValue("canceled"), tags), Long::sum);
+      }
     }
+    canceled = canceledNow;
     return out;
   }
 
@@ -510,14 +539,46 @@ public final class QueueSource implements AutoCloseable {
   }
 
   private String reason(Key k, long n) {
+    long gone = canceled.getOrDefault(k, 0L);
     return "enqueued by source "
         + source.name()
         + ": "
         + n
         + (n == 1 ? " job waits" : " jobs wait")
+        + (gone == 0
+            ? ""
+            : " ("
+                + gone
+                + " of them canceled in Coder while queued: Coder still hands such a job to the"
+                + " next daemon, which it spends)")
         + " with tags "
         + Json.write(k.tags())
         + (k.organization() == null ? "" : " in organization " + k.organizationName());
+  }
+
+  /**
+   * What Coder's tables say became of the job {@code daemon} took in {@code organization}; empty
+   * when it took none. Read-only, on this source's connection to Coder's database.
+   */
+  public io.vertx.core.Future<java.util.Optional<CoderOutcome>> outcomeOf(
+      String daemon, String organization) {
+    return pool.preparedQuery(CODER_JOBS_OF)
+        .execute(io.vertx.sqlclient.Tuple.of(daemon, organization))
+        .map(
+            rows -> {
+              List<CoderOutcome.Job> jobs = new ArrayList<>();
+              for (Row r : rows) {
+                jobs.add(
+                    new CoderOutcome.Job(
+                        r.getString("id"),
+                        r.getString("status"),
+                        r.getString("error"),
+                        r.getOffsetDateTime("started_at"),
+                        r.getOffsetDateTime("canceled_at"),
+                        r.getOffsetDateTime("completed_at")));
+              }
+              return CoderOutcome.of(daemon, jobs);
+            });
   }
 
   @Override

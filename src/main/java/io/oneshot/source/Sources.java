@@ -42,6 +42,27 @@ public final class Sources implements AutoCloseable {
     return List.copyOf(sources);
   }
 
+  /** Whether any source is Coder's (its builds' outcomes are then read from Coder's tables). */
+  public boolean anyCoder() {
+    return sources.stream().anyMatch(s -> s.coder());
+  }
+
+  /**
+   * What Coder's tables say became of the job daemon {@code daemon} took, for a build of coder
+   * source {@code source} in {@code organization}; empty when it took none. Fails when there is no
+   * such coder source.
+   */
+  public io.vertx.core.Future<java.util.Optional<CoderOutcome>> coderOutcome(
+      String source, String organization, String daemon) {
+    for (QueueSource s : sources) {
+      if (s.name().equals(source) && s.coder()) {
+        return s.outcomeOf(daemon, organization);
+      }
+    }
+    return io.vertx.core.Future.failedFuture(
+        new IllegalStateException("no Coder source " + source + " is configured"));
+  }
+
   public List<QueueSource.Status> statuses() {
     return sources.stream().map(QueueSource::status).toList();
   }

@@ -129,8 +129,7 @@ class CoderEndToEndTest {
     assertThat(count("SELECT count(*) FROM oneshot.builds WHERE status = 'succeeded'"))
         .isEqualTo(30);
     // Every job ran once, each on a daemon of its own, each daemon a build's attempt.
-    List<Map<String, Object>> runs =
-        coder.rows("SELECT daemon, job::text AS job FROM fake_coder_runs");
+    List<Map<String, Object>> runs = coder.taken();
     assertThat(runs).hasSize(30);
     assertThat(runs.stream().map(r -> r.get("job")).distinct()).hasSize(30);
     assertThat(runs.stream().map(r -> r.get("daemon")).distinct()).hasSize(30);
@@ -142,7 +141,9 @@ class CoderEndToEndTest {
         .containsExactlyInAnyOrderElementsOf(attempts);
     // Jobs went to the route of their tags: the daemon of a coder-a build ran an env=a job.
     assertThat(
-            coder.count("tags @> '{\"env\": \"a\"}' AND id IN (SELECT job FROM fake_coder_runs)"))
+            coder.count(
+                "tags @> '{\"env\": \"a\"}' AND worker_id IN (SELECT id FROM"
+                    + " provisioner_daemons)"))
         .isEqualTo(12);
     assertThat(
             count(
@@ -181,6 +182,141 @@ class CoderEndToEndTest {
         .atMost(Duration.ofSeconds(30))
         .until(() -> t.server.sources().all().get(0).status().at() != null);
     assertThat(count("SELECT count(*) FROM oneshot.builds")).isEqualTo(2);
+  }
+
+  private static String status(long id) {
+    return (String) Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", id);
+  }
+
+  private static String error(long id) {
+    return (String) Sql.value("SELECT error FROM oneshot.builds WHERE id = ?", id);
+  }
+
+  private static long buildOf(UUID job, CoderDatabase coder) {
+    String daemon =
+        (String)
+            coder.taken().stream()
+                .filter(r -> r.get("job").equals(job.toString()))
+                .findFirst()
+                .orElseThrow()
+                .get("daemon");
+    return Long.parseLong(daemon.split("-")[1]);
+  }
+
+  /**
+   * A build ends as its Coder job did, read from Coder's tables: the daemon exits 0 whatever became
+   * of its job (the stand-in does, as Coder's does). A job that fails is a failed build with
+   * Coder's error; one canceled in Coder while it runs is a canceled build (Coder says failed, with
+   * canceled_at set); one that succeeds, a succeeded one.
+   */
+  @Test
+  void eachBuildEndsAsItsCoderJobDidNotAsItsDaemonExited() throws Exception {
+    Files.writeString(gate, "");
+    coder.failing = true;
+    UUID failing = coder.post(org, CoderDatabase.jobTags(Map.of("env", "a")), 1).get(0);
+    coder.failing = false;
+    coder.applyMs = 120_000;
+    UUID canceled = coder.post(org, CoderDatabase.jobTags(Map.of("env", "b")), 1).get(0);
+    coder.applyMs = 200;
+    UUID fine = coder.post(org, CoderDatabase.jobTags(Map.of()), 1).get(0);
+    await()
+        .atMost(Duration.ofMinutes(1))
+        .until(() -> coder.count("id = '" + canceled + "' AND started_at IS NOT NULL") == 1);
+    coder.cancel(canceled);
+    await()
+        .atMost(Duration.ofMinutes(1))
+        .until(
+            () ->
+                count(
+                        "SELECT count(*) FROM oneshot.builds WHERE status IN ('succeeded',"
+                            + " 'failed', 'canceled')")
+                    == 3);
+    assertThat(
+            coder.rows("SELECT job_status::text AS s FROM provisioner_jobs WHERE id = ?", failing))
+        .containsExactly(Map.of("s", "failed"));
+    assertThat(
+            coder.rows("SELECT job_status::text AS s FROM provisioner_jobs WHERE id = ?", canceled))
+        .as("Coder's own word for a job canceled while it ran")
+        .containsExactly(Map.of("s", "failed"));
+    long f = buildOf(failing, coder);
+    long c = buildOf(canceled, coder);
+    long ok = buildOf(fine, coder);
+    assertThat(status(f)).isEqualTo("failed");
+    assertThat(error(f))
+        .isEqualTo(
+            "Coder's job "
+                + failing
+                + " failed: terraform apply: exit status 1: Error: creating instance: quota"
+                + " exceeded");
+    assertThat(status(c)).isEqualTo("canceled");
+    assertThat(error(c))
+        .isEqualTo(
+            "Coder's job "
+                + canceled
+                + " was canceled in Coder: terraform apply: context canceled");
+    assertThat(status(ok)).isEqualTo("succeeded");
+    assertThat(
+            Sql.value(
+                "SELECT reason FROM oneshot.build_events WHERE build_id = ? AND to_status ="
+                    + " 'succeeded'",
+                ok))
+        .isEqualTo("Coder's job " + fine + " succeeded");
+    assertThat(count("SELECT count(*) FROM oneshot.builds")).isEqualTo(3);
+  }
+
+  /**
+   * Jobs canceled in Coder while queued are still handed out by Coder's acquire: each is counted as
+   * work a daemon will spend itself on, so that each live job behind them gets its daemon at once;
+   * the builds whose daemons took them end canceled and say why.
+   */
+  @Test
+  void jobsCanceledWhileQueuedEachCostADaemonAndLiveJobsStillGetTheirsAtOnce() throws Exception {
+    // No daemon takes a job before the gate opens: every job is posted and counted first.
+    coder.applyMs = 200;
+    List<UUID> gone = coder.post(org, CoderDatabase.jobTags(Map.of()), 2);
+    gone.forEach(coder::cancel);
+    List<UUID> live = coder.post(org, CoderDatabase.jobTags(Map.of()), 2);
+    await()
+        .atMost(Duration.ofMinutes(1))
+        .until(() -> count("SELECT count(*) FROM oneshot.builds") == 4);
+    assertThat(
+            Sql.rows("SELECT reason FROM oneshot.build_events WHERE reason LIKE 'enqueued%'")
+                .stream()
+                .map(r -> (String) r.get("reason")))
+        .anyMatch(r -> r.contains("2 of them canceled in Coder while queued"));
+    Files.writeString(gate, "");
+    await()
+        .atMost(Duration.ofMinutes(1))
+        .until(
+            () ->
+                count(
+                        "SELECT count(*) FROM oneshot.builds WHERE status IN ('succeeded',"
+                            + " 'failed', 'canceled')")
+                    == 4);
+    // Coder's word: both live jobs ran, each on a daemon of its own, which succeeded.
+    assertThat(coder.count("job_status = 'succeeded'")).isEqualTo(2);
+    java.util.Set<Long> liveBuilds = new java.util.HashSet<>();
+    for (UUID j : live) {
+      long b = buildOf(j, coder);
+      liveBuilds.add(b);
+      assertThat(status(b)).isEqualTo("succeeded");
+    }
+    assertThat(liveBuilds).hasSize(2);
+    // A daemon that took a canceled job ends it at once and may take another before its stop
+    // signal reaches it (Coder's daemon acquires again at once): its build ends as the job it
+    // ran did, or canceled, saying it spent itself, when it ran none.
+    for (UUID j : gone) {
+      long b = buildOf(j, coder);
+      if (!liveBuilds.contains(b)) {
+        assertThat(status(b)).isEqualTo("canceled");
+        assertThat(error(b))
+            .startsWith("Coder's job ")
+            .contains("was canceled in Coder before any daemon took it")
+            .contains("spent itself on it");
+      }
+    }
+    // No build more than the jobs: the live ones were counted with the canceled ones at once.
+    assertThat(count("SELECT count(*) FROM oneshot.builds")).isEqualTo(4);
   }
 
   @Test
@@ -236,7 +372,7 @@ class CoderEndToEndTest {
                   "succeeded"
                       .equals(Sql.value("SELECT status FROM oneshot.builds WHERE id = ?", id)));
       // Its own job, seen in its log, ended its wait; the other daemon's metrics were never read.
-      assertThat(coder.rows("SELECT daemon, job::text AS job FROM fake_coder_runs"))
+      assertThat(coder.taken())
           .containsExactly(Map.of("daemon", "oneshot-" + id + "-1", "job", job.toString()));
       assertThat(
               count(
@@ -265,10 +401,12 @@ class CoderEndToEndTest {
             () ->
                 count(
                         "SELECT count(*) FROM oneshot.builds WHERE status IN ('succeeded',"
-                            + " 'failed')")
+                            + " 'failed', 'canceled')")
                     == 2);
     // Coder's acquire does not skip a job canceled while pending (it reads started_at only): a
-    // daemon may take it, and it ends at once. Either way no apply ran.
+    // daemon takes it, and it ends at once; its build is canceled, as its job was. No apply ran.
+    assertThat(count("SELECT count(*) FROM oneshot.builds WHERE status = 'canceled'"))
+        .isEqualTo(coder.taken().stream().map(r -> r.get("daemon")).distinct().count());
     for (Map<String, Object> b : Sql.rows("SELECT id FROM oneshot.builds")) {
       assertThat(Sql.logLines((Long) b.get("id"), "stdout"))
           .noneMatch(l -> l.contains("Apply complete"));

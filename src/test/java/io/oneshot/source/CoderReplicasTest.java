@@ -127,7 +127,7 @@ class CoderReplicasTest {
                                     + " 'launching', 'running')")
                             == 0);
     assertThat(coder.count("completed_at IS NOT NULL AND error IS NULL")).isEqualTo(20);
-    List<Map<String, Object>> ran = coder.rows("SELECT daemon, job FROM fake_coder_runs");
+    List<Map<String, Object>> ran = coder.taken();
     assertThat(ran).hasSize(20);
     assertThat(ran.stream().map(r -> r.get("job")).distinct()).hasSize(20);
     assertThat(ran.stream().map(r -> r.get("daemon")).distinct()).hasSize(20);

@@ -189,15 +189,25 @@ class QueueSourceTest {
     return c.id();
   }
 
+  /**
+   * A job canceled in Coder before any daemon took it is still handed out by Coder's acquire
+   * (AcquireProvisionerJob checks started_at only): it counts as work a daemon will spend itself
+   * on, so that the live jobs behind it each get their daemon in the same look.
+   */
   @Test
-  void jobsCanceledInCoderBeforePickupGetNoBuild() {
+  void jobsCanceledInCoderBeforePickupAreCountedAsTheWorkADaemonSpends() {
     UUID org = coder.organization("acme");
     QueueSource s = coderSource(CODER_ROUTES, "[{route: coder-a, organization: acme}]");
     List<UUID> jobs = coder.post(org, CoderDatabase.jobTags(Map.of("env", "a")), 5);
     coder.cancel(jobs.get(0));
     coder.cancel(jobs.get(1));
     s.look();
-    assertThat(builds("coder-a")).isEqualTo(3);
+    assertThat(builds("coder-a")).isEqualTo(5);
+    assertThat(
+            Sql.value(
+                "SELECT reason FROM oneshot.build_events WHERE reason LIKE 'enqueued%' LIMIT 1"))
+        .asString()
+        .contains("5 jobs wait (2 of them canceled in Coder while queued");
   }
 
   @Test

@@ -26,7 +26,11 @@ import java.util.UUID;
  *   <li>{@link #acquire}: {@code AcquireProvisionerJob} of
  *       coderd/database/queries/provisionerjobs.sql, word for word in its conditions and order;
  *   <li>{@link #cancel}: coderd/workspacebuilds.go {@code patchCancelWorkspaceBuild}: canceled_at
- *       set, and completed_at too when no worker holds the job.
+ *       set, and completed_at too when no worker holds the job;
+ *   <li>{@code provisioner_daemons} as in dump.sql, with the unique (name, owner) that {@code
+ *       UpsertProvisionerDaemon} (coderd/database/queries/provisionerdaemons.sql) conflicts on: a
+ *       daemon's row, upserted as it connects, and {@code provisioner_jobs.worker_id} its id, are
+ *       Coder's own record of which daemon took which job ({@link #taken}).
  * </ul>
  */
 public final class CoderDatabase {
@@ -61,9 +65,21 @@ public final class CoderDatabase {
           id uuid PRIMARY KEY,
           name text NOT NULL UNIQUE
         );
-        -- The stand-in daemon's record of the jobs it took (FakeCoder), for the tests' audit.
-        CREATE TABLE fake_coder_runs (daemon text NOT NULL, job uuid NOT NULL,
-          at timestamptz NOT NULL DEFAULT clock_timestamp());
+        CREATE TABLE provisioner_daemons (
+          id uuid PRIMARY KEY,
+          created_at timestamptz NOT NULL,
+          name varchar(64) NOT NULL,
+          provisioners provisioner_type[] NOT NULL,
+          replica_id uuid,
+          tags jsonb NOT NULL DEFAULT '{}'::jsonb,
+          last_seen_at timestamptz,
+          version text NOT NULL DEFAULT '',
+          api_version text NOT NULL DEFAULT '1.0',
+          organization_id uuid NOT NULL,
+          key_id uuid NOT NULL
+        );
+        CREATE UNIQUE INDEX idx_provisioner_daemons_org_name_owner_key
+          ON provisioner_daemons (name, lower(COALESCE(tags ->> 'owner', '')));
         CREATE TABLE provisioner_keys (
           id uuid PRIMARY KEY,
           created_at timestamptz NOT NULL,
@@ -160,6 +176,9 @@ public final class CoderDatabase {
   /** How long the stand-in daemon takes to "apply" each job posted from now on. */
   public volatile long applyMs = 200;
 
+  /** Whether the jobs posted from now on fail (their provision's error is Coder's job error). */
+  public volatile boolean failing;
+
   /**
    * A short terraform apply: longer than a provisionerd takes to hear that its daemon took a job
    * and signal it, even with a dozen builds' JVMs starting at once on two cores.
@@ -181,7 +200,7 @@ public final class CoderDatabase {
           st.setObject(1, id);
           st.setObject(2, org);
           st.setObject(3, initiator);
-          st.setString(4, Json.write(Map.of("apply_ms", applyMs)));
+          st.setString(4, Json.write(Map.of("apply_ms", applyMs, "fail", failing)));
           st.setString(5, json);
           st.executeUpdate();
         }
@@ -224,9 +243,22 @@ public final class CoderDatabase {
           + " potential_job.initiator_id = 'c42fdf75-3097-471c-8c33-fb52454d81c0'::uuid ASC,"
           + " potential_job.created_at ASC FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id";
 
-  /** Whether a stand-in daemon took more than one job (never: each runs one and exits). */
+  /**
+   * Which daemon took which job, as Coder records it: {@code provisioner_jobs.worker_id} is the id
+   * of the daemon's row. Rows {daemon (name), job (text)}.
+   */
+  public List<Map<String, Object>> taken() {
+    return rows(
+        "SELECT d.name::text AS daemon, j.id::text AS job FROM provisioner_jobs j"
+            + " JOIN provisioner_daemons d ON d.id = j.worker_id");
+  }
+
+  /**
+   * Whether a daemon took more than one job (never: each runs one and exits), by Coder's tables.
+   */
   public boolean aDaemonTookTwoJobs() {
-    return !rows("SELECT daemon FROM fake_coder_runs GROUP BY daemon HAVING count(*) > 1")
+    return !rows("SELECT worker_id FROM provisioner_jobs WHERE worker_id IS NOT NULL GROUP BY worker_id"
+            + " HAVING count(*) > 1")
         .isEmpty();
   }
 

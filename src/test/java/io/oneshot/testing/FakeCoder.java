@@ -33,21 +33,32 @@ import java.util.concurrent.atomic.AtomicLong;
  *       CODER_PROVISIONER_DAEMON_KEY} (enterprise/cli/provisionerdaemonstart.go);
  *   <li>the daemon's tags are its key's, completed with scope organization and owner empty
  *       (provisionersdk/tags.go, MutateTags), in the key's organization;
+ *   <li>as it connects, its row in {@code provisioner_daemons} is upserted ({@code
+ *       UpsertProvisionerDaemon}, coderd/database/queries/provisionerdaemons.sql: a new id, or the
+ *       row of the same name and owner), and the row's id is the worker id its jobs get;
  *   <li>it takes jobs with {@code AcquireProvisionerJob} ({@link CoderDatabase#acquire}), one at a
- *       time, as provisionerd does;
+ *       time, as provisionerd does; that query checks only {@code started_at IS NULL}, so a job
+ *       canceled while queued (completed_at set by the cancel) is taken too: the runner's first
+ *       update and its FailJob are both refused with "job already completed"
+ *       (coderd/provisionerdserver/provisionerdserver.go, UpdateJob and FailJob), and the job stays
+ *       as the cancel left it (provisionerd/runner/runner.go, do: the "Setting up" update first);
+ *   <li>a job canceled while it runs: the runner's heartbeat learns it from UpdateJob's {@code
+ *       Canceled} (runner.go, heartbeat), cancels the provision, and sends FailJob with the
+ *       provision's error: the job ends {@code failed}, its canceled_at set;
  *   <li>it exports {@code coderd_provisionerd_jobs_current{provisioner="terraform"}} and {@code
  *       coderd_provisionerd_job_timings_seconds} (provisionerd/provisionerd.go, NewMetrics); when
  *       its address cannot be bound, it logs "http server listen" and runs on without metrics
  *       (cli/server.go, ServeHandler: ListenAndServe in a goroutine whose error is only logged);
- *   <li>SIGTERM: it finishes the job it holds, takes no other, and exits 0; SIGINT: it cancels the
- *       job it holds and exits (provisionerdaemonstart.go: StopSignalsNoInterrupt wait for jobs,
- *       InterruptSignals do not).
+ *   <li>SIGTERM and SIGHUP: it finishes the job it holds, takes no other, and exits; SIGINT: it
+ *       cancels the job it holds (FailJob with the provision's error) and exits
+ *       (provisionerdaemonstart.go: StopSignalsNoInterrupt wait for jobs, InterruptSignals do not);
+ *   <li>it exits 0 whatever became of its job (provisionerdaemonstart.go: the handler returns nil
+ *       after a shutdown by signal): the job's outcome is in Coder's tables alone.
  * </ul>
  *
  * <p>Where Coder talks to coderd over HTTP at {@code CODER_URL}, the stand-in talks to the database
  * directly: its {@code CODER_URL} is that database's JDBC URL. A job "applies" for the {@code
- * apply_ms} of its input; a job canceled in Coder before it ran ends at once. Each job it takes is
- * written to {@code fake_coder_runs} (daemon name, job), for the tests' audit.
+ * apply_ms} of its input, and fails when its input says {@code fail} (the provision's error).
  */
 public final class FakeCoder {
   private static final AtomicLong current = new AtomicLong();
@@ -86,17 +97,13 @@ public final class FakeCoder {
       System.err.println("fake coder: CODER_URL and CODER_PROVISIONER_DAEMON_KEY are required");
       System.exit(1);
     }
-    UUID worker = UUID.nameUUIDFromBytes(name.getBytes(StandardCharsets.UTF_8));
     try (Connection c = DriverManager.getConnection(url)) {
-      c.createStatement()
-          .execute(
-              "CREATE TABLE IF NOT EXISTS fake_coder_runs (daemon text NOT NULL, job uuid NOT NULL,"
-                  + " at timestamptz NOT NULL DEFAULT clock_timestamp())");
       UUID org;
+      UUID keyId;
       Map<String, String> tags = new TreeMap<>();
       try (PreparedStatement st =
           c.prepareStatement(
-              "SELECT organization_id, tags::text FROM provisioner_keys WHERE hashed_secret ="
+              "SELECT organization_id, tags::text, id FROM provisioner_keys WHERE hashed_secret ="
                   + " sha256(convert_to(?, 'UTF8'))")) {
         st.setString(1, key);
         try (ResultSet rs = st.executeQuery()) {
@@ -105,6 +112,7 @@ public final class FakeCoder {
             System.exit(1);
           }
           org = (UUID) rs.getObject(1);
+          keyId = (UUID) rs.getObject(3);
           Json.tree(rs.getString(2))
               .properties()
               .forEach(e -> tags.put(e.getKey(), e.getValue().asText()));
@@ -112,6 +120,7 @@ public final class FakeCoder {
       }
       tags.put("scope", "organization");
       tags.put("owner", "");
+      UUID worker = upsertDaemon(c, name, org, keyId, tags);
       // A test knob: the metrics port is written to this file, and bound once "<file>.go" exists
       // (another process may take the port meanwhile).
       String portFile = System.getenv("FAKE_CODER_PORT_FILE");
@@ -132,6 +141,7 @@ public final class FakeCoder {
         }
       }
       onSignal("TERM", () -> stopping = true);
+      onSignal("HUP", () -> stopping = true);
       onSignal(
           "INT",
           () -> {
@@ -173,50 +183,92 @@ public final class FakeCoder {
     }
   }
 
+  /**
+   * {@code UpsertProvisionerDaemon} (coderd/database/queries/provisionerdaemons.sql): a new row, or
+   * the one of the same name and owner; returns its id, the worker id of the jobs it takes.
+   */
+  private static UUID upsertDaemon(
+      Connection c, String name, UUID org, UUID keyId, Map<String, String> tags)
+      throws SQLException {
+    try (PreparedStatement st =
+        c.prepareStatement(
+            "INSERT INTO provisioner_daemons (id, created_at, name, provisioners, tags,"
+                + " last_seen_at, version, organization_id, api_version, key_id) VALUES"
+                + " (gen_random_uuid(), now(), ?, '{terraform}', ?::jsonb, now(), 'v2-stand-in',"
+                + " ?, '1.0', ?) ON CONFLICT (name, lower(COALESCE(tags ->> 'owner', ''::text)))"
+                + " DO UPDATE SET tags = EXCLUDED.tags, last_seen_at = EXCLUDED.last_seen_at,"
+                + " organization_id = EXCLUDED.organization_id WHERE provisioner_daemons.tags <@"
+                + " EXCLUDED.tags RETURNING id")) {
+      st.setString(1, name);
+      st.setString(2, Json.write(tags));
+      st.setObject(3, org);
+      st.setObject(4, keyId);
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        return (UUID) rs.getObject(1);
+      }
+    }
+  }
+
   private static void run(Connection c, String name, UUID job, boolean verbose) throws Exception {
     current.set(1);
     if (verbose) {
       // provisionerd logs this at debug level (provisionerd.go, acquireAndRunOne).
       System.out.println("[debu] provisionerd: acquired job  job_id=" + job);
     }
-    try (PreparedStatement st =
-        c.prepareStatement("INSERT INTO fake_coder_runs (daemon, job) VALUES (?, ?)")) {
-      st.setString(1, name);
-      st.setObject(2, job);
-      st.executeUpdate();
-    }
-    JsonNode input;
-    boolean canceled;
+    JsonNode input = null;
+    boolean completed = false;
     try (PreparedStatement st =
         c.prepareStatement(
-            "SELECT input::text, canceled_at IS NOT NULL FROM provisioner_jobs WHERE id = ?")) {
+            "SELECT input::text, completed_at IS NOT NULL FROM provisioner_jobs WHERE id = ?")) {
       st.setObject(1, job);
       try (ResultSet rs = st.executeQuery()) {
         rs.next();
         input = Json.tree(rs.getString(1));
-        canceled = rs.getBoolean(2);
+        completed = rs.getBoolean(2);
       }
+    }
+    if (completed) {
+      // Canceled while queued: the runner's first update and its FailJob are refused, and the job
+      // stays as the cancel left it (provisionerdserver.go UpdateJob, FailJob; runner.go, Run).
+      System.out.println(
+          "[erro] provisionerd.runner: send FailJob  job_id="
+              + job
+              + " error=\"job already completed\"");
+      finished.incrementAndGet();
+      current.set(0);
+      return;
     }
     String error = null;
-    if (canceled) {
-      System.out.println("job " + job + " was canceled");
-      error = "canceled";
-    } else {
-      long until = System.currentTimeMillis() + input.path("apply_ms").asLong(200);
-      System.out.println("terraform apply");
-      while (System.currentTimeMillis() < until && !interrupted) {
-        Thread.sleep(20);
-      }
-      if (interrupted) {
-        error = "canceled";
-      } else {
-        System.out.println("Apply complete! Resources: 1 added, 0 changed, 0 destroyed.");
+    long until = System.currentTimeMillis() + input.path("apply_ms").asLong(200);
+    System.out.println("terraform apply");
+    boolean canceled = false;
+    while (System.currentTimeMillis() < until && !interrupted && !canceled) {
+      Thread.sleep(20);
+      // The runner's heartbeat: UpdateJob answers whether the job was canceled (runner.go).
+      try (PreparedStatement st =
+          c.prepareStatement("SELECT canceled_at IS NOT NULL FROM provisioner_jobs WHERE id = ?")) {
+        st.setObject(1, job);
+        try (ResultSet rs = st.executeQuery()) {
+          rs.next();
+          canceled = rs.getBoolean(1);
+        }
       }
     }
+    if (interrupted || canceled) {
+      System.out.println("attempting graceful cancelation");
+      error = "terraform apply: context canceled";
+    } else if (input.path("fail").asBoolean(false)) {
+      error = "terraform apply: exit status 1: Error: creating instance: quota exceeded";
+      System.out.println(error);
+    } else {
+      System.out.println("Apply complete! Resources: 1 added, 0 changed, 0 destroyed.");
+    }
+    // FailJob or CompleteJob (provisionerdserver.go): completed_at, and the error if it failed.
     try (PreparedStatement st =
         c.prepareStatement(
             "UPDATE provisioner_jobs SET completed_at = clock_timestamp(), updated_at ="
-                + " clock_timestamp(), error = ? WHERE id = ?")) {
+                + " clock_timestamp(), error = ? WHERE id = ? AND completed_at IS NULL")) {
       st.setString(1, error);
       st.setObject(2, job);
       st.executeUpdate();
