@@ -697,7 +697,14 @@ final class RunnerApi {
               String daemon = io.oneshot.source.CoderOutcome.daemonName(cb.id(), cb.attempt());
               return coder
                   .of(cb.source(), cb.organization(), daemon)
-                  .map(o -> o.map(x -> asCoderSays(completion, x)).orElse(completion));
+                  .compose(
+                      o -> {
+                        if (o.isEmpty()) {
+                          return Future.succeededFuture(completion);
+                        }
+                        return takenByCodersWord(hash, runner, o.get())
+                            .map(x -> asCoderSays(completion, o.get()));
+                      });
             })
         .onSuccess(c -> write(ctx, hash, runner, attempt, c))
         .onFailure(
@@ -716,6 +723,17 @@ final class RunnerApi {
                       null,
                       null));
             });
+  }
+
+  /**
+   * Coder's tables say the daemon took a job: the build no longer counts for its tag set, whether
+   * or not its own report of it got through (a dispatcher that died as it came, say). Marked once.
+   */
+  private Future<?> takenByCodersWord(
+      byte[] hash, Runner runner, io.oneshot.source.CoderOutcome o) {
+    return store
+        .sources()
+        .tookJob(hash, runner.id(), "took Coder job " + o.job() + ", as Coder's tables say");
   }
 
   /** The completion with the Coder job's outcome and Coder's words as its reason and error. */

@@ -46,6 +46,7 @@ class CoderEndToEndTest {
     env.put("CODER_URL", coder.jdbcUrl());
     env.put("ONESHOT_CODER_BIN", FakeCoder.install(tmp.resolve("bin")).toString());
     env.put("FAKE_CODER_GATE", gate.toString());
+    env.put("FAKE_CODER_QUIET", tmp.resolve("quiet").toString());
     // Daemons bind their metrics port at once unless a test removes "port.go" first.
     portFile = tmp.resolve("port");
     Files.writeString(tmp.resolve("port.go"), "");
@@ -262,6 +263,41 @@ class CoderEndToEndTest {
                 ok))
         .isEqualTo("Coder's job " + fine + " succeeded");
     assertThat(count("SELECT count(*) FROM oneshot.builds")).isEqualTo(3);
+  }
+
+  /**
+   * Who took a job is Coder's word, not only its daemon's: a build whose provisionerd never heard
+   * of its daemon's job (no sign of it reached it; a report to a dispatcher that died is the same)
+   * still ends as that job did, counts as having taken it, and holds nothing back: the next job of
+   * its tag set gets a build at once, not after the failure hold.
+   */
+  @Test
+  void aJobTheDaemonNeverReportedIsStillTheBuildsByCodersTables() throws Exception {
+    Files.writeString(tmp.resolve("quiet"), "");
+    Files.writeString(gate, "");
+    coder.applyMs = 200;
+    UUID job = coder.post(org, CoderDatabase.jobTags(Map.of("env", "a")), 1).get(0);
+    await()
+        .atMost(Duration.ofMinutes(1))
+        .until(() -> count("SELECT count(*) FROM oneshot.builds WHERE status = 'succeeded'") == 1);
+    long id = buildOf(job, coder);
+    assertThat(Sql.logLines(id, "system"))
+        .as("its provisionerd saw no job")
+        .anyMatch(l -> l.contains("no Coder job came within the idle timeout"));
+    assertThat(
+            Sql.value(
+                "SELECT reason FROM oneshot.build_events WHERE build_id = ? AND reason LIKE"
+                    + " 'took Coder job%'",
+                id))
+        .isEqualTo("took Coder job " + job + ", as Coder's tables say");
+    assertThat(Sql.value("SELECT source_taken_at IS NOT NULL FROM oneshot.builds WHERE id = ?", id))
+        .isEqualTo(true);
+    // Held for the failure hold (a minute), the next job would wait that long for its build.
+    Files.delete(tmp.resolve("quiet"));
+    coder.post(org, CoderDatabase.jobTags(Map.of("env", "a")), 1);
+    await()
+        .atMost(Duration.ofSeconds(20))
+        .until(() -> count("SELECT count(*) FROM oneshot.builds") == 2);
   }
 
   /**

@@ -65,6 +65,7 @@ public final class FakeCoder {
   private static final AtomicLong finished = new AtomicLong();
   private static volatile boolean stopping;
   private static volatile boolean interrupted;
+  private static volatile boolean quiet;
   private static final CountDownLatch done = new CountDownLatch(1);
 
   private FakeCoder() {}
@@ -150,6 +151,10 @@ public final class FakeCoder {
           });
       System.out.println("starting provisioner daemon name=" + name + " tags=" + Json.write(tags));
       // A test knob: no job is taken before this file exists (a daemon that is slow to start).
+      // A test knob: when this file exists at start, the daemon gives no sign of a job (no
+      // "acquired job" line, its gauges stay 0), so that its provisionerd never reports one.
+      String quietFile = System.getenv("FAKE_CODER_QUIET");
+      quiet = quietFile != null && Files.exists(Path.of(quietFile));
       String gate = System.getenv("FAKE_CODER_GATE");
       while (gate != null && !Files.exists(Path.of(gate)) && !stopping) {
         Thread.sleep(20);
@@ -211,8 +216,8 @@ public final class FakeCoder {
   }
 
   private static void run(Connection c, String name, UUID job, boolean verbose) throws Exception {
-    current.set(1);
-    if (verbose) {
+    current.set(quiet ? 0 : 1);
+    if (verbose && !quiet) {
       // provisionerd logs this at debug level (provisionerd.go, acquireAndRunOne).
       System.out.println("[debu] provisionerd: acquired job  job_id=" + job);
     }
@@ -295,7 +300,7 @@ public final class FakeCoder {
                       + "coderd_provisionerd_num_daemons 1\n"
                       + "# TYPE coderd_provisionerd_job_timings_seconds histogram\n"
                       + "coderd_provisionerd_job_timings_seconds_count{provisioner=\"terraform\",status=\"success\"} "
-                      + finished.get()
+                      + (quiet ? 0 : finished.get())
                       + "\n")
                   .getBytes(StandardCharsets.UTF_8);
           x.sendResponseHeaders(200, body.length);
