@@ -210,6 +210,28 @@ class QueueSourceTest {
         .contains("5 jobs wait (2 of them canceled in Coder while queued");
   }
 
+  /**
+   * A tag with an empty value is dropped from a daemon's tags, as Coder's MutateTags does
+   * (provisionersdk/provisionertags.go): a route {region: ""} serves what its key serves, the
+   * untagged jobs, which need a daemon with no tag but scope and owner.
+   */
+  @Test
+  void aRouteTagWithAnEmptyValueIsDroppedAsCoderDropsItFromTheKeysTags() {
+    UUID org = coder.organization("acme");
+    QueueSource s =
+        coderSource(
+            """
+            routes:
+              - {name: coder-blank, tags: {region: ""}, maxConcurrent: 100}
+            """,
+            "[{route: coder-blank, organization: acme}]");
+    coder.post(org, CoderDatabase.jobTags(Map.of()), 2);
+    s.look();
+    assertThat(builds("coder-blank")).isEqualTo(2);
+    assertThat(TagRules.daemonTags(Map.of("region", "", "env", "a")))
+        .isEqualTo(Map.of("env", "a", "scope", "organization", "owner", ""));
+  }
+
   @Test
   void organizationsAreKeptApartAndATagSetNoRouteTakesIsReported() {
     UUID acme = coder.organization("acme");

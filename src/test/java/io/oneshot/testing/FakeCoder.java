@@ -31,8 +31,9 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li>flags {@code --name}, {@code --verbose} (debug lines, among them provisionerd's "acquired
  *       job"), {@code --prometheus-enable}, {@code --prometheus-address}, and the key in {@code
  *       CODER_PROVISIONER_DAEMON_KEY} (enterprise/cli/provisionerdaemonstart.go);
- *   <li>the daemon's tags are its key's, completed with scope organization and owner empty
- *       (provisionersdk/tags.go, MutateTags), in the key's organization;
+ *   <li>the daemon's tags are its key's, those with an empty value dropped, completed with scope
+ *       organization and owner empty (provisionersdk/provisionertags.go, MutateTags), in the key's
+ *       organization;
  *   <li>as it connects, its row in {@code provisioner_daemons} is upserted ({@code
  *       UpsertProvisionerDaemon}, coderd/database/queries/provisionerdaemons.sql: a new id, or the
  *       row of the same name and owner), and the row's id is the worker id its jobs get;
@@ -116,7 +117,12 @@ public final class FakeCoder {
           keyId = (UUID) rs.getObject(3);
           Json.tree(rs.getString(2))
               .properties()
-              .forEach(e -> tags.put(e.getKey(), e.getValue().asText()));
+              .forEach(
+                  e -> {
+                    if (!e.getValue().asText().isEmpty()) {
+                      tags.put(e.getKey(), e.getValue().asText());
+                    }
+                  });
         }
       }
       tags.put("scope", "organization");
