@@ -47,9 +47,11 @@ import java.util.concurrent.atomic.AtomicLong;
  *       Canceled} (runner.go, heartbeat), cancels the provision, and sends FailJob with the
  *       provision's error: the job ends {@code failed}, its canceled_at set;
  *   <li>it exports {@code coderd_provisionerd_jobs_current{provisioner="terraform"}} and {@code
- *       coderd_provisionerd_job_timings_seconds} (provisionerd/provisionerd.go, NewMetrics); when
- *       its address cannot be bound, it logs "http server listen" and runs on without metrics
- *       (cli/server.go, ServeHandler: ListenAndServe in a goroutine whose error is only logged);
+ *       coderd_provisionerd_job_timings_seconds} (provisionerd/provisionerd.go, NewMetrics), each
+ *       only once it has a series: the first from the first job on, the second from the first job's
+ *       end; when its address cannot be bound, it logs "http server listen" and runs on without
+ *       metrics (cli/server.go, ServeHandler: ListenAndServe in a goroutine whose error is only
+ *       logged);
  *   <li>SIGTERM and SIGHUP: it finishes the job it holds, takes no other, and exits; SIGINT: it
  *       cancels the job it holds (FailJob with the provision's error) and exits
  *       (provisionerdaemonstart.go: StopSignalsNoInterrupt wait for jobs, InterruptSignals do not);
@@ -67,6 +69,7 @@ public final class FakeCoder {
   private static volatile boolean stopping;
   private static volatile boolean interrupted;
   private static volatile boolean quiet;
+  private static volatile boolean started;
   private static final CountDownLatch done = new CountDownLatch(1);
 
   private FakeCoder() {}
@@ -222,7 +225,8 @@ public final class FakeCoder {
   }
 
   private static void run(Connection c, String name, UUID job, boolean verbose) throws Exception {
-    current.set(quiet ? 0 : 1);
+    started = true;
+    current.set(1);
     if (verbose && !quiet) {
       // provisionerd logs this at debug level (provisionerd.go, acquireAndRunOne).
       System.out.println("[debu] provisionerd: acquired job  job_id=" + job);
@@ -298,17 +302,27 @@ public final class FakeCoder {
     server.createContext(
         "/metrics",
         x -> {
-          byte[] body =
-              ("# TYPE coderd_provisionerd_jobs_current gauge\n"
-                      + "coderd_provisionerd_jobs_current{provisioner=\"terraform\"} "
-                      + current.get()
-                      + "\n# TYPE coderd_provisionerd_num_daemons gauge\n"
-                      + "coderd_provisionerd_num_daemons 1\n"
-                      + "# TYPE coderd_provisionerd_job_timings_seconds histogram\n"
-                      + "coderd_provisionerd_job_timings_seconds_count{provisioner=\"terraform\",status=\"success\"} "
-                      + (quiet ? 0 : finished.get())
-                      + "\n")
-                  .getBytes(StandardCharsets.UTF_8);
+          // A vector's series exists once a label value was used, and a registry leaves out a
+          // family with no series (client_golang): jobs_current appears with the first job
+          // (provisionerd.go, JobsCurrent.WithLabelValues as a runner starts), the timings with
+          // the first job that ended.
+          StringBuilder m = new StringBuilder();
+          if (started && !quiet) {
+            m.append("# TYPE coderd_provisionerd_jobs_current gauge\n")
+                .append("coderd_provisionerd_jobs_current{provisioner=\"terraform\"} ")
+                .append(current.get())
+                .append("\n");
+          }
+          m.append("# TYPE coderd_provisionerd_num_daemons gauge\n")
+              .append("coderd_provisionerd_num_daemons 1\n");
+          if (finished.get() > 0 && !quiet) {
+            m.append("# TYPE coderd_provisionerd_job_timings_seconds histogram\n")
+                .append(
+                    "coderd_provisionerd_job_timings_seconds_count{provisioner=\"terraform\",status=\"success\"} ")
+                .append(finished.get())
+                .append("\n");
+          }
+          byte[] body = m.toString().getBytes(StandardCharsets.UTF_8);
           x.sendResponseHeaders(200, body.length);
           try (OutputStream o = x.getResponseBody()) {
             o.write(body);
