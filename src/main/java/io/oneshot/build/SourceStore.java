@@ -21,6 +21,8 @@ public final class SourceStore {
   private static final Sql IN_FLIGHT = Sql.load("sources/in-flight");
   private static final Sql TOP_UP = Sql.load("sources/top-up");
   private static final Sql TOOK_JOB = Sql.load("sources/took-job");
+  private static final Sql UNMARKED = Sql.load("sources/unmarked");
+  private static final Sql MARK_TAKEN = Sql.load("sources/mark-taken");
 
   private final Pool pool;
 
@@ -112,6 +114,34 @@ public final class SourceStore {
               out.add(new ToppedUp(w, rows.iterator().next().getLong("added")));
               return next(conn, source, sets, i + 1, out);
             });
+  }
+
+  /** A running build of a source not yet marked as having taken a job. */
+  public record Unmarked(long id, int attempt, String organization) {}
+
+  /** The source's running builds not yet marked as having taken a job. */
+  public Future<java.util.List<Unmarked>> unmarked(String source) {
+    return pool.preparedQuery(UNMARKED.text())
+        .execute(Tuple.of(source))
+        .map(
+            rows -> {
+              java.util.List<Unmarked> out = new java.util.ArrayList<>();
+              rows.forEach(
+                  r ->
+                      out.add(
+                          new Unmarked(
+                              r.getLong("id"),
+                              r.getInteger("attempt"),
+                              r.getString("organization"))));
+              return out;
+            });
+  }
+
+  /** Marks a running build as having taken a job, as its source says; true when it was marked. */
+  public Future<Boolean> markTaken(long id, int attempt, String what) {
+    return pool.preparedQuery(MARK_TAKEN.text())
+        .execute(Tuple.of(id, attempt, what))
+        .map(rows -> rows.iterator().next().getLong("marked") == 1);
   }
 
   /**

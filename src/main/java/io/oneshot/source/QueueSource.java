@@ -78,9 +78,20 @@ public final class QueueSource implements AutoCloseable {
   static final String CODER_JOBS_OF =
       "SELECT j.id::text AS id, j.job_status::text AS status, j.error, j.started_at,"
           + " j.canceled_at, j.completed_at"
-          + " FROM provisioner_daemons d JOIN provisioner_jobs j ON j.worker_id = d.id"
+          + " FROM provisioner_daemons d JOIN provisioner_jobs j"
+          + " ON j.worker_id = d.id AND j.organization_id = d.organization_id"
           + " WHERE d.name = $1 AND d.organization_id = $2::uuid"
           + " ORDER BY j.started_at";
+
+  /**
+   * Of these daemons (by name), those that hold or held a job, with it: the same join, by Coder's
+   * index on (worker_id, organization_id, completed_at) and the daemons' unique name.
+   */
+  static final String CODER_TAKEN_BY =
+      "SELECT d.name::text AS daemon, j.id::text AS job"
+          + " FROM provisioner_daemons d JOIN provisioner_jobs j"
+          + " ON j.worker_id = d.id AND j.organization_id = d.organization_id"
+          + " WHERE d.name = ANY($1::text[])";
 
   private final OneshotConfig.Source source;
   private final OneshotConfig config;
@@ -214,6 +225,13 @@ public final class QueueSource implements AutoCloseable {
     if (fence != null && leading == null) {
       return standby();
     }
+    if (source.coder()) {
+      try {
+        markTakenByCoder();
+      } catch (RuntimeException e) {
+        return down("cannot read which daemons took jobs: " + describe(e));
+      }
+    }
     // The tag sets of this look, by key, with the builds that counted for them.
     Map<String, Looked> looked = new LinkedHashMap<>();
     List<TagSet> unrouted = new ArrayList<>();
@@ -308,6 +326,43 @@ public final class QueueSource implements AutoCloseable {
             false,
             List.copyOf(sets));
     return status;
+  }
+
+  /**
+   * Marks the running builds whose daemons Coder's tables say took a job, which their own reports
+   * did not (a report that reached a dispatcher as it died, a daemon whose signs provisionerd
+   * missed): they stop counting as in flight, so that the jobs behind them get builds now, not when
+   * those builds end.
+   */
+  private void markTakenByCoder() {
+    List<SourceStore.Unmarked> unmarked = Database.await(store.unmarked(source.name()));
+    if (unmarked.isEmpty()) {
+      return;
+    }
+    Map<String, SourceStore.Unmarked> byDaemon = new LinkedHashMap<>();
+    for (SourceStore.Unmarked u : unmarked) {
+      byDaemon.put(CoderOutcome.daemonName(u.id(), u.attempt()), u);
+    }
+    RowSet<Row> rows =
+        Database.await(
+            pool.preparedQuery(CODER_TAKEN_BY)
+                .execute(io.vertx.sqlclient.Tuple.of(byDaemon.keySet().toArray(new String[0]))));
+    for (Row r : rows) {
+      SourceStore.Unmarked u = byDaemon.remove(r.getString("daemon"));
+      if (u != null
+          && Database.await(
+              store.markTaken(
+                  u.id(),
+                  u.attempt(),
+                  "took Coder job " + r.getString("job") + ", as Coder's tables say"))) {
+        log.info(
+            "Source {}: build {} took Coder job {}, as Coder's tables say (its own report did not"
+                + " come).",
+            source.name(),
+            u.id(),
+            r.getString("job"));
+      }
+    }
   }
 
   /** This replica does not lead: the leader alone looks at sources. */

@@ -301,6 +301,36 @@ class CoderEndToEndTest {
   }
 
   /**
+   * A running build whose daemon's job was never reported (a report lost with a dispatcher that
+   * died is the same) is marked from Coder's tables at the source's next look: it stops counting as
+   * in flight, and the next job of its tag set gets a build while it still runs.
+   */
+  @Test
+  void aRunningBuildsUnreportedJobIsCountedFromCodersTablesAtTheNextLook() throws Exception {
+    Files.writeString(tmp.resolve("quiet"), "");
+    Files.writeString(gate, "");
+    coder.applyMs = 30_000;
+    UUID first = coder.post(org, CoderDatabase.jobTags(Map.of("env", "a")), 1).get(0);
+    await()
+        .atMost(Duration.ofMinutes(1))
+        .until(() -> coder.count("id = '" + first + "' AND started_at IS NOT NULL") == 1);
+    long id = buildOf(first, coder);
+    Files.delete(tmp.resolve("quiet"));
+    coder.applyMs = 200;
+    coder.post(org, CoderDatabase.jobTags(Map.of("env", "a")), 1);
+    await()
+        .atMost(Duration.ofSeconds(15))
+        .until(() -> count("SELECT count(*) FROM oneshot.builds") == 2);
+    assertThat(status(id)).as("the first build still runs its job").isEqualTo("running");
+    assertThat(
+            Sql.value(
+                "SELECT reason FROM oneshot.build_events WHERE build_id = ? AND reason LIKE"
+                    + " 'took Coder job%'",
+                id))
+        .isEqualTo("took Coder job " + first + ", as Coder's tables say");
+  }
+
+  /**
    * Jobs canceled in Coder while queued are still handed out by Coder's acquire: each is counted as
    * work a daemon will spend itself on, so that each live job behind them gets its daemon at once;
    * the builds whose daemons took them end canceled and say why.

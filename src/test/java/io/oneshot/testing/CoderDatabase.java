@@ -120,6 +120,10 @@ public final class CoderDatabase {
                 END
             END) STORED
         );
+        CREATE INDEX provisioner_jobs_started_at_idx ON provisioner_jobs (started_at)
+          WHERE started_at IS NULL;
+        CREATE INDEX provisioner_jobs_worker_id_organization_id_completed_at_idx
+          ON provisioner_jobs (worker_id, organization_id, completed_at DESC);
         """);
   }
 
