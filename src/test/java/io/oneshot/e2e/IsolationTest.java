@@ -240,14 +240,22 @@ class IsolationTest {
         .as("every call of its own runner proven, through either dispatcher")
         .isZero();
 
+    // On the machine's network the API is in reach, and the build's own token (in its read-only
+    // attempt directory) with it: the call is still no runner's, since no provisionerd holds its
+    // connection.
     long open =
         t.api.submitScript(
             "{\"team\": \"b\"}",
             "curl -s -o /dev/null --max-time 5 http://127.0.0.1:"
                 + port
-                + "/healthz; echo \"direct api: curl exit $?\"");
+                + "/healthz; echo \"direct api: curl exit $?\"\n"
+                + "echo \"own token direct: $(curl -s -o /dev/null -w '%{http_code}' -X POST"
+                + " -H \"Authorization: Bearer $(cat ../token)\" -H 'Oneshot-Runner-Id: script-1'"
+                + " -H 'Content-Type: application/json' --data-binary '{}' http://127.0.0.1:"
+                + port
+                + "/api/v1/runner/heartbeat)\"");
     await().atMost(60, TimeUnit.SECONDS).until(() -> status(open).equals("succeeded"));
-    assertThat(logs(open)).contains("direct api: curl exit 0");
+    assertThat(logs(open)).contains("direct api: curl exit 0").contains("own token direct: 401");
     assertThat(runs.resolve("oneshot-" + open + "-1").resolve("api.sock")).doesNotExist();
   }
 
