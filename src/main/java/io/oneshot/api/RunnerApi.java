@@ -736,15 +736,27 @@ final class RunnerApi {
         .tookJob(hash, runner.id(), "took Coder job " + o.job() + ", as Coder's tables say");
   }
 
-  /** The completion with the Coder job's outcome and Coder's words as its reason and error. */
-  private static RunnerStore.Completion asCoderSays(
+  /**
+   * The completion with the Coder job's outcome and Coder's words as its reason and error. A build
+   * its runner stopped for a cancel asked of oneshot stays canceled: the daemon cancels its job on
+   * SIGINT and reports the provision's error, so Coder records it failed, without canceled_at.
+   */
+  static RunnerStore.Completion asCoderSays(
       RunnerStore.Completion c, io.oneshot.source.CoderOutcome o) {
+    BuildState outcome =
+        c.outcome() == BuildState.CANCELED && o.outcome() == BuildState.FAILED
+            ? BuildState.CANCELED
+            : o.outcome();
+    String reason =
+        outcome == o.outcome()
+            ? o.reason()
+            : (c.reason() == null ? "canceled" : c.reason()) + "; " + o.reason();
     return new RunnerStore.Completion(
-        o.outcome(),
+        outcome,
         c.exitCode(),
-        o.outcome() == BuildState.SUCCEEDED ? null : o.reason(),
+        outcome == BuildState.SUCCEEDED ? null : reason,
         c.outputs(),
-        o.reason(),
+        reason,
         c.state());
   }
 

@@ -266,6 +266,32 @@ class CoderEndToEndTest {
   }
 
   /**
+   * A Coder build canceled in oneshot ends canceled: its daemon gets SIGINT, cancels its job and
+   * reports the provision's error, which Coder records as a failed job.
+   */
+  @Test
+  void aCoderBuildCanceledInOneshotEndsCanceledThoughCoderSaysItsJobFailed() throws Exception {
+    Files.writeString(gate, "");
+    coder.applyMs = 120_000;
+    UUID job = coder.post(org, CoderDatabase.jobTags(Map.of("env", "a")), 1).get(0);
+    await()
+        .atMost(Duration.ofMinutes(1))
+        .until(
+            () ->
+                count(
+                        "SELECT count(*) FROM oneshot.build_events WHERE reason LIKE 'took a Coder"
+                            + " job%'")
+                    == 1);
+    long id = buildOf(job, coder);
+    assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);
+    await().atMost(Duration.ofMinutes(1)).until(() -> "canceled".equals(status(id)));
+    assertThat(coder.rows("SELECT job_status::text AS s FROM provisioner_jobs WHERE id = ?", job))
+        .containsExactly(Map.of("s", "failed"));
+    assertThat(error(id))
+        .contains("Coder's job " + job + " failed: terraform apply: context canceled");
+  }
+
+  /**
    * Who took a job is Coder's word, not only its daemon's: a build whose provisionerd never heard
    * of its daemon's job (no sign of it reached it; a report to a dispatcher that died is the same)
    * still ends as that job did, counts as having taken it, and holds nothing back: the next job of
