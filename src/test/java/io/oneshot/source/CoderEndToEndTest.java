@@ -289,7 +289,7 @@ class CoderEndToEndTest {
             () ->
                 count(
                         "SELECT count(*) FROM oneshot.build_events WHERE reason LIKE 'took a Coder"
-                            + " job%'")
+                            + " job%' OR reason LIKE 'took Coder job %, as Coder''s tables say'")
                     == 1);
     long id = buildOf(job, coder);
     assertThat(t.api.post("/api/v1/builds/" + id + "/cancel", "{}").status()).isEqualTo(202);

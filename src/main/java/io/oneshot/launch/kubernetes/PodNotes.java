@@ -167,6 +167,12 @@ final class PodNotes {
         out.add(Note.milestone("container provisionerd started in pod " + name).asWaitReason());
       }
       ContainerStateTerminated t = cs.getState().getTerminated();
+      // A container that started and ended between two of the kubelet's relists (once a second in
+      // 1.20: its PLEG) is reported terminated with no running state ever seen: its start is
+      // said as it is heard, so that the timeline still has it.
+      if (t != null && t.getStartedAt() != null && once(attempt, "started")) {
+        out.add(Note.milestone("container provisionerd started in pod " + name).asWaitReason());
+      }
       if (t != null && once(attempt, "terminated")) {
         if ("OOMKilled".equals(t.getReason())) {
           out.add(

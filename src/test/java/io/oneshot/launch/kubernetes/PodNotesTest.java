@@ -70,4 +70,55 @@ class PodNotesTest {
               assertThat(n.text()).contains("maximum memory usage per Container is 1Gi");
             });
   }
+
+  private static io.fabric8.kubernetes.api.model.Pod pod(
+      io.fabric8.kubernetes.api.model.ContainerState state) {
+    return new io.fabric8.kubernetes.api.model.PodBuilder()
+        .withNewMetadata()
+        .withName("oneshot-7-1-abcde")
+        .addToLabels("job-name", "oneshot-7-1")
+        .endMetadata()
+        .withNewStatus()
+        .withPhase("Succeeded")
+        .addNewContainerStatus()
+        .withName("provisionerd")
+        .withState(state)
+        .endContainerStatus()
+        .endStatus()
+        .build();
+  }
+
+  /**
+   * A container that started and ended between two of the kubelet's relists is first heard of
+   * terminated: its start is still in the timeline, once.
+   */
+  @Test
+  void aContainerFirstHeardOfTerminatedStillHasItsStartSaidOnce() {
+    PodNotes notes = new PodNotes();
+    io.fabric8.kubernetes.api.model.ContainerState ended =
+        new io.fabric8.kubernetes.api.model.ContainerStateBuilder()
+            .withNewTerminated()
+            .withExitCode(0)
+            .withReason("Completed")
+            .withStartedAt("2026-12-02T17:10:54Z")
+            .withFinishedAt("2026-12-02T17:10:56Z")
+            .endTerminated()
+            .build();
+    List<Note> first = notes.pod("oneshot-7-1", pod(ended));
+    assertThat(first)
+        .filteredOn(Note::milestone)
+        .extracting(Note::text)
+        .containsExactly("container provisionerd started in pod oneshot-7-1-abcde");
+    assertThat(notes.pod("oneshot-7-1", pod(ended))).isEmpty();
+    // Heard running first: the start is said then, and not again at its end.
+    PodNotes other = new PodNotes();
+    io.fabric8.kubernetes.api.model.ContainerState running =
+        new io.fabric8.kubernetes.api.model.ContainerStateBuilder()
+            .withNewRunning()
+            .withStartedAt("2026-12-02T17:10:54Z")
+            .endRunning()
+            .build();
+    assertThat(other.pod("oneshot-7-1", pod(running))).filteredOn(Note::milestone).hasSize(1);
+    assertThat(other.pod("oneshot-7-1", pod(ended))).filteredOn(Note::milestone).isEmpty();
+  }
 }
