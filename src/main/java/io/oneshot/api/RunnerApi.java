@@ -741,7 +741,7 @@ final class RunnerApi {
    * its runner stopped for a cancel asked of oneshot stays canceled: the daemon cancels its job on
    * SIGINT and reports the provision's error, so Coder records it failed, without canceled_at.
    */
-  static RunnerStore.Completion asCoderSays(
+  private static RunnerStore.Completion asCoderSays(
       RunnerStore.Completion c, io.oneshot.source.CoderOutcome o) {
     BuildState outcome =
         c.outcome() == BuildState.CANCELED && o.outcome() == BuildState.FAILED

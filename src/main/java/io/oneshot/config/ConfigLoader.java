@@ -680,25 +680,7 @@ public final class ConfigLoader {
                 "none");
       }
       String network = coder.contains(r.name()) && r.network() == null ? "host" : r.network();
-      out.add(
-          new Route(
-              r.name(),
-              r.tags(),
-              r.template(),
-              r.namespace(),
-              r.maxConcurrent(),
-              r.timeout(),
-              r.launchTimeout(),
-              r.hangTimeout(),
-              r.lease(),
-              r.cancelGrace(),
-              r.maxAttempts(),
-              r.retryAfterAcquire(),
-              r.untagged(),
-              r.retention(),
-              r.drainGrace(),
-              r.passEnv(),
-              network));
+      out.add(r.withNetwork(network));
     }
     return List.copyOf(out);
   }

@@ -232,6 +232,28 @@ public record OneshotConfig(
           + route.toUpperCase(java.util.Locale.ROOT).replace('-', '_');
     }
 
+    /** This route with {@code network} as its local attempts' network. */
+    public Route withNetwork(String network) {
+      return new Route(
+          name,
+          tags,
+          template,
+          namespace,
+          maxConcurrent,
+          timeout,
+          launchTimeout,
+          hangTimeout,
+          lease,
+          cancelGrace,
+          maxAttempts,
+          retryAfterAcquire,
+          untagged,
+          retention,
+          drainGrace,
+          passEnv,
+          network);
+    }
+
     /** How much longer than the cancel grace a build pod's termination grace must be. */
     public static final Duration GRACE_MARGIN = Duration.ofSeconds(30);
 

@@ -56,11 +56,6 @@ final class CoderProvisioner implements Provisioner {
   /** How often the daemon's metrics are read while it runs. */
   static final Duration WATCH_EVERY = Duration.ofMillis(100);
 
-  /**
-   * Coder's rule for a daemon's name (provisionerdaemonstart.go, validateProvisionerDaemonName).
-   */
-  static final Pattern DAEMON_NAME = Pattern.compile("^[a-zA-Z0-9][a-zA-Z0-9-]{0,61}[a-zA-Z0-9]$");
-
   @Override
   public Result run(RunContext ctx) throws InterruptedException {
     Map<String, String> env = new HashMap<>(ctx.env());
@@ -83,7 +78,8 @@ final class CoderProvisioner implements Provisioner {
         return new Result(BuildState.FAILED, null, error);
       }
     }
-    String name = daemonName(ctx.build().buildId(), ctx.build().attempt());
+    String name =
+        io.oneshot.source.CoderOutcome.daemonName(ctx.build().buildId(), ctx.build().attempt());
     Duration idle = idleTimeout(ctx);
     int port;
     try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
@@ -162,11 +158,6 @@ final class CoderProvisioner implements Provisioner {
   /** The variable that holds a route's own key: CODER_PROVISIONER_DAEMON_KEY_CODER_PROD. */
   static String routeKeyVariable(String route) {
     return io.oneshot.config.OneshotConfig.Route.coderKeyVariable(route);
-  }
-
-  /** The daemon's name in Coder: the attempt's, so that Coder's list of daemons names the build. */
-  static String daemonName(long buildId, int attempt) {
-    return io.oneshot.source.CoderOutcome.daemonName(buildId, attempt);
   }
 
   private static Duration idleTimeout(RunContext ctx) {

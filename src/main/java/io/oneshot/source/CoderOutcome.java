@@ -31,7 +31,10 @@ public record CoderOutcome(String job, BuildState outcome, String reason, boolea
         && (j.startedAt() == null || !j.canceledAt().isAfter(j.startedAt()));
   }
 
-  /** Coder's rule for a daemon's name (enterprise/cli/provisionerdaemonstart.go). */
+  /**
+   * Coder's rule for a daemon's name (enterprise/cli/provisionerdaemonstart.go,
+   * validateProvisionerDaemonName).
+   */
   private static final java.util.regex.Pattern DAEMON_NAME =
       java.util.regex.Pattern.compile("^[a-zA-Z0-9][a-zA-Z0-9-]{0,61}[a-zA-Z0-9]$");
 
@@ -50,8 +53,7 @@ public record CoderOutcome(String job, BuildState outcome, String reason, boolea
       String status,
       String error,
       OffsetDateTime startedAt,
-      OffsetDateTime canceledAt,
-      OffsetDateTime completedAt) {}
+      OffsetDateTime canceledAt) {}
 
   /**
    * The outcome of the job {@code daemon} ran, from Coder's rows for it (oldest first); empty when

@@ -77,7 +77,7 @@ public final class QueueSource implements AutoCloseable {
    */
   static final String CODER_JOBS_OF =
       "SELECT j.id::text AS id, j.job_status::text AS status, j.error, j.started_at,"
-          + " j.canceled_at, j.completed_at"
+          + " j.canceled_at"
           + " FROM provisioner_daemons d JOIN provisioner_jobs j"
           + " ON j.worker_id = d.id AND j.organization_id = d.organization_id"
           + " WHERE d.name = $1 AND d.organization_id = $2::uuid"
@@ -629,8 +629,7 @@ public final class QueueSource implements AutoCloseable {
                         r.getString("status"),
                         r.getString("error"),
                         r.getOffsetDateTime("started_at"),
-                        r.getOffsetDateTime("canceled_at"),
-                        r.getOffsetDateTime("completed_at")));
+                        r.getOffsetDateTime("canceled_at")));
               }
               return CoderOutcome.of(daemon, jobs);
             });

@@ -16,14 +16,13 @@ class CoderOutcomeTest {
   private static final OffsetDateTime T = OffsetDateTime.parse("2026-12-02T10:00:00Z");
 
   private static CoderOutcome.Job job(
-      String status, String error, Integer started, Integer canceled, Integer completed) {
+      String status, String error, Integer started, Integer canceled) {
     return new CoderOutcome.Job(
         "j1",
         status,
         error,
         started == null ? null : T.plusSeconds(started),
-        canceled == null ? null : T.plusSeconds(canceled),
-        completed == null ? null : T.plusSeconds(completed));
+        canceled == null ? null : T.plusSeconds(canceled));
   }
 
   private static CoderOutcome of(CoderOutcome.Job... jobs) {
@@ -33,14 +32,14 @@ class CoderOutcomeTest {
   @Test
   void eachWayAJobEndsInCoderIsTheBuildsOutcome() {
     assertThat(CoderOutcome.of("oneshot-7-1", List.of())).as("no job taken").isEmpty();
-    assertThat(of(job("succeeded", null, 1, null, 5)))
+    assertThat(of(job("succeeded", null, 1, null)))
         .isEqualTo(new CoderOutcome("j1", BuildState.SUCCEEDED, "Coder's job j1 succeeded", false));
-    assertThat(of(job("failed", "exit status 1", 1, null, 5)))
+    assertThat(of(job("failed", "exit status 1", 1, null)))
         .isEqualTo(
             new CoderOutcome(
                 "j1", BuildState.FAILED, "Coder's job j1 failed: exit status 1", false));
     // Canceled while it ran: the daemon's FailJob leaves job_status failed.
-    assertThat(of(job("failed", "context canceled", 1, 3, 5)))
+    assertThat(of(job("failed", "context canceled", 1, 3)))
         .isEqualTo(
             new CoderOutcome(
                 "j1",
@@ -48,14 +47,14 @@ class CoderOutcomeTest {
                 "Coder's job j1 was canceled in Coder: context canceled",
                 false));
     // Canceled while queued (completed_at set by the cancel), then taken by an acquire.
-    CoderOutcome spent = of(job("canceled", null, 9, 2, 2));
+    CoderOutcome spent = of(job("canceled", null, 9, 2));
     assertThat(spent.outcome()).isEqualTo(BuildState.CANCELED);
     assertThat(spent.spentOnCanceled()).isTrue();
     assertThat(spent.reason())
         .startsWith("Coder's job j1 was canceled in Coder before any daemon took it")
         .contains("daemon oneshot-7-1 spent itself on it");
     // The daemon exited and Coder still thinks the job runs.
-    assertThat(of(job("running", null, 1, null, null)))
+    assertThat(of(job("running", null, 1, null)))
         .isEqualTo(
             new CoderOutcome(
                 "j1",
@@ -65,17 +64,16 @@ class CoderOutcomeTest {
                 false));
     assertThat(
             of(
-                    job("succeeded", null, 1, null, 5),
-                    new CoderOutcome.Job("j2", "succeeded", null, T.plusSeconds(6), null, null))
+                    job("succeeded", null, 1, null),
+                    new CoderOutcome.Job("j2", "succeeded", null, T.plusSeconds(6), null))
                 .reason())
         .isEqualTo("Coder's job j1 succeeded (daemon oneshot-7-1 took 2 jobs: j1, j2)");
     // A canceled-while-queued job first, then a live one before the stop signal came: the live
     // job is the outcome.
     CoderOutcome live =
         of(
-            job("canceled", null, 3, 2, 2),
-            new CoderOutcome.Job(
-                "j2", "succeeded", null, T.plusSeconds(4), null, T.plusSeconds(9)));
+            job("canceled", null, 3, 2),
+            new CoderOutcome.Job("j2", "succeeded", null, T.plusSeconds(4), null));
     assertThat(live.job()).isEqualTo("j2");
     assertThat(live.outcome()).isEqualTo(BuildState.SUCCEEDED);
     assertThat(live.spentOnCanceled()).isFalse();
