@@ -137,10 +137,22 @@ class KubernetesLauncherTest {
 
   private String awaitEnd(long id) {
     // A build here ends in seconds; the bound is what a guard that breaks it waits (CI's time).
-    await()
-        .atMost(1, TimeUnit.MINUTES)
-        .until(() -> List.of("succeeded", "failed", "canceled").contains(status(id)));
+    try {
+      await()
+          .atMost(1, TimeUnit.MINUTES)
+          .until(() -> List.of("succeeded", "failed", "canceled").contains(status(id)));
+    } catch (org.awaitility.core.ConditionTimeoutException e) {
+      throw new AssertionError("build " + id + " did not end within a minute: " + where(id), e);
+    }
     return status(id);
+  }
+
+  /** A build's row and its log: what a build that did not end was doing. */
+  private static String where(long id) {
+    return Sql.rows("SELECT status, attempt, reason, error FROM oneshot.builds WHERE id = ?", id)
+        + "; its log: "
+        + Sql.rows(
+            "SELECT stage, text FROM oneshot.build_logs WHERE build_id = ? ORDER BY seq", id);
   }
 
   private static String error(long id) {
@@ -437,7 +449,15 @@ class KubernetesLauncherTest {
   @Tag("slow")
   void underRandomApiFaultsEveryBuildRunsOnceThroughOneJob() {
     cluster.dispatcher.chaos(0.1, io.oneshot.testing.k8s.MockCluster.DISPATCHER_AGENT);
-    t = server().start();
+    // A launch's try makes several calls, so about a third of tries meet a fault and a build's
+    // tries can fail five or six times running: with the default backoff (doubling up to 30 s)
+    // such a build waits a minute or more. A short one keeps the test on the invariant.
+    t =
+        server()
+            .dispatch(
+                "maxConcurrent: 6, pollInterval: 200ms, rescueInterval: 300ms,"
+                    + " heartbeatInterval: 300ms, launchRetry: {initial: 200ms, max: 1s}")
+            .start();
     Limits.track();
     List<Long> ids = new ArrayList<>();
     for (int i = 0; i < 20; i++) {
