@@ -109,7 +109,26 @@ final class Access {
     return new Caller(t.name(), t.id(), t.role(), Set.copyOf(covered));
   }
 
-  private static boolean covers(Map<String, String> wanted, Map<String, String> routeTags) {
+  /**
+   * What a build's tags must match, for a token that covers some routes: those routes and their
+   * tags, and none of the others.
+   */
+  String routesHint(Caller c) {
+    List<String> own = new java.util.ArrayList<>();
+    for (OneshotConfig.Route r : routes) {
+      if (c.covers(r.name())) {
+        own.add(r.name() + " " + Json.write(r.tags()) + (r.untagged() ? " (and untagged)" : ""));
+      }
+    }
+    return own.isEmpty()
+        ? "token " + c.name() + " covers no configured route"
+        : "a route matches when its tags contain all of the build's tags; the routes of token "
+            + c.name()
+            + ": "
+            + String.join(", ", own);
+  }
+
+  static boolean covers(Map<String, String> wanted, Map<String, String> routeTags) {
     return !wanted.isEmpty() && routeTags.entrySet().containsAll(wanted.entrySet());
   }
 

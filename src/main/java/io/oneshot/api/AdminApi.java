@@ -173,6 +173,13 @@ final class AdminApi {
                               + Access.caller(ctx).name()
                               + " covers the routes oneshot routes lists for it",
                           o.field())));
+    } else if (QueueStore.translate(e) instanceof io.oneshot.build.InvalidBuildException ib
+        && "tags".equals(ib.field())
+        && Access.caller(ctx).routes() != null) {
+      // The hint of a build no route takes lists the routes: a scoped token sees its own only.
+      fail(
+          ctx,
+          new ApiError(400, ib.getMessage(), access.routesHint(Access.caller(ctx)), ib.field()));
     } else {
       ctx.fail(e);
     }
@@ -256,15 +263,15 @@ final class AdminApi {
 
   private void showBuild(RoutingContext ctx) {
     long id = buildId(ctx);
-    store
-        .reads()
-        .get(id, globalLimit)
+    // The scope first, by the build's route alone: a build outside it is answered after the same
+    // one small read as a build that does not exist, not after reading all of it.
+    io.vertx.core.Future<Void> scoped = inScope(ctx, id);
+    scoped
+        .compose(x -> store.reads().get(id, globalLimit))
         .onSuccess(
             b -> {
               if (b.isEmpty()) {
                 fail(ctx, ApiError.notFound("build " + id));
-              } else if (!Access.caller(ctx).covers(b.get().route())) {
-                fail(ctx, access.outOfScope("build " + id));
               } else {
                 json(ctx, 200, b.get());
               }
@@ -290,6 +297,7 @@ final class AdminApi {
   }
 
   private void cancelBuild(RoutingContext ctx) {
+    Http.emptyBody(ctx);
     long id = buildId(ctx);
     Caller caller = Access.caller(ctx);
     AuditStore.Entry entry = AuditStore.Entry.of(caller.name(), "cancel", id, null);
@@ -345,6 +353,7 @@ final class AdminApi {
   }
 
   private void rerunBuild(RoutingContext ctx) {
+    Http.emptyBody(ctx);
     long id = buildId(ctx);
     Caller caller = Access.caller(ctx);
     AuditStore.Entry entry =

@@ -42,6 +42,7 @@ import java.util.regex.Pattern;
  * Refusals are {@code {error, detail, field}} with a 4xx status, and write nothing.
  */
 public final class ApiServer implements AutoCloseable {
+  private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(ApiServer.class);
   private final Vertx vertx;
   private final OneshotConfig config;
   private final LogFollowers followers;
@@ -105,7 +106,7 @@ public final class ApiServer implements AutoCloseable {
             access);
     this.runner = new RunnerApi(vertx, store, config, metrics, conflicts, prover);
     this.state = new WorkspaceStateApi(store, config, runner, access);
-    this.tokens = new TokensApi(store, access);
+    this.tokens = new TokensApi(store, access, config.routes());
     this.console = new ConsoleApi(store, status, config.dispatch().maxConcurrent());
     this.metrics = metrics;
     metrics.watchApi(inFlight::get);
@@ -129,9 +130,12 @@ public final class ApiServer implements AutoCloseable {
     health.mount(router);
     console.mountPages(router);
 
+    router.route("/api/v1/*").handler(Http::checkParams);
+    router.route("/api/v1/*").handler(this::bodyDeadline);
     router
         .route("/api/v1/*")
         .handler(BodyHandler.create(false).setBodyLimit(config.limits().maxRequestBytes()));
+    router.route("/api/v1/*").handler(ApiServer::bodyReceived);
     for (String admin :
         new String[] {
           "/api/v1/builds*",
@@ -181,8 +185,134 @@ public final class ApiServer implements AutoCloseable {
                 .setHost(config.api().host())
                 .setPort(config.api().port())
                 .setCompressionSupported(true)
+                // Cleartext HTTP/2 would hold a new connection back from connectionHandler until
+                // its first request's headers were in (to see an h2c upgrade), so a client that
+                // never finished them was never timed; every client here speaks HTTP/1.1.
+                .setHttp2ClearTextEnabled(false)
                 .setIdleTimeout(300));
+    server.connectionHandler(this::connected);
     return server.requestHandler(router).listen().map(HttpServer::actualPort);
+  }
+
+  private final AtomicInteger connections = new AtomicInteger();
+
+  /** Per open connection: the timer that closes it unless a request's headers arrive first. */
+  private final Map<io.vertx.core.http.HttpConnection, Long> awaitingHeaders =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
+  private volatile long lastCapWarning;
+
+  /**
+   * A new connection: closed at once past {@code api.maxConnections}, else given {@code
+   * api.headerTimeout} to send its first request's headers. A client that holds connections open
+   * without sending (slow headers, one byte at a time) cannot hold them for long, nor many.
+   */
+  private void connected(io.vertx.core.http.HttpConnection c) {
+    int max = config.api().maxConnections();
+    if (connections.incrementAndGet() > max) {
+      connections.decrementAndGet();
+      metrics.refused("connections");
+      long now = System.nanoTime();
+      if (now - lastCapWarning > 60_000_000_000L) {
+        lastCapWarning = now;
+        log.warn(
+            "Closed a connection from {}: {} are open, the limit (api.maxConnections).",
+            c.remoteAddress(),
+            max);
+      }
+      c.close();
+      return;
+    }
+    c.closeHandler(
+        v -> {
+          connections.decrementAndGet();
+          Long timer = awaitingHeaders.remove(c);
+          if (timer != null) {
+            vertx.cancelTimer(timer);
+          }
+        });
+    awaitHeaders(c, config.api().headerTimeout(), "slow_headers");
+  }
+
+  /** Closes {@code c} unless a request's headers arrive within {@code within}. */
+  private void awaitHeaders(io.vertx.core.http.HttpConnection c, Duration within, String why) {
+    long timer =
+        vertx.setTimer(
+            within.toMillis(),
+            id -> {
+              if (awaitingHeaders.remove(c, id)) {
+                if (why != null) {
+                  metrics.refused(why);
+                }
+                c.close();
+              }
+            });
+    Long before = awaitingHeaders.put(c, timer);
+    if (before != null) {
+      vertx.cancelTimer(before);
+    }
+  }
+
+  /** A request's headers arrived: its connection's timer stops until its response is sent. */
+  private void headersArrived(RoutingContext ctx) {
+    io.vertx.core.http.HttpConnection c = ctx.request().connection();
+    Long timer = c == null ? null : awaitingHeaders.remove(c);
+    if (timer != null) {
+      vertx.cancelTimer(timer);
+    }
+    ctx.addEndHandler(
+        v -> {
+          // Between requests a connection may wait keepAliveTimeout for the next one.
+          if (c != null && !ctx.response().closed()) {
+            awaitHeaders(c, config.api().keepAliveTimeout(), null);
+          }
+        });
+  }
+
+  private static final String BODY_TIMER = "oneshot.bodyTimer";
+
+  /**
+   * A request with a body has {@code api.bodyTimeout} to send all of it: past that it is answered
+   * 408 and its connection closed, whatever the handler would have done with it.
+   */
+  private void bodyDeadline(RoutingContext ctx) {
+    if (!ctx.request().isEnded()) {
+      Duration within = config.api().bodyTimeout();
+      long timer =
+          vertx.setTimer(
+              within.toMillis(),
+              id -> {
+                if (ctx.response().ended() || ctx.response().closed()) {
+                  return;
+                }
+                metrics.refused("slow_body");
+                io.vertx.core.http.HttpConnection c = ctx.request().connection();
+                ctx.response()
+                    .setStatusCode(408)
+                    .putHeader("Content-Type", "application/json")
+                    .putHeader("Connection", "close")
+                    .end(
+                        Json.write(
+                            Http.errorBody(
+                                "body: not received within "
+                                    + io.oneshot.config.Units.format(within),
+                                "the limit is api.bodyTimeout in the dispatcher's configuration",
+                                "body")))
+                    .onComplete(x -> c.close());
+              });
+      ctx.put(BODY_TIMER, timer);
+      ctx.addEndHandler(v -> vertx.cancelTimer(timer));
+    }
+    ctx.next();
+  }
+
+  /** The body is in: its deadline no longer applies. */
+  private static void bodyReceived(RoutingContext ctx) {
+    Long timer = ctx.get(BODY_TIMER);
+    if (timer != null) {
+      ctx.vertx().cancelTimer(timer);
+    }
+    ctx.next();
   }
 
   /**
@@ -190,6 +320,7 @@ public final class ApiServer implements AutoCloseable {
    * with 503, which provisionerd and the CLI retry, and which sends them to another replica.
    */
   private void track(RoutingContext ctx) {
+    headersArrived(ctx);
     if (draining && !ctx.request().path().equals("/healthz")) {
       ctx.response().putHeader("Connection", "close");
       json(

@@ -79,11 +79,13 @@ final class Http {
     } else if (t instanceof InvalidBuildException ib) {
       json(ctx, 400, errorBody(ib.getMessage(), ib.hint(), ib.field()));
     } else {
-      log.error("{} {} failed.", ctx.request().method(), ctx.request().path(), t);
+      // What failed inside stays in the log: the answer names only the line to look for.
+      String ref = Long.toHexString(java.util.concurrent.ThreadLocalRandom.current().nextLong());
+      log.error("{} {} failed (error {}).", ctx.request().method(), ctx.request().path(), ref, t);
       json(
           ctx,
           500,
-          errorBody("internal error: " + t.getMessage(), "see the dispatcher's log", null));
+          errorBody("internal error", "the dispatcher's log says more under error " + ref, null));
     }
   }
 
@@ -138,6 +140,18 @@ final class Http {
     return n;
   }
 
+  /**
+   * The body of a call that takes none: nothing, or an empty JSON object ({@code {}}) read as
+   * strictly as any other; anything else is a 400, so that a client that thinks it sent options
+   * learns that none exist.
+   */
+  static void emptyBody(RoutingContext ctx) {
+    if (ctx.body() == null || ctx.body().length() == 0) {
+      return;
+    }
+    rejectUnknownFields(bodyObject(ctx), Set.of());
+  }
+
   /** The NUL character, which no text PostgreSQL stores may hold. */
   static final char NUL = '\u0000';
 
@@ -164,6 +178,87 @@ final class Http {
     }
   }
 
+  /** The longest query parameter value (and decoded path) the API reads, in characters. */
+  static final int MAX_PARAM_CHARS = 1024;
+
+  /**
+   * Checks what every request carries before any handler reads it: the decoded path and every query
+   * parameter must be UTF-8 (percent-encoded bytes included), hold no NUL and no more than {@link
+   * #MAX_PARAM_CHARS} characters; a refusal is a 400 naming the parameter.
+   */
+  static void checkParams(RoutingContext ctx) {
+    checkPathAndQuery(ctx.request().path(), ctx.request().query());
+    ctx.next();
+  }
+
+  /**
+   * {@link #checkParams}'s checks of a request's raw (still percent-encoded) path and query: a
+   * refusal is an {@link ApiError}, a 400 naming the part.
+   */
+  static void checkPathAndQuery(String rawPath, String query) {
+    String path = strictDecode(rawPath == null ? "" : rawPath, "path", false);
+    if (path.indexOf(NUL) >= 0) {
+      throw ApiError.badRequest("path", "must not contain a NUL character (%00)");
+    }
+    if (path.length() > MAX_PARAM_CHARS) {
+      throw ApiError.badRequest("path", "is longer than " + MAX_PARAM_CHARS + " characters");
+    }
+    if (query != null && !query.isEmpty()) {
+      for (String pair : query.split("&")) {
+        int eq = pair.indexOf('=');
+        String name = strictDecode(eq < 0 ? pair : pair.substring(0, eq), "query", true);
+        if (name.indexOf(NUL) >= 0 || name.length() > 64) {
+          throw ApiError.badRequest("query", "has a parameter name that is not one");
+        }
+        String value = eq < 0 ? "" : strictDecode(pair.substring(eq + 1), name, true);
+        if (value.indexOf(NUL) >= 0) {
+          throw ApiError.badRequest(name, "must not contain a NUL character (%00)");
+        }
+        if (value.length() > MAX_PARAM_CHARS) {
+          throw ApiError.badRequest(name, "is longer than " + MAX_PARAM_CHARS + " characters");
+        }
+      }
+    }
+  }
+
+  /**
+   * Percent-decodes {@code s} ({@code +} as a space when {@code plus}) and reads the bytes as
+   * UTF-8, refusing a malformed escape or an invalid byte sequence as a 400 naming {@code field}.
+   */
+  private static String strictDecode(String s, String field, boolean plus) {
+    if (s.indexOf('%') < 0 && (!plus || s.indexOf('+') < 0)) {
+      return s;
+    }
+    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream(s.length());
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == '%') {
+        int hi = i + 2 < s.length() ? Character.digit(s.charAt(i + 1), 16) : -1;
+        int lo = hi < 0 ? -1 : Character.digit(s.charAt(i + 2), 16);
+        if (lo < 0) {
+          throw ApiError.badRequest(field, "has a malformed percent-escape");
+        }
+        bytes.write(hi * 16 + lo);
+        i += 2;
+      } else if (c == '+' && plus) {
+        bytes.write(' ');
+      } else {
+        byte[] b = String.valueOf(c).getBytes(StandardCharsets.UTF_8);
+        bytes.write(b, 0, b.length);
+      }
+    }
+    try {
+      return StandardCharsets.UTF_8
+          .newDecoder()
+          .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+          .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
+          .decode(java.nio.ByteBuffer.wrap(bytes.toByteArray()))
+          .toString();
+    } catch (java.nio.charset.CharacterCodingException e) {
+      throw ApiError.badRequest(field, "not valid UTF-8");
+    }
+  }
+
   /** A query parameter's text; a NUL in it is a 400 naming it. */
   static String queryText(RoutingContext ctx, String name) {
     String v = ctx.queryParams().get(name);
@@ -173,19 +268,47 @@ final class Http {
     return v;
   }
 
+  /**
+   * The body as a JSON object, read strictly: it must say {@code Content-Type: application/json}
+   * (415 otherwise), be UTF-8 (an invalid byte sequence is a 400 naming the field that holds it),
+   * and hold one object with no key twice and nothing after it.
+   */
   private static JsonNode parseObject(RoutingContext ctx) {
-    String text = ctx.body() == null ? null : ctx.body().asString();
-    if (text == null || text.isBlank()) {
+    io.vertx.core.buffer.Buffer raw = ctx.body() == null ? null : ctx.body().buffer();
+    return readObject(raw == null ? null : raw.getBytes(), ctx.request().getHeader("Content-Type"));
+  }
+
+  /**
+   * {@link #parseObject}'s reading of a body's {@code bytes} sent with {@code contentType}: the
+   * object, or an {@link ApiError} (a 4xx naming the field) for anything else a client can send.
+   */
+  static JsonNode readObject(byte[] bytes, String contentType) {
+    if (bytes == null || bytes.length == 0) {
       throw new ApiError(400, "body: a JSON object is required", null, "body");
+    }
+    requireJson(contentType);
+    int bad = invalidUtf8At(bytes);
+    if (bad >= 0) {
+      String at = fieldBefore(bytes, bad);
+      throw new ApiError(
+          400,
+          at + ": not valid UTF-8",
+          "the byte sequence at byte " + bad + " of the body is not UTF-8",
+          at);
     }
     JsonNode n;
     try {
-      n = Json.MAPPER.readTree(text);
+      n = Json.REQUEST.readTree(bytes);
     } catch (JsonProcessingException e) {
+      String at = fieldAt(e);
+      String why = problem(e);
+      if (why.startsWith("Duplicate field")) {
+        throw new ApiError(400, at + ": given twice", "each key may appear once", at);
+      }
       throw new ApiError(
           400,
           "body: malformed JSON",
-          e.getOriginalMessage()
+          why
               + (e.getLocation() == null
                   ? ""
                   : " at line "
@@ -193,11 +316,108 @@ final class Http {
                       + ", column "
                       + e.getLocation().getColumnNr()),
           "body");
+    } catch (java.io.IOException e) {
+      throw new ApiError(400, "body: cannot be read", e.getMessage(), "body");
     }
     if (!(n instanceof ObjectNode)) {
       throw new ApiError(400, "body: must be a JSON object", null, "body");
     }
     return n;
+  }
+
+  /**
+   * Where {@code bytes} stop being UTF-8 (an invalid byte, a sequence cut short, an overlong form,
+   * an encoded surrogate), or -1: Java's decoder is strict where the JSON parser is lenient.
+   */
+  static int invalidUtf8At(byte[] bytes) {
+    java.nio.ByteBuffer in = java.nio.ByteBuffer.wrap(bytes);
+    java.nio.CharBuffer out = java.nio.CharBuffer.allocate(Math.min(bytes.length, 8192));
+    java.nio.charset.CharsetDecoder d =
+        StandardCharsets.UTF_8
+            .newDecoder()
+            .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+            .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT);
+    while (true) {
+      java.nio.charset.CoderResult r = d.decode(in, out, true);
+      if (r.isError()) {
+        return in.position();
+      }
+      if (r.isUnderflow()) {
+        return d.flush(out).isError() ? in.position() : -1;
+      }
+      out.clear();
+    }
+  }
+
+  /** The field the JSON of {@code bytes} is in at byte {@code end}: the body read up to there. */
+  private static String fieldBefore(byte[] bytes, int end) {
+    try (com.fasterxml.jackson.core.JsonParser p =
+        Json.MAPPER.getFactory().createParser(bytes, 0, end)) {
+      while (p.nextToken() != null) {
+        // read to where the bad bytes begin
+      }
+      return "body";
+    } catch (JsonProcessingException e) {
+      return fieldAt(e);
+    } catch (java.io.IOException e) {
+      return "body";
+    }
+  }
+
+  /**
+   * Refuses a body that does not say it is JSON: {@code application/json}, with at most a {@code
+   * charset=utf-8} parameter. A form or plain text is not read as JSON by accident.
+   */
+  static void requireJson(String contentType) {
+    String type = contentType == null ? "" : contentType;
+    String[] parts = type.split(";");
+    boolean json = parts[0].strip().equalsIgnoreCase("application/json");
+    for (int i = 1; json && i < parts.length; i++) {
+      String param = parts[i].strip().toLowerCase(java.util.Locale.ROOT).replace("\"", "");
+      json = param.isEmpty() || param.equals("charset=utf-8");
+    }
+    if (!json) {
+      throw new ApiError(
+          415,
+          "Content-Type: must be application/json",
+          contentType == null ? "the request has no Content-Type" : "the request says " + type,
+          "Content-Type");
+    }
+  }
+
+  /**
+   * What a JSON parser said was wrong, without the parser's own location text ({@code (start marker
+   * at [Source: ...])}), cut to 200 characters: the answer gives line and column itself.
+   */
+  static String problem(JsonProcessingException e) {
+    String why = e.getOriginalMessage();
+    int at = why.indexOf(" (start marker at [Source");
+    if (at < 0) {
+      at = why.indexOf("\n at [Source");
+    }
+    if (at >= 0) {
+      why = why.substring(0, at);
+    }
+    return Visible.text(why, 200);
+  }
+
+  /** The dotted path of the field a parse error met ({@code input.env.A}), else {@code body}. */
+  private static String fieldAt(JsonProcessingException e) {
+    if (!(e.getProcessor() instanceof com.fasterxml.jackson.core.JsonParser p)) {
+      return "body";
+    }
+    java.util.ArrayDeque<String> parts = new java.util.ArrayDeque<>();
+    for (com.fasterxml.jackson.core.JsonStreamContext c = p.getParsingContext();
+        c != null && !c.inRoot();
+        c = c.getParent()) {
+      if (c.inArray()) {
+        parts.push("[" + Math.max(0, c.getCurrentIndex()) + "]");
+      } else if (c.getCurrentName() != null) {
+        parts.push("." + c.getCurrentName());
+      }
+    }
+    String path = String.join("", parts);
+    return path.isEmpty() ? "body" : path.startsWith(".") ? path.substring(1) : path;
   }
 
   static long buildId(RoutingContext ctx) {
@@ -253,9 +473,39 @@ final class Http {
     return v;
   }
 
+  /** A string field: null when absent or null, a 400 naming it when it is not a string. */
   static String textOrNull(JsonNode n, String field) {
+    return textOrNull(n, field, field);
+  }
+
+  /** {@link #textOrNull(JsonNode, String)}, naming the field {@code path} in a refusal. */
+  static String textOrNull(JsonNode n, String field, String path) {
     JsonNode v = n.path(field);
-    return v.isTextual() ? v.asText() : null;
+    if (v.isMissingNode() || v.isNull()) {
+      return null;
+    }
+    if (!v.isTextual()) {
+      throw ApiError.badRequest(path, "must be a string");
+    }
+    return v.textValue();
+  }
+
+  /**
+   * An integer field within {@code [min, max]}: null when absent or null, a 400 naming it when it
+   * is a fraction, a string, or out of range.
+   */
+  static Long longOrNull(JsonNode n, String field, long min, long max) {
+    JsonNode v = n.path(field);
+    if (v.isMissingNode() || v.isNull()) {
+      return null;
+    }
+    if (!v.isIntegralNumber()
+        || !v.canConvertToLong()
+        || v.longValue() < min
+        || v.longValue() > max) {
+      throw ApiError.badRequest(field, "must be an integer from " + min + " to " + max);
+    }
+    return v.longValue();
   }
 
   static String emptyToNull(String s) {

@@ -63,6 +63,17 @@ public final class Json {
     return mapper;
   }
 
+  /**
+   * The reader of request bodies: stricter than {@link #MAPPER}, it refuses a key given twice in an
+   * object and anything after the value (a second object, trailing text), so that what a client
+   * sent is read one way only.
+   */
+  static final com.fasterxml.jackson.databind.ObjectReader REQUEST =
+      MAPPER
+          .reader()
+          .with(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
+          .with(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+
   public static String write(Object value) {
     try {
       return MAPPER.writeValueAsString(value);

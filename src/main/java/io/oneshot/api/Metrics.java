@@ -236,12 +236,22 @@ public final class Metrics {
             .help(
                 "API calls refused, by reason: no_token, bad_token, expired_token, revoked_token"
                     + " (401); role (403: the token's role may not); out_of_scope (404 or 403: a"
-                    + " build, workspace or route the token does not cover)")
+                    + " build, workspace or route the token does not cover); connections (closed:"
+                    + " api.maxConnections were open), slow_headers, slow_body (closed: headers or"
+                    + " body not sent within api.headerTimeout, api.bodyTimeout)")
             .labelNames("reason")
             .register(registry);
     for (String r :
         List.of(
-            "no_token", "bad_token", "expired_token", "revoked_token", "role", "out_of_scope")) {
+            "no_token",
+            "bad_token",
+            "expired_token",
+            "revoked_token",
+            "role",
+            "out_of_scope",
+            "connections",
+            "slow_headers",
+            "slow_body")) {
       refused.labelValues(r);
     }
     sourceBuilds =

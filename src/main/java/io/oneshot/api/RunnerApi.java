@@ -350,6 +350,7 @@ final class RunnerApi {
 
   private void acquire(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
+    Http.emptyBody(ctx);
     proven(
         ctx,
         hash,
@@ -481,6 +482,7 @@ final class RunnerApi {
 
   private void heartbeat(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
+    Http.emptyBody(ctx);
     proven(
         ctx,
         hash,
@@ -506,9 +508,13 @@ final class RunnerApi {
     // anywhere else it is a 400.
     JsonNode body = bodyObject(ctx, path -> LOG_TEXT.matcher(path).matches());
     JsonNode first = body.path("first");
-    if (!first.canConvertToLong() || !first.isIntegralNumber() || first.longValue() < 1) {
+    if (!first.canConvertToLong()
+        || !first.isIntegralNumber()
+        || first.longValue() < 1
+        || first.longValue() > MAX_LINE_NUMBER) {
       throw ApiError.badRequest(
-          "first", "must be the runner's number of the batch's first line, from 1");
+          "first",
+          "must be the runner's number of the batch's first line, from 1 to " + MAX_LINE_NUMBER);
     }
     JsonNode lines = body.path("lines");
     if (!lines.isArray()) {
@@ -581,6 +587,12 @@ final class RunnerApi {
         .onFailure(ctx::fail);
   }
 
+  /**
+   * The highest line number a batch may start at: 2^53 - 1, the largest integer every JSON client
+   * holds exactly, far below where the line numbers' bigint would overflow.
+   */
+  static final long MAX_LINE_NUMBER = (1L << 53) - 1;
+
   private static final java.util.regex.Pattern LOG_TEXT =
       java.util.regex.Pattern.compile("lines\\[[0-9]+]\\.text");
 
@@ -621,8 +633,8 @@ final class RunnerApi {
     return new RunnerStore.NewLine(
         ts,
         stream,
-        textOrNull(n, "level"),
-        textOrNull(n, "stage"),
+        textOrNull(n, "level", path + ".level"),
+        textOrNull(n, "stage", path + ".stage"),
         kept,
         milestone.asBoolean(false));
   }
@@ -640,16 +652,16 @@ final class RunnerApi {
     if (outcome == null || !outcome.terminal()) {
       throw ApiError.badRequest("outcome", "must be succeeded, failed or canceled");
     }
-    JsonNode code = body.path("exitCode");
-    if (!code.isMissingNode() && !code.isNull() && !code.canConvertToInt()) {
-      throw ApiError.badRequest("exitCode", "must be an integer");
-    }
-    Integer exitCode = code.isIntegralNumber() ? code.intValue() : null;
+    Long code = Http.longOrNull(body, "exitCode", Integer.MIN_VALUE, Integer.MAX_VALUE);
+    Integer exitCode = code == null ? null : code.intValue();
     String error = textOrNull(body, "error");
     if (error != null && error.length() > 4096) {
       error = error.substring(0, 4096) + "…";
     }
     JsonNode outputs = body.hasNonNull("outputs") ? body.get("outputs") : null;
+    if (outputs != null && !outputs.isObject()) {
+      throw ApiError.badRequest("outputs", "must be an object of output name to value");
+    }
     StateStore.StateUpload state =
         body.hasNonNull("state")
             ? WorkspaceStateApi.upload(body.get("state"), "state", config.limits().maxStateBytes())

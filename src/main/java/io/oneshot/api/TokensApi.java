@@ -36,12 +36,28 @@ final class TokensApi {
   private static final Set<String> CREATE_FIELDS =
       Set.of("name", "owner", "role", "routes", "routeTags", "expiresIn", "expiresAt");
 
+  /** The longest owner a token records, in characters. */
+  static final int MAX_OWNER_CHARS = 200;
+
+  /** The most tags a token's routeTags may hold. */
+  static final int MAX_ROUTE_TAGS = 16;
+
+  /** The longest tag key and value of routeTags, in characters. */
+  static final int MAX_TAG_CHARS = 255;
+
+  /**
+   * The longest a token may live: {@code expiresIn} and {@code expiresAt} beyond it are refused.
+   */
+  static final Duration MAX_LIFETIME = Duration.ofDays(36_500);
+
   private final BuildStore store;
   private final Access access;
+  private final List<io.oneshot.config.OneshotConfig.Route> routes;
 
-  TokensApi(BuildStore store, Access access) {
+  TokensApi(BuildStore store, Access access, List<io.oneshot.config.OneshotConfig.Route> routes) {
     this.store = store;
     this.access = access;
+    this.routes = routes;
   }
 
   void mount(Router router) {
@@ -69,6 +85,12 @@ final class TokensApi {
               + " digit, at most 63");
     }
     String owner = Http.textOrNull(body, "owner");
+    if (owner != null
+        && (owner.length() > MAX_OWNER_CHARS
+            || owner.codePoints().anyMatch(Character::isISOControl))) {
+      throw ApiError.badRequest(
+          "owner", "at most " + MAX_OWNER_CHARS + " characters, none of them a control character");
+    }
     String roleText = Http.textOrNull(body, "role");
     Role role = role(roleText);
     if (role == null) {
@@ -78,17 +100,31 @@ final class TokensApi {
               + ": viewer (reads), submitter (also submits, and cancels its own builds) or"
               + " operator (also cancels any build of its routes and reads their state)");
     }
-    List<String> routes = new ArrayList<>();
+    Set<String> configured = new java.util.TreeSet<>();
+    routes.forEach(route -> configured.add(route.name()));
+    List<String> names = new ArrayList<>();
     JsonNode r = body.path("routes");
     if (!r.isMissingNode() && !r.isNull()) {
       if (!r.isArray()) {
         throw ApiError.badRequest("routes", "must be a list of route names ('*': every route)");
       }
-      for (JsonNode n : r) {
-        if (!n.isTextual() || n.asText().isEmpty()) {
-          throw ApiError.badRequest("routes", "must be a list of route names, got " + n);
+      for (int i = 0; i < r.size(); i++) {
+        JsonNode n = r.get(i);
+        String at = "routes[" + i + "]";
+        if (!n.isTextual()) {
+          throw ApiError.badRequest(at, "must be a route name");
         }
-        routes.add(n.asText());
+        String route = n.textValue();
+        if (!route.equals("*") && !configured.contains(route)) {
+          throw new ApiError(
+              400,
+              at + ": no route is named '" + Visible.text(route, 64) + "'",
+              "the configured routes: " + String.join(", ", configured) + " ('*': every route)",
+              at);
+        }
+        if (!names.contains(route)) {
+          names.add(route);
+        }
       }
     }
     Map<String, String> routeTags = new LinkedHashMap<>();
@@ -97,18 +133,36 @@ final class TokensApi {
       if (!t.isObject()) {
         throw ApiError.badRequest("routeTags", "must be an object of tag to value");
       }
+      if (t.size() > MAX_ROUTE_TAGS) {
+        throw ApiError.badRequest("routeTags", "at most " + MAX_ROUTE_TAGS + " tags");
+      }
       for (Map.Entry<String, JsonNode> e : t.properties()) {
+        String at = "routeTags." + Visible.text(e.getKey(), 64);
         if (!e.getValue().isTextual()) {
-          throw ApiError.badRequest("routeTags." + e.getKey(), "must be a string");
+          throw ApiError.badRequest(at, "must be a string");
         }
-        routeTags.put(e.getKey(), e.getValue().asText());
+        if (e.getKey().isEmpty()
+            || e.getKey().length() > MAX_TAG_CHARS
+            || e.getValue().textValue().length() > MAX_TAG_CHARS) {
+          throw ApiError.badRequest(
+              at, "a tag's key and value are 1 to " + MAX_TAG_CHARS + " characters");
+        }
+        routeTags.put(e.getKey(), e.getValue().textValue());
+      }
+      if (routes.stream().noneMatch(route -> Access.covers(routeTags, route.tags()))) {
+        throw new ApiError(
+            400,
+            "routeTags: select no configured route",
+            "a route is selected when its tags hold all of these",
+            "routeTags");
       }
     }
-    if (routes.isEmpty() && routeTags.isEmpty()) {
+    if (names.isEmpty() && routeTags.isEmpty()) {
       throw ApiError.badRequest(
           "routes",
           "a token covers some routes: give routes (names, or '*' for every route) or routeTags");
     }
+    List<String> routes = names;
     Instant expires = expiry(body);
     store
         .tokens()
@@ -177,6 +231,9 @@ final class TokensApi {
       if (d.isZero() || d.isNegative()) {
         throw ApiError.badRequest("expiresIn", "must be longer than 0");
       }
+      if (d.compareTo(MAX_LIFETIME) > 0) {
+        throw ApiError.badRequest("expiresIn", "at most 36500d (100 years)");
+      }
       return Instant.now().plus(d);
     }
     if (at != null) {
@@ -184,6 +241,9 @@ final class TokensApi {
         Instant i = Instant.parse(at);
         if (!i.isAfter(Instant.now())) {
           throw ApiError.badRequest("expiresAt", "is in the past: " + at);
+        }
+        if (i.isAfter(Instant.now().plus(MAX_LIFETIME))) {
+          throw ApiError.badRequest("expiresAt", "at most 100 years from now");
         }
         return i;
       } catch (DateTimeParseException e) {
@@ -226,6 +286,7 @@ final class TokensApi {
   }
 
   private void revoke(RoutingContext ctx) {
+    Http.emptyBody(ctx);
     requireAdmin(ctx, "revoking a token");
     String name = ctx.pathParam("name");
     store

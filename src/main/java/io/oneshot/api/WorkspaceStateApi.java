@@ -112,25 +112,49 @@ final class WorkspaceStateApi {
     }
     Long serial = null;
     String lineage = null;
-    try (com.fasterxml.jackson.core.JsonParser p = Json.MAPPER.getFactory().createParser(text)) {
+    // The whole document is read (strictly: no key twice, nothing after it), though only serial
+    // and lineage are kept: a state that would not load in terraform is refused now, not handed
+    // to the workspace's next build.
+    try (com.fasterxml.jackson.core.JsonParser p =
+        Json.MAPPER
+            .getFactory()
+            .createParser(text)
+            .enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION)) {
       if (p.nextToken() != com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
         throw ApiError.badRequest(field, "is not a terraform state (a JSON object)");
       }
-      com.fasterxml.jackson.core.JsonToken t;
-      while ((t = p.nextToken()) == com.fasterxml.jackson.core.JsonToken.FIELD_NAME
-          && (serial == null || lineage == null)) {
+      while (p.nextToken() == com.fasterxml.jackson.core.JsonToken.FIELD_NAME) {
         String name = p.currentName();
-        p.nextToken();
-        if (name.equals("serial") && p.currentToken().isNumeric()) {
+        com.fasterxml.jackson.core.JsonToken value = p.nextToken();
+        if (name.equals("serial")) {
+          if (value != com.fasterxml.jackson.core.JsonToken.VALUE_NUMBER_INT
+              || p.getNumberType() == com.fasterxml.jackson.core.JsonParser.NumberType.BIG_INTEGER
+              || p.getLongValue() < 0) {
+            throw ApiError.badRequest(
+                field, "is not a terraform state: serial must be a non-negative integer");
+          }
           serial = p.getLongValue();
         } else if (name.equals("lineage")) {
-          lineage = p.getValueAsString();
+          if (value != com.fasterxml.jackson.core.JsonToken.VALUE_STRING) {
+            throw ApiError.badRequest(field, "is not a terraform state: lineage must be a string");
+          }
+          lineage = p.getText();
         } else {
           p.skipChildren();
         }
       }
+      if (p.nextToken() != null) {
+        throw ApiError.badRequest(field, "is not a terraform state: something follows its object");
+      }
     } catch (java.io.IOException e) {
-      throw ApiError.badRequest(field, "is not a terraform state: " + e.getMessage());
+      String why =
+          e instanceof com.fasterxml.jackson.core.JsonProcessingException j
+              ? Http.problem(j)
+              : Visible.text(e.getMessage(), 200);
+      throw ApiError.badRequest(field, "is not a terraform state: " + why);
+    }
+    if (serial == null) {
+      throw ApiError.badRequest(field, "is not a terraform state: it has no serial");
     }
     return new StateStore.StateUpload(text, bytes, serial, lineage);
   }
@@ -186,6 +210,10 @@ final class WorkspaceStateApi {
   private void workspaceState(RoutingContext ctx) {
     String ws = requiredParam(ctx, "workspace");
     Long v = longParam(ctx, "version");
+    if (v != null && (v < 1 || v > Integer.MAX_VALUE)) {
+      throw ApiError.badRequest(
+          "version", "must be a state version, from 1 to " + Integer.MAX_VALUE);
+    }
     AuditStore.Entry entry =
         AuditStore.Entry.of(Access.caller(ctx).name(), "state-read", null, null)
             .withWorkspace(ws)

@@ -139,7 +139,15 @@ final class DevCommand implements Callable<Integer> {
         new OneshotConfig(
             new OneshotConfig.Database(
                 url, base.database().poolSize(), base.database().reconnect()),
-            new OneshotConfig.Api("127.0.0.1", port, null, token),
+            new OneshotConfig.Api(
+                "127.0.0.1",
+                port,
+                null,
+                token,
+                base.api().headerTimeout(),
+                base.api().keepAliveTimeout(),
+                base.api().bodyTimeout(),
+                base.api().maxConnections()),
             base.dispatch(),
             base.limits(),
             new OneshotConfig.Launcher(

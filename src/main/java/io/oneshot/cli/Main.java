@@ -111,7 +111,8 @@ public final class Main implements Runnable {
     cl.setExecutionExceptionHandler(
         (e, cmd, parsed) -> {
           if (e instanceof CliException c) {
-            cmd.getErr().println("error: " + c.getMessage());
+            // An API's refusal can quote what a client or a build sent.
+            cmd.getErr().println("error: " + io.oneshot.api.Visible.lines(c.getMessage()));
             return c.exitCode;
           }
           if (e instanceof io.oneshot.config.ConfigException

@@ -1,6 +1,7 @@
 package io.oneshot.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.oneshot.api.Visible;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -64,7 +65,7 @@ final class Text {
 
   /** A log line as text: build output as it was, oneshot's own lines marked. */
   static String logLine(JsonNode line) {
-    String text = line.path("text").asText();
+    String text = Visible.text(line.path("text").asText());
     return "system".equals(line.path("stream").asText()) ? "[oneshot] " + text : text;
   }
 
@@ -76,8 +77,13 @@ final class Text {
     return columns(all);
   }
 
-  /** Rows padded into columns, without a header. */
-  static String columns(List<List<String>> all) {
+  /**
+   * Rows padded into columns, without a header; a cell's control characters (a build's output in
+   * its reason, a newline in an error) are shown as escapes, never sent to the terminal.
+   */
+  static String columns(List<List<String>> cells) {
+    List<List<String>> all =
+        cells.stream().map(r -> r.stream().map(Visible::text).toList()).toList();
     int[] w = new int[all.stream().mapToInt(List::size).max().orElse(0)];
     for (List<String> r : all) {
       for (int i = 0; i < r.size(); i++) {

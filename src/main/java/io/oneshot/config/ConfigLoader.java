@@ -151,7 +151,15 @@ public final class ConfigLoader {
             url, db.integer("poolSize", 10, 1, 200), db.backoff("reconnect", "100ms", "5s"));
 
     ConfigNode apiNode = root.object("api");
-    apiNode.allowOnly("listen", "publicUrl", "adminToken", "adminTokenFile");
+    apiNode.allowOnly(
+        "listen",
+        "publicUrl",
+        "adminToken",
+        "adminTokenFile",
+        "headerTimeout",
+        "keepAliveTimeout",
+        "bodyTimeout",
+        "maxConnections");
     String listen = apiNode.string("listen", "0.0.0.0:8080");
     int colon = listen.lastIndexOf(':');
     String host = "0.0.0.0";
@@ -187,7 +195,16 @@ public final class ConfigLoader {
     if (token != null && token.length() < 16) {
       apiNode.child("adminToken").report("must be at least 16 characters");
     }
-    Api api = new Api(host, port, publicUrl, token);
+    Api api =
+        new Api(
+            host,
+            port,
+            publicUrl,
+            token,
+            apiNode.duration("headerTimeout", "10s", Duration.ofMillis(100)),
+            apiNode.duration("keepAliveTimeout", "60s", Duration.ofMillis(100)),
+            apiNode.duration("bodyTimeout", "60s", Duration.ofMillis(100)),
+            apiNode.integer("maxConnections", 1000, 2, 1_000_000));
 
     ConfigNode d = root.object("dispatch");
     d.allowOnly(

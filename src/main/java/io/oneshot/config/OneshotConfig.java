@@ -110,9 +110,34 @@ public record OneshotConfig(
 
   /**
    * The HTTP API. {@code publicUrl} is what provisionerd uses to reach it; {@code adminToken} comes
-   * from the config, {@code adminTokenFile} or {@code ONESHOT_ADMIN_TOKEN}.
+   * from the config, {@code adminTokenFile} or {@code ONESHOT_ADMIN_TOKEN}. {@code headerTimeout}:
+   * how long a new connection may take to send its first request's headers; {@code
+   * keepAliveTimeout}: how long a connection may sit between requests; {@code bodyTimeout}: how
+   * long a request may take to send its body; {@code maxConnections}: how many connections are open
+   * at once (more are closed at once).
    */
-  public record Api(String host, int port, String publicUrl, String adminToken) {}
+  public record Api(
+      String host,
+      int port,
+      String publicUrl,
+      String adminToken,
+      Duration headerTimeout,
+      Duration keepAliveTimeout,
+      Duration bodyTimeout,
+      int maxConnections) {
+    /** The defaults of the limits: what {@code api: {}} sets. */
+    public Api(String host, int port, String publicUrl, String adminToken) {
+      this(
+          host,
+          port,
+          publicUrl,
+          adminToken,
+          Duration.ofSeconds(10),
+          Duration.ofSeconds(60),
+          Duration.ofSeconds(60),
+          1000);
+    }
+  }
 
   /**
    * The claim loop and the rescuer. {@code launchRetry}: how long a launch that failed for a reason

@@ -258,6 +258,31 @@ class AccessTest {
     assertThat(tfA).isPositive();
   }
 
+  /**
+   * A submit no route takes is told what routes there are: a scoped token hears of its own, never
+   * of another team's; the admin token hears of every route.
+   */
+  @Test
+  void theNoRouteHintNamesOnlyTheTokensRoutes() {
+    Api submitter = token("ci-a", "submitter", "\"routeTags\": {\"team\": \"a\"}");
+    Api.Response r = submitter.post("/api/v1/builds", script("z"));
+    assertThat(r.status()).as(r.text()).isEqualTo(400);
+    assertThat(r.json().path("field").asText()).isEqualTo("tags");
+    assertThat(r.json().path("detail").asText())
+        .isEqualTo(
+            "a route matches when its tags contain all of the build's tags; the routes of token"
+                + " ci-a: a {\"team\":\"a\"}, tf-a {\"team\":\"a\",\"kind\":\"tf\"}")
+        .doesNotContain("tf-b");
+    Api.Response untagged =
+        submitter.post(
+            "/api/v1/builds",
+            "{\"input\": {\"provisioner\": \"script\", \"command\": [\"true\"]}}");
+    assertThat(untagged.status()).as(untagged.text()).isEqualTo(400);
+    assertThat(untagged.json().path("detail").asText()).contains("ci-a: a ").doesNotContain("b ");
+    assertThat(t.api.post("/api/v1/builds", script("z")).json().path("detail").asText())
+        .contains("tf-b");
+  }
+
   @Test
   void aWorkspaceAnotherTeamUsesCannotBeTaken() {
     stateOn("b", "wb");

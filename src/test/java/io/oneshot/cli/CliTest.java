@@ -133,6 +133,38 @@ class CliTest {
     assertThat(canceled.err()).contains("build " + id + " canceled");
   }
 
+  /**
+   * A build's output with terminal control sequences (clear the screen, set the window title, a
+   * right-to-left override) is shown with them made visible, never sent to the terminal; JSON
+   * output keeps the text as it was.
+   */
+  @Test
+  void aBuildsControlCharactersAreShownNotSent() {
+    Run s =
+        oneshot(
+            "submit",
+            "--script",
+            "printf 'a\\033[2Jb\\001c\\n'; printf 't\\033]0;owned\\007 \\342\\200\\256x\\n'",
+            "--tag",
+            "team=c",
+            "--follow");
+    assertThat(s.out()).contains("a\\x1b[2Jb\\x01c\n").doesNotContain("\u001b");
+    long id =
+        oneshot("builds", "list", "-o", "json").json().path("builds").get(0).path("id").asLong();
+    String logs = oneshot("builds", "logs", Long.toString(id)).out();
+    assertThat(logs)
+        .contains("a\\x1b[2Jb\\x01c\n")
+        .contains("t\\x1b]0;owned\\x07 \\u202ex\n")
+        .doesNotContain("\u001b", "\u0007", "\u202e", "\r");
+    assertThat(
+            oneshot("builds", "logs", Long.toString(id), "-o", "json")
+                .out()
+                .lines()
+                .map(Json::tree)
+                .map(l -> l.path("text").asText()))
+        .contains("a\u001b[2Jb\u0001c");
+  }
+
   @Test
   void readCommandsPrintTablesAndJson() {
     Run s = oneshot("submit", "--script", "echo shown", "--tag", "team=c", "--wait", "-o", "json");

@@ -66,6 +66,33 @@ public final class Api {
   }
 
   /**
+   * A call as a hostile client would send it: any method, body bytes as they are, any Content-Type
+   * (null: none), and extra headers (name, value, ...).
+   */
+  public Response raw(
+      String method,
+      String path,
+      byte[] body,
+      String contentType,
+      String bearer,
+      String... headers) {
+    HttpRequest.Builder b =
+        builder(path, bearer)
+            .method(
+                method,
+                body == null
+                    ? HttpRequest.BodyPublishers.noBody()
+                    : HttpRequest.BodyPublishers.ofByteArray(body));
+    if (contentType != null) {
+      b.header("Content-Type", contentType);
+    }
+    for (int i = 0; i + 1 < headers.length; i += 2) {
+      b.header(headers[i], headers[i + 1]);
+    }
+    return send(b.build());
+  }
+
+  /**
    * Runs an attempt as its provisionerd would, with nothing in between: acquires with the attempt's
    * {@code token}, completes it as succeeded with terraform {@code state}, and returns the
    * acquire's answer (with the state it was handed).

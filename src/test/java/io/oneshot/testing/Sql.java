@@ -133,6 +133,35 @@ public final class Sql {
     return out;
   }
 
+  /**
+   * Every table of the oneshot schema as a digest of its rows, and every sequence's last value:
+   * equal before and after a request that must write nothing.
+   */
+  public static Map<String, Object> digest() {
+    List<String> parts = new java.util.ArrayList<>();
+    for (Map<String, Object> t :
+        rows(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'oneshot'"
+                + " AND table_type = 'BASE TABLE'")) {
+      String table = (String) t.get("table_name");
+      parts.add(
+          "SELECT '"
+              + table
+              + "' AS what, count(*) || ':' || coalesce(md5(string_agg(x::text, '|' ORDER BY"
+              + " x::text)), '') AS digest FROM oneshot."
+              + table
+              + " x");
+    }
+    parts.add(
+        "SELECT 'sequence ' || sequencename, coalesce(last_value::text, '-') FROM pg_sequences"
+            + " WHERE schemaname = 'oneshot'");
+    Map<String, Object> out = new java.util.TreeMap<>();
+    for (Map<String, Object> r : rows(String.join(" UNION ALL ", parts))) {
+      out.put((String) r.get("what"), r.get("digest"));
+    }
+    return out;
+  }
+
   /** Empties the queue between tests; the schema stays. */
   public static void reset() {
     execBesideTheServer(

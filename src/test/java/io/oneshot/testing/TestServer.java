@@ -50,8 +50,11 @@ public final class TestServer implements AutoCloseable {
 
   /** What a test server is made of; every part has a default. */
   public static final class Builder {
-    private String dispatch =
+    /** The dispatch settings a test server has unless a test gives others. */
+    public static final String DEFAULT_DISPATCH =
         "pollInterval: 200ms, rescueInterval: 200ms, heartbeatInterval: 200ms";
+
+    private String dispatch = DEFAULT_DISPATCH;
     private String routes = THREE_ROUTES;
     private String limits = "";
     private BiFunction<Vertx, OneshotConfig, Launcher> launchers;
