@@ -128,6 +128,16 @@ public final class ApiServer implements AutoCloseable {
     router.route().handler(this::track);
     router.route().handler(ConsoleApi::secure);
     health.mount(router);
+    // Per-route series say what every team does: on the API's port (which an Ingress may route
+    // to the world) they take the admin token; the metrics port serves them to its scraper.
+    String adminToken = config.api().adminToken();
+    health.mountMetrics(
+        router,
+        adminToken == null
+            ? ctx -> ctx.fail(Http.unauthorized("no admin token is configured"))
+            : Http.requireBearer(
+                adminToken.getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                "admin token (or scrape the port of api.metricsListen)"));
     console.mountPages(router);
 
     router.route("/api/v1/*").handler(Http::checkParams);
@@ -191,7 +201,27 @@ public final class ApiServer implements AutoCloseable {
                 .setHttp2ClearTextEnabled(false)
                 .setIdleTimeout(300));
     server.connectionHandler(this::connected);
-    return server.requestHandler(router).listen().map(HttpServer::actualPort);
+    Future<HttpServer> api = server.requestHandler(router).listen();
+    if (config.api().metricsHost() != null) {
+      Router metricsRouter = Router.router(vertx);
+      health.mountMetrics(metricsRouter, RoutingContext::next);
+      metricsRouter.route().failureHandler(Http.failureHandler(0));
+      metricsServer =
+          vertx.createHttpServer(
+              new HttpServerOptions()
+                  .setHost(config.api().metricsHost())
+                  .setPort(config.api().metricsPort())
+                  .setIdleTimeout(60));
+      api = api.compose(a -> metricsServer.requestHandler(metricsRouter).listen().map(m -> a));
+    }
+    return api.map(HttpServer::actualPort);
+  }
+
+  private HttpServer metricsServer;
+
+  /** The port {@code /metrics} is served on without a token ({@code api.metricsListen}). */
+  public int metricsPort() {
+    return metricsServer == null ? -1 : metricsServer.actualPort();
   }
 
   private final AtomicInteger connections = new AtomicInteger();
@@ -406,6 +436,9 @@ public final class ApiServer implements AutoCloseable {
   public void close() {
     if (server != null) {
       io.oneshot.build.Database.await(server.close());
+    }
+    if (metricsServer != null) {
+      io.oneshot.build.Database.await(metricsServer.close());
     }
   }
 }

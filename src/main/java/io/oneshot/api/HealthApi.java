@@ -33,8 +33,13 @@ final class HealthApi {
   void mount(Router router) {
     router.get("/healthz").handler(ctx -> json(ctx, 200, Map.of("status", "ok")));
     router.get("/readyz").handler(this::ready);
+  }
+
+  /** {@code GET /metrics}, the Prometheus text, behind {@code guard}. */
+  void mountMetrics(Router router, io.vertx.core.Handler<RoutingContext> guard) {
     router
         .get("/metrics")
+        .handler(guard)
         .handler(
             ctx ->
                 metrics

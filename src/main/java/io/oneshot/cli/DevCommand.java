@@ -147,7 +147,9 @@ final class DevCommand implements Callable<Integer> {
                 base.api().headerTimeout(),
                 base.api().keepAliveTimeout(),
                 base.api().bodyTimeout(),
-                base.api().maxConnections()),
+                base.api().maxConnections(),
+                null,
+                -1),
             base.dispatch(),
             base.limits(),
             new OneshotConfig.Launcher(

@@ -159,7 +159,8 @@ public final class ConfigLoader {
         "headerTimeout",
         "keepAliveTimeout",
         "bodyTimeout",
-        "maxConnections");
+        "maxConnections",
+        "metricsListen");
     String listen = apiNode.string("listen", "0.0.0.0:8080");
     int colon = listen.lastIndexOf(':');
     String host = "0.0.0.0";
@@ -204,7 +205,30 @@ public final class ConfigLoader {
             apiNode.duration("headerTimeout", "10s", Duration.ofMillis(100)),
             apiNode.duration("keepAliveTimeout", "60s", Duration.ofMillis(100)),
             apiNode.duration("bodyTimeout", "60s", Duration.ofMillis(100)),
-            apiNode.integer("maxConnections", 1000, 2, 1_000_000));
+            apiNode.integer("maxConnections", 1000, 2, 1_000_000),
+            null,
+            -1);
+    String metricsListen = apiNode.string("metricsListen", null);
+    int metricsColon = metricsListen == null ? -1 : metricsListen.lastIndexOf(':');
+    if (metricsListen == null) {
+      // /metrics on the API's port alone, with the admin token.
+    } else if (metricsColon <= 0
+        || !metricsListen.substring(metricsColon + 1).matches("[0-9]{1,5}")
+        || Integer.parseInt(metricsListen.substring(metricsColon + 1)) > 65535) {
+      apiNode
+          .child("metricsListen")
+          .report("must be host:port, like 0.0.0.0:9090 (port from 0 to 65535)", metricsListen);
+    } else {
+      int metricsPort = Integer.parseInt(metricsListen.substring(metricsColon + 1));
+      if (metricsPort != 0 && metricsPort == port) {
+        apiNode
+            .child("metricsListen")
+            .report(
+                "must be another port than listen's: the API's port serves /metrics only to the admin token",
+                metricsListen);
+      }
+      api = api.withMetrics(metricsListen.substring(0, metricsColon), metricsPort);
+    }
 
     ConfigNode d = root.object("dispatch");
     d.allowOnly(

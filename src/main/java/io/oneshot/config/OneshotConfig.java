@@ -124,8 +124,10 @@ public record OneshotConfig(
       Duration headerTimeout,
       Duration keepAliveTimeout,
       Duration bodyTimeout,
-      int maxConnections) {
-    /** The defaults of the limits: what {@code api: {}} sets. */
+      int maxConnections,
+      String metricsHost,
+      int metricsPort) {
+    /** The defaults of the limits and of the metrics port: what {@code api: {}} sets. */
     public Api(String host, int port, String publicUrl, String adminToken) {
       this(
           host,
@@ -135,7 +137,24 @@ public record OneshotConfig(
           Duration.ofSeconds(10),
           Duration.ofSeconds(60),
           Duration.ofSeconds(60),
-          1000);
+          1000,
+          null,
+          -1);
+    }
+
+    /** These settings with the metrics served at {@code host:port} instead. */
+    public Api withMetrics(String host, int port) {
+      return new Api(
+          this.host,
+          this.port,
+          publicUrl,
+          adminToken,
+          headerTimeout,
+          keepAliveTimeout,
+          bodyTimeout,
+          maxConnections,
+          host,
+          port);
     }
   }
 

@@ -259,8 +259,11 @@ public final class OneshotServer implements AutoCloseable {
       pruner.start();
       sources.start();
       log.info(
-          "oneshot is up: API on port {}, provisionerd reports to {}, launcher {}, {} {}.",
+          "oneshot is up: API on port {}, {}, provisionerd reports to {}, launcher {}, {} {}.",
           port,
+          api.metricsPort() < 0
+              ? "metrics on the API's port (admin token)"
+              : "metrics on port " + api.metricsPort(),
           apiUrl,
           launcher.kind(),
           config.routes().size(),
@@ -510,6 +513,11 @@ public final class OneshotServer implements AutoCloseable {
 
   public int port() {
     return api.port();
+  }
+
+  /** The port {@code /metrics} is served on to its scraper. */
+  public int metricsPort() {
+    return api.metricsPort();
   }
 
   public Vertx vertx() {

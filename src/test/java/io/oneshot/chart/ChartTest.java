@@ -457,6 +457,19 @@ class ChartTest {
             .findFirst()
             .orElseThrow();
     assertThat(sm.getApiVersion()).isEqualTo("monitoring.coreos.com/v1");
+    // It scrapes the metrics port, which the Ingress (port http) never routes; the dispatcher
+    // serves /metrics there because its configuration says so.
+    assertThat(String.valueOf(sm.<Object>get("spec", "endpoints"))).contains("port=metrics");
+    io.fabric8.kubernetes.api.model.Service svc =
+        one(mon, io.fabric8.kubernetes.api.model.Service.class, "oneshot");
+    assertThat(svc.getSpec().getPorts())
+        .extracting(io.fabric8.kubernetes.api.model.ServicePort::getName)
+        .containsExactly("http", "metrics");
+    assertThat(
+            one(mon, io.fabric8.kubernetes.api.model.ConfigMap.class, "oneshot-config")
+                .getData()
+                .get("oneshot.yaml"))
+        .contains("metricsListen: 0.0.0.0:9090");
     assertThat(kinds(mon)).doesNotContain("NetworkPolicy", "PrometheusRule");
 
     assertThat(kinds(render(t -> t.set("prometheusRule.enabled", "true"))))
@@ -797,7 +810,34 @@ class ChartTest {
     Set<String> buildNamespaces = new TreeSet<>();
     all(objs, Role.class).forEach(r -> buildNamespaces.add(r.getMetadata().getNamespace()));
     assertThat(reached).isEqualTo(buildNamespaces).hasSizeGreaterThan(1);
-    assertThat(np.getSpec().getIngress()).hasSize(2);
+    // The metrics port: from the dispatcher's own namespace alone, never from build pods.
+    var metrics = np.getSpec().getIngress().get(1);
+    assertThat(metrics.getPorts())
+        .singleElement()
+        .satisfies(
+            p ->
+                assertThat(p.getPort().getIntVal())
+                    .isEqualTo(
+                        d
+                            .getSpec()
+                            .getTemplate()
+                            .getSpec()
+                            .getContainers()
+                            .get(0)
+                            .getPorts()
+                            .stream()
+                            .filter(c -> c.getName().equals("metrics"))
+                            .findFirst()
+                            .orElseThrow()
+                            .getContainerPort()));
+    assertThat(metrics.getFrom())
+        .singleElement()
+        .satisfies(
+            f -> {
+              assertThat(f.getNamespaceSelector()).isNull();
+              assertThat(f.getPodSelector().getMatchLabels()).isNullOrEmpty();
+            });
+    assertThat(np.getSpec().getIngress()).hasSize(3);
   }
 
   /** Values that turn every optional object and extension point of the chart on. */

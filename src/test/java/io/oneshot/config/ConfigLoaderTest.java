@@ -418,6 +418,14 @@ class ConfigLoaderTest {
         "api: {listen: nowhere}\n" + ROUTES,
         "api.listen: must be host:port, like 0.0.0.0:8080, got \"nowhere\"");
     refused(
+        "api: {metricsListen: 9090}\n" + ROUTES,
+        "api.metricsListen: must be host:port, like 0.0.0.0:9090 (port from 0 to 65535), got"
+            + " \"9090\"");
+    refused(
+        "api: {listen: 0.0.0.0:8080, metricsListen: 0.0.0.0:8080}\n" + ROUTES,
+        "api.metricsListen: must be another port than listen's: the API's port serves /metrics"
+            + " only to the admin token, got \"0.0.0.0:8080\"");
+    refused(
         "launcher: {kind: nomad}\n" + ROUTES,
         "launcher.kind: must be local or kubernetes, got \"nomad\"");
   }

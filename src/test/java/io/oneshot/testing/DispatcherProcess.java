@@ -210,6 +210,8 @@ public final class DispatcherProcess {
       return HTTP.send(
           HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
               .timeout(Duration.ofSeconds(2))
+              // /metrics on the API's port takes the admin token, which the tests' configs share.
+              .header("Authorization", "Bearer " + TestServer.ADMIN_TOKEN)
               .build(),
           HttpResponse.BodyHandlers.ofString());
     } catch (IOException | RuntimeException e) {
