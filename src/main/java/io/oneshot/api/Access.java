@@ -117,7 +117,12 @@ final class Access {
     List<String> own = new java.util.ArrayList<>();
     for (OneshotConfig.Route r : routes) {
       if (c.covers(r.name())) {
-        own.add(r.name() + " " + Json.write(r.tags()) + (r.untagged() ? " (and untagged)" : ""));
+        // Tags in key order: a route's map has none of its own.
+        own.add(
+            r.name()
+                + " "
+                + Json.write(new java.util.TreeMap<>(r.tags()))
+                + (r.untagged() ? " (and untagged)" : ""));
       }
     }
     return own.isEmpty()

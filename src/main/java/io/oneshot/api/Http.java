@@ -146,7 +146,9 @@ final class Http {
    * learns that none exist.
    */
   static void emptyBody(RoutingContext ctx) {
-    if (ctx.body() == null || ctx.body().length() == 0) {
+    // An empty body has no buffer at all (length -1).
+    io.vertx.core.buffer.Buffer raw = ctx.body() == null ? null : ctx.body().buffer();
+    if (raw == null || raw.length() == 0) {
       return;
     }
     rejectUnknownFields(bodyObject(ctx), Set.of());

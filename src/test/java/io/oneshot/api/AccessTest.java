@@ -271,7 +271,7 @@ class AccessTest {
     assertThat(r.json().path("detail").asText())
         .isEqualTo(
             "a route matches when its tags contain all of the build's tags; the routes of token"
-                + " ci-a: a {\"team\":\"a\"}, tf-a {\"team\":\"a\",\"kind\":\"tf\"}")
+                + " ci-a: a {\"team\":\"a\"}, tf-a {\"kind\":\"tf\",\"team\":\"a\"}")
         .doesNotContain("tf-b");
     Api.Response untagged =
         submitter.post(

@@ -250,6 +250,33 @@ class BadRequestTest {
     assertThat(Sql.digest()).isEqualTo(before);
   }
 
+  /**
+   * A call that takes no body is answered as it would be without one when it comes with an empty
+   * body or {@code {}}, whatever Content-Type it says (the console and the CLI send {@code {}}).
+   */
+  @org.junit.jupiter.api.Test
+  void aCallThatTakesNoBodyAcceptsNoneAndAnEmptyObject() {
+    for (String type : new String[] {JSON, null, "text/plain"}) {
+      Api.Response none =
+          t.api.raw(
+              "POST", "/api/v1/tokens/nobody/revoke", new byte[0], type, TestServer.ADMIN_TOKEN);
+      assertThat(none.status()).as(none.text()).isEqualTo(404);
+    }
+    Api.Response empty =
+        t.api.raw("POST", "/api/v1/tokens/nobody/revoke", utf8("{}"), JSON, TestServer.ADMIN_TOKEN);
+    assertThat(empty.status()).as(empty.text()).isEqualTo(404);
+    Api.Response heartbeat =
+        t.api.raw(
+            "POST",
+            "/api/v1/runner/heartbeat",
+            new byte[0],
+            null,
+            runnerToken,
+            "Oneshot-Runner-Id",
+            Api.RUNNER);
+    assertThat(heartbeat.status()).as(heartbeat.text()).isNotEqualTo(400);
+  }
+
   /** Fields of a valid shape but a wrong type or range, each the case a hostile client sent. */
   @ParameterizedTest(name = "{0}")
   @CsvSource(
