@@ -189,52 +189,9 @@ final class RunContext {
       stopProcess(p, interrupt, stoppedBy);
     }
     int code = p.waitFor();
-    awaitOutput(out, err);
+    out.join(5_000);
+    err.join(5_000);
     return new Exit(code, stoppedBy);
-  }
-
-  /** How long the output of a process that exited is read before the log says it is still open. */
-  static final Duration OUTPUT_SETTLE = Duration.ofSeconds(5);
-
-  /** How much longer it is read then: what a process left running in the background holds. */
-  static final Duration OUTPUT_LINGER = Duration.ofSeconds(10);
-
-  /**
-   * Reads the output of a process that exited to its end: at once as a rule, even on a machine so
-   * busy that the readers run late. A process it left running in the background holds its pipes
-   * open: past {@link #OUTPUT_SETTLE} the log says so and its lines are read for {@link
-   * #OUTPUT_LINGER} more, then the log says they are no longer read; no line is dropped unsaid.
-   */
-  private void awaitOutput(Thread... pumps) throws InterruptedException {
-    if (!joined(OUTPUT_SETTLE, pumps)) {
-      system(
-          "warn",
-          "the process exited but its output is still open (a process it started in the"
-              + " background holds it): reading it for up to "
-              + io.oneshot.config.Units.format(OUTPUT_LINGER)
-              + " more");
-      if (!joined(OUTPUT_LINGER, pumps)) {
-        system(
-            "warn",
-            "stopped reading the output of what the process left running; later lines are not in"
-                + " the log");
-      }
-    }
-  }
-
-  /** Whether every thread ended within {@code within}. */
-  private static boolean joined(Duration within, Thread... threads) throws InterruptedException {
-    long deadline = System.nanoTime() + within.toNanos();
-    for (Thread t : threads) {
-      long left = deadline - System.nanoTime();
-      if (left > 0) {
-        t.join(Math.max(1, left / 1_000_000));
-      }
-      if (t.isAlive()) {
-        return false;
-      }
-    }
-    return true;
   }
 
   /**

@@ -94,23 +94,6 @@ class ProvisionerdTest {
     assertThat(out.toString(StandardCharsets.UTF_8)).contains("hello");
   }
 
-  /**
-   * A line written after the script exited, by what it left running in the background, is in the
-   * log: its output is read past the script's end (the log says why), not cut at a fixed wait.
-   */
-  @Test
-  void whatAScriptLeftRunningIsReadAfterItExits() {
-    long settle = RunContext.OUTPUT_SETTLE.toSeconds();
-    long id =
-        t.api.submitScript("{}", "(sleep " + (settle + 2) + "; echo late) & echo early; exit 0");
-    assertThat(run(id)).isZero();
-    assertThat(status(id)).isEqualTo("succeeded");
-    assertThat(log(id, "stdout")).containsExactly("early", "late");
-    assertThat(log(id, "system"))
-        .anyMatch(l -> l.startsWith("the process exited but its output is still open"))
-        .noneMatch(l -> l.startsWith("stopped reading"));
-  }
-
   @Test
   void sensitiveValuesAreMaskedOnStdoutAndInTheLogEvenForABuildEnqueuedFromSql() {
     // From SQL the values are stored as given (the producer holds database credentials); the log
