@@ -372,7 +372,8 @@ final class Http {
    */
   static void requireJson(String contentType) {
     String type = contentType == null ? "" : contentType;
-    String[] parts = type.split(";");
+    // -1: a type of only separators (";", found by the fuzzer) still has a first part to refuse.
+    String[] parts = type.split(";", -1);
     boolean json = parts[0].strip().equalsIgnoreCase("application/json");
     for (int i = 1; json && i < parts.length; i++) {
       String param = parts[i].strip().toLowerCase(java.util.Locale.ROOT).replace("\"", "");

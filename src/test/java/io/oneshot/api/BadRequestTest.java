@@ -161,6 +161,7 @@ class BadRequestTest {
         new Bad("text/plain", v -> utf8(v), "text/plain", 415, "Content-Type"),
         new Bad("a form", v -> utf8(v), "application/x-www-form-urlencoded", 415, "Content-Type"),
         new Bad("no Content-Type", v -> utf8(v), null, 415, "Content-Type"),
+        new Bad("a Content-Type of ';'", v -> utf8(v), ";", 415, "Content-Type"),
         new Bad(
             "another charset",
             v -> utf8(v),
