@@ -324,7 +324,51 @@ final class Http {
     if (!(n instanceof ObjectNode)) {
       throw new ApiError(400, "body: must be a JSON object", null, "body");
     }
+    refuseUnreadable(n, "");
     return n;
+  }
+
+  /**
+   * Refuses what parsed but is not text or a number: a {@code \ud800} escape without its pair
+   * (UTF-8 has no encoding for it, PostgreSQL no place), and a number past a double's range ({@code
+   * 1e400}, which would be read as infinity).
+   */
+  private static void refuseUnreadable(JsonNode n, String path) {
+    String at = path.isEmpty() ? "body" : path;
+    if (n.isTextual()) {
+      if (unpairedSurrogate(n.textValue())) {
+        throw ApiError.badRequest(at, "not valid UTF-8: an unpaired surrogate escape (\\ud800)");
+      }
+    } else if (n.isDouble() && !Double.isFinite(n.doubleValue())) {
+      throw ApiError.badRequest(at, "a number out of range");
+    } else if (n.isObject()) {
+      for (var e : n.properties()) {
+        if (unpairedSurrogate(e.getKey())) {
+          throw ApiError.badRequest(
+              at, "has a key that is not valid UTF-8 (an unpaired surrogate escape)");
+        }
+        refuseUnreadable(e.getValue(), path.isEmpty() ? e.getKey() : path + "." + e.getKey());
+      }
+    } else if (n.isArray()) {
+      for (int i = 0; i < n.size(); i++) {
+        refuseUnreadable(n.get(i), path + "[" + i + "]");
+      }
+    }
+  }
+
+  private static boolean unpairedSurrogate(String s) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (Character.isHighSurrogate(c)) {
+        if (i + 1 >= s.length() || !Character.isLowSurrogate(s.charAt(i + 1))) {
+          return true;
+        }
+        i++;
+      } else if (Character.isLowSurrogate(c)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**
@@ -393,7 +437,8 @@ final class Http {
    * at [Source: ...])}), cut to 200 characters: the answer gives line and column itself.
    */
   static String problem(JsonProcessingException e) {
-    String why = e.getOriginalMessage();
+    String why =
+        e.getOriginalMessage() == null ? e.getClass().getSimpleName() : e.getOriginalMessage();
     int at = why.indexOf(" (start marker at [Source");
     if (at < 0) {
       at = why.indexOf("\n at [Source");

@@ -206,6 +206,15 @@ class BadRequestTest {
             "k",
             "k: not valid UTF-8"),
         new Bad("a NUL in a key", v -> utf8("{\"k\\u0000\": 1}"), JSON, 400, "body"),
+        new Bad(
+            "an unpaired surrogate escape",
+            v -> utf8("{\"k\": \"a\\ud800b\"}"),
+            JSON,
+            400,
+            "k",
+            "k: not valid UTF-8"),
+        new Bad(
+            "a number past a double", v -> utf8("{\"k\": 1e400}"), JSON, 400, "k", "out of range"),
         new Bad("nested 300 deep", v -> utf8("{\"k\": " + "[".repeat(300)), JSON, 400, "body"),
         new Bad("an array", v -> utf8("[" + v + "]"), JSON, 400, "body"),
         new Bad("a string", v -> utf8("\"x\""), JSON, 400, "body"),
