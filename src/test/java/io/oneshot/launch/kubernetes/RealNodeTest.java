@@ -571,13 +571,32 @@ class RealNodeTest {
             "{\"team\": \"a\"}",
             "echo started; for i in 1 2 3 4 5 6 7 8; do sleep 1; done; echo finished");
     await().atMost(2, TimeUnit.MINUTES).until(() -> logLines(id, "started") == 1);
+    // The budget as the disruption controller has seen it (until then an eviction is refused
+    // for want of a status, not by the budget's rule).
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () -> {
+              var b =
+                  k.admin
+                      .genericKubernetesResources("policy/v1beta1", "PodDisruptionBudget")
+                      .inNamespace(ns)
+                      .withName("oneshot-builds")
+                      .get();
+              Object observed = b.get("status", "observedGeneration");
+              return observed != null
+                  && ((Number) observed).longValue() >= b.getMetadata().getGeneration();
+            });
+    // This build's pod alone, by its Job's uid: a pod of an earlier test's build of the same id,
+    // its namespace still being deleted, would be evicted too and the drain wait for it instead.
+    String jobUid = jobsOf(id).get(0).getMetadata().getUid();
     RealCluster.Result drain;
     try {
       drain =
           k.kubectlResult(
               "drain",
               "127.0.0.1",
-              "--pod-selector=oneshot.io/build=" + id,
+              "--pod-selector=controller-uid=" + jobUid,
               "--delete-emptydir-data",
               "--ignore-daemonsets",
               "--timeout=4s");
