@@ -135,9 +135,13 @@ final class Http {
    * accepts (a runner's log text, whose NULs are replaced rather than refused).
    */
   static JsonNode bodyObject(RoutingContext ctx, java.util.function.Predicate<String> keepNul) {
-    JsonNode n = parseObject(ctx);
-    refuseNul(n, "", keepNul);
-    return n;
+    return readObject(bodyBytes(ctx), ctx.request().getHeader("Content-Type"), keepNul);
+  }
+
+  /** The body's bytes; null when it has none (Vert.x gives an empty body no buffer). */
+  private static byte[] bodyBytes(RoutingContext ctx) {
+    io.vertx.core.buffer.Buffer raw = ctx.body() == null ? null : ctx.body().buffer();
+    return raw == null ? null : raw.getBytes();
   }
 
   /**
@@ -146,9 +150,8 @@ final class Http {
    * learns that none exist.
    */
   static void emptyBody(RoutingContext ctx) {
-    // An empty body has no buffer at all (length -1).
-    io.vertx.core.buffer.Buffer raw = ctx.body() == null ? null : ctx.body().buffer();
-    if (raw == null || raw.length() == 0) {
+    byte[] bytes = bodyBytes(ctx);
+    if (bytes == null || bytes.length == 0) {
       return;
     }
     rejectUnknownFields(bodyObject(ctx), Set.of());
@@ -157,25 +160,40 @@ final class Http {
   /** The NUL character, which no text PostgreSQL stores may hold. */
   static final char NUL = '\u0000';
 
-  private static void refuseNul(
+  /**
+   * Refuses, in one walk of the body, what parsed but cannot be stored or read back: a NUL in a key
+   * or a string (but at the paths {@code keepNul} accepts), a {@code \\ud800} escape without its
+   * pair (UTF-8 has no encoding for it, PostgreSQL no place), and a number past a double's range
+   * ({@code 1e400}, which would be read as infinity).
+   */
+  private static void refuseUnstorable(
       JsonNode n, String path, java.util.function.Predicate<String> keepNul) {
+    String at = path.isEmpty() ? "body" : path;
     if (n.isTextual()) {
       if (n.textValue().indexOf(NUL) >= 0 && !keepNul.test(path)) {
         throw ApiError.badRequest(path, "must not contain a NUL character (\\u0000)");
       }
+      if (unpairedSurrogate(n.textValue())) {
+        throw ApiError.badRequest(at, "not valid UTF-8: an unpaired surrogate escape (\\ud800)");
+      }
+    } else if (n.isDouble() && !Double.isFinite(n.doubleValue())) {
+      throw ApiError.badRequest(at, "a number out of range");
     } else if (n.isObject()) {
       for (var e : n.properties()) {
-        String at = path.isEmpty() ? e.getKey() : path + "." + e.getKey();
         if (e.getKey().indexOf(NUL) >= 0) {
           throw ApiError.badRequest(
-              path.isEmpty() ? "body" : path,
-              "has a key with a NUL character (\\u0000): " + e.getKey().replace(NUL, '?'));
+              at, "has a key with a NUL character (\\u0000): " + e.getKey().replace(NUL, '?'));
         }
-        refuseNul(e.getValue(), at, keepNul);
+        if (unpairedSurrogate(e.getKey())) {
+          throw ApiError.badRequest(
+              at, "has a key that is not valid UTF-8 (an unpaired surrogate escape)");
+        }
+        refuseUnstorable(
+            e.getValue(), path.isEmpty() ? e.getKey() : path + "." + e.getKey(), keepNul);
       }
     } else if (n.isArray()) {
       for (int i = 0; i < n.size(); i++) {
-        refuseNul(n.get(i), path + "[" + i + "]", keepNul);
+        refuseUnstorable(n.get(i), path + "[" + i + "]", keepNul);
       }
     }
   }
@@ -250,41 +268,29 @@ final class Http {
       }
     }
     try {
-      return StandardCharsets.UTF_8
-          .newDecoder()
-          .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
-          .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
-          .decode(java.nio.ByteBuffer.wrap(bytes.toByteArray()))
-          .toString();
+      return strictUtf8().decode(java.nio.ByteBuffer.wrap(bytes.toByteArray())).toString();
     } catch (java.nio.charset.CharacterCodingException e) {
       throw ApiError.badRequest(field, "not valid UTF-8");
     }
   }
 
-  /** A query parameter's text; a NUL in it is a 400 naming it. */
+  /**
+   * A query parameter's text: {@link #checkParams} has refused every one with a NUL, bytes that are
+   * not UTF-8 or too long a value before any handler asks.
+   */
   static String queryText(RoutingContext ctx, String name) {
-    String v = ctx.queryParams().get(name);
-    if (v != null && v.indexOf(NUL) >= 0) {
-      throw ApiError.badRequest(name, "must not contain a NUL character (\\u0000)");
-    }
-    return v;
+    return ctx.queryParams().get(name);
   }
 
   /**
-   * The body as a JSON object, read strictly: it must say {@code Content-Type: application/json}
-   * (415 otherwise), be UTF-8 (an invalid byte sequence is a 400 naming the field that holds it),
-   * and hold one object with no key twice and nothing after it.
+   * A body's {@code bytes} sent with {@code contentType}, read strictly as a JSON object: it must
+   * say {@code Content-Type: application/json} (415 otherwise), be UTF-8 (an invalid byte sequence
+   * is a 400 naming the field that holds it), hold one object with no key twice and nothing after
+   * it, and nothing {@link #refuseUnstorable} refuses. Anything else a client can send is an {@link
+   * ApiError}, a 4xx naming the field.
    */
-  private static JsonNode parseObject(RoutingContext ctx) {
-    io.vertx.core.buffer.Buffer raw = ctx.body() == null ? null : ctx.body().buffer();
-    return readObject(raw == null ? null : raw.getBytes(), ctx.request().getHeader("Content-Type"));
-  }
-
-  /**
-   * {@link #parseObject}'s reading of a body's {@code bytes} sent with {@code contentType}: the
-   * object, or an {@link ApiError} (a 4xx naming the field) for anything else a client can send.
-   */
-  static JsonNode readObject(byte[] bytes, String contentType) {
+  static JsonNode readObject(
+      byte[] bytes, String contentType, java.util.function.Predicate<String> keepNul) {
     if (bytes == null || bytes.length == 0) {
       throw new ApiError(400, "body: a JSON object is required", null, "body");
     }
@@ -324,36 +330,8 @@ final class Http {
     if (!(n instanceof ObjectNode)) {
       throw new ApiError(400, "body: must be a JSON object", null, "body");
     }
-    refuseUnreadable(n, "");
+    refuseUnstorable(n, "", keepNul);
     return n;
-  }
-
-  /**
-   * Refuses what parsed but is not text or a number: a {@code \ud800} escape without its pair
-   * (UTF-8 has no encoding for it, PostgreSQL no place), and a number past a double's range ({@code
-   * 1e400}, which would be read as infinity).
-   */
-  private static void refuseUnreadable(JsonNode n, String path) {
-    String at = path.isEmpty() ? "body" : path;
-    if (n.isTextual()) {
-      if (unpairedSurrogate(n.textValue())) {
-        throw ApiError.badRequest(at, "not valid UTF-8: an unpaired surrogate escape (\\ud800)");
-      }
-    } else if (n.isDouble() && !Double.isFinite(n.doubleValue())) {
-      throw ApiError.badRequest(at, "a number out of range");
-    } else if (n.isObject()) {
-      for (var e : n.properties()) {
-        if (unpairedSurrogate(e.getKey())) {
-          throw ApiError.badRequest(
-              at, "has a key that is not valid UTF-8 (an unpaired surrogate escape)");
-        }
-        refuseUnreadable(e.getValue(), path.isEmpty() ? e.getKey() : path + "." + e.getKey());
-      }
-    } else if (n.isArray()) {
-      for (int i = 0; i < n.size(); i++) {
-        refuseUnreadable(n.get(i), path + "[" + i + "]");
-      }
-    }
   }
 
   private static boolean unpairedSurrogate(String s) {
@@ -378,11 +356,7 @@ final class Http {
   static int invalidUtf8At(byte[] bytes) {
     java.nio.ByteBuffer in = java.nio.ByteBuffer.wrap(bytes);
     java.nio.CharBuffer out = java.nio.CharBuffer.allocate(Math.min(bytes.length, 8192));
-    java.nio.charset.CharsetDecoder d =
-        StandardCharsets.UTF_8
-            .newDecoder()
-            .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
-            .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT);
+    java.nio.charset.CharsetDecoder d = strictUtf8();
     while (true) {
       java.nio.charset.CoderResult r = d.decode(in, out, true);
       if (r.isError()) {
@@ -393,6 +367,14 @@ final class Http {
       }
       out.clear();
     }
+  }
+
+  /** A UTF-8 decoder that reports what is not UTF-8 instead of replacing it. */
+  private static java.nio.charset.CharsetDecoder strictUtf8() {
+    return StandardCharsets.UTF_8
+        .newDecoder()
+        .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+        .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT);
   }
 
   /** The field the JSON of {@code bytes} is in at byte {@code end}: the body read up to there. */

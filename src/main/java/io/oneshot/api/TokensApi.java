@@ -162,18 +162,17 @@ final class TokensApi {
           "routes",
           "a token covers some routes: give routes (names, or '*' for every route) or routeTags");
     }
-    List<String> routes = names;
     Instant expires = expiry(body);
     store
         .tokens()
-        .create(name, owner, role, routes, routeTags, expires)
+        .create(name, owner, role, names, routeTags, expires)
         .compose(
             c -> {
               log.info(
                   "Token {} created: {} of routes {} {}.",
                   name,
                   c.token().role().wire(),
-                  routes,
+                  names,
                   routeTags);
               return access
                   .audit(
@@ -183,7 +182,7 @@ final class TokensApi {
                                   Map.of(
                                       "token", name,
                                       "role", role.wire(),
-                                      "routes", routes,
+                                      "routes", names,
                                       "routeTags", routeTags))))
                   .map(c);
             })

@@ -19,13 +19,7 @@ class MetricsAccessTest {
 
   @BeforeAll
   static void start() {
-    t =
-        TestServer.with()
-            .api(
-                "{listen: \"127.0.0.1:0\", adminToken: \""
-                    + TestServer.ADMIN_TOKEN
-                    + "\", metricsListen: \"127.0.0.1:0\"}")
-            .start();
+    t = TestServer.with().apiWith("metricsListen: \"127.0.0.1:0\"").start();
     t.api.submitScript("{\"team\": \"b\"}", "true");
   }
 

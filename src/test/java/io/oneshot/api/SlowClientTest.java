@@ -29,11 +29,9 @@ class SlowClientTest {
   static void start() {
     t =
         TestServer.with()
-            .api(
-                "{listen: \"127.0.0.1:0\", adminToken: \""
-                    + TestServer.ADMIN_TOKEN
-                    + "\", headerTimeout: 300ms, keepAliveTimeout: 600ms, bodyTimeout: 300ms,"
-                    + " maxConnections: 3}")
+            .apiWith(
+                "headerTimeout: 300ms, keepAliveTimeout: 600ms, bodyTimeout: 300ms,"
+                    + " maxConnections: 3")
             .start();
     port = t.server.port();
   }

@@ -89,6 +89,20 @@ public final class TestServer implements AutoCloseable {
       return this;
     }
 
+    /** The default {@code api} block with {@code settings} (flow YAML pairs) added to it. */
+    public Builder apiWith(String settings) {
+      this.api = defaultApi(settings);
+      return this;
+    }
+
+    private static String defaultApi(String settings) {
+      return "{listen: \"127.0.0.1:0\", adminToken: \""
+          + ADMIN_TOKEN
+          + "\""
+          + (settings.isEmpty() ? "" : ", " + settings)
+          + "}";
+    }
+
     /** Replaces the {@code api} block (flow YAML). */
     public Builder api(String api) {
       this.api = api;
@@ -145,9 +159,7 @@ public final class TestServer implements AutoCloseable {
           """
               .formatted(
                   databaseUrl == null ? TestDatabase.url() : databaseUrl,
-                  api != null
-                      ? api
-                      : "{listen: \"127.0.0.1:0\", adminToken: \"" + ADMIN_TOKEN + "\"}",
+                  api != null ? api : defaultApi(""),
                   dispatch,
                   limits,
                   launcherYaml != null
