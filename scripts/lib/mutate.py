@@ -194,7 +194,30 @@ def mutated_source(b):
     n = text.count(b.old)
     if n != 1:
         return None, f"its text occurs {n} times in {b.file} (must be once): update scripts/mutations"
+    superseded = replaced_later(b.file, text, text.index(b.old))
+    if superseded:
+        return None, superseded
     return text.replace(b.old, b.new, 1), None
+
+
+FUNCTION = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([\w.]+)\s*\(", re.I)
+
+
+def replaced_later(file, text, at):
+    """A break inside a migration's function whose body a later migration replaces breaks nothing
+    that runs: the database ends with the later body. Names the later migration, else None."""
+    path = Path(file)
+    if not re.fullmatch(r"src/main/resources/db/\d+_[\w-]+\.sql", file):
+        return None
+    starts = [m for m in FUNCTION.finditer(text) if m.start() < at]
+    if not starts:
+        return None
+    name = starts[-1].group(1)
+    later = sorted(p for p in (ROOT / path.parent).glob("*.sql") if p.name > path.name)
+    for p in later:
+        if any(m.group(1) == name for m in FUNCTION.finditer(p.read_text())):
+            return f"{name} is replaced by {p.name}: break it there (update scripts/mutations)"
+    return None
 
 
 def java():

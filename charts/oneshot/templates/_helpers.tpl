@@ -99,3 +99,17 @@ policy/v1beta1
 policy/v1
 {{- end -}}
 {{- end -}}
+
+{{/* The PriorityClass of balloons: the chart's (one per release and namespace: it is cluster-wide), or one the operator names. */}}
+{{- define "oneshot.balloonPriorityClass" -}}
+{{- if .Values.priorityClasses.create -}}
+{{- printf "%s-%s-balloon" (include "oneshot.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- .Values.priorityClasses.balloonName | default "oneshot-balloon" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The PriorityClass of build pods whose template names none (when the chart makes it). */}}
+{{- define "oneshot.buildPriorityClass" -}}
+{{- printf "%s-%s-build" (include "oneshot.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
+{{- end -}}

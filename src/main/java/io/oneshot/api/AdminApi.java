@@ -81,6 +81,11 @@ final class AdminApi {
     this.routeStatus = new Snapshot<>(store.reads()::routes, Duration.ofSeconds(1));
   }
 
+  /** The routes' status is read again at the next ask (a hold or release changed it). */
+  void routesChanged() {
+    routeStatus.invalidate();
+  }
+
   void mount(Router router) {
     router.post("/api/v1/builds").handler(this::createBuild);
     router.get("/api/v1/builds").handler(this::listBuilds);
@@ -302,7 +307,7 @@ final class AdminApi {
     Caller caller = Access.caller(ctx);
     AuditStore.Entry entry = AuditStore.Entry.of(caller.name(), "cancel", id, null);
     changing(ctx, id, entry, "canceling build " + id)
-        .compose(o -> store.queue().cancel(id))
+        .compose(o -> store.queue().cancel(id, caller.name()))
         .onSuccess(
             c -> {
               io.oneshot.dispatch.FaultPoint.AFTER_CANCEL.reach();
@@ -352,15 +357,28 @@ final class AdminApi {
         .onFailure(e -> failUnlessAnswered(ctx, e));
   }
 
+  /**
+   * A rerun: a new build with the finished one's input, tags, priority, workspace and sensitive
+   * values; an optional body {@code {"pod": {...}}} changes its pod settings (a resource replaces
+   * that resource, any other setting replaces the setting), held to its route's rules as a
+   * submit's.
+   */
   private void rerunBuild(RoutingContext ctx) {
-    Http.emptyBody(ctx);
+    JsonNode body = Http.optionalBody(ctx, Set.of("pod"));
+    JsonNode pod = body.path("pod");
+    if (!pod.isMissingNode() && !pod.isObject()) {
+      throw ApiError.badRequest(
+          "pod",
+          "must be an object of pod settings, like {\"resources\": {\"limits\": {\"memory\": \"1Gi\"}}}");
+    }
+    String podOverride = pod.isObject() ? Json.write(pod) : null;
     long id = buildId(ctx);
     Caller caller = Access.caller(ctx);
     AuditStore.Entry entry =
         AuditStore.Entry.of(caller.name(), "rerun", null, null)
             .withDetail(Json.MAPPER.createObjectNode().put("rerunOf", id));
     changing(ctx, id, entry, "rerunning build " + id)
-        .compose(o -> store.queue().rerun(id, caller.submitter()))
+        .compose(o -> store.queue().rerun(id, caller.submitter(), podOverride))
         .onSuccess(
             r -> {
               switch (r.result()) {
@@ -381,11 +399,15 @@ final class AdminApi {
                       e.route(),
                       id);
                   ctx.response().putHeader("Location", "/api/v1/builds/" + e.id());
-                  json(
-                      ctx,
-                      201,
-                      Map.of(
-                          "id", e.id(), "status", e.status(), "route", e.route(), "rerunOf", id));
+                  Map<String, Object> answer = new java.util.LinkedHashMap<>();
+                  answer.put("id", e.id());
+                  answer.put("status", e.status());
+                  answer.put("route", e.route());
+                  answer.put("rerunOf", id);
+                  if (!e.notes().isEmpty()) {
+                    answer.put("notes", e.notes());
+                  }
+                  json(ctx, 201, answer);
                 }
               }
             })

@@ -25,13 +25,14 @@ import java.util.function.Supplier;
 import java.util.regex.Pattern;
 
 /**
- * The HTTP API's router. It mounts four handlers, each a file that reads as the API it serves:
+ * The HTTP API's router. It mounts these handlers, each a file that reads as the API it serves:
  *
  * <ul>
  *   <li>{@link HealthApi}: {@code /healthz}, {@code /readyz}, {@code /metrics};
  *   <li>{@link AdminApi}: builds and routes for operators (bearer: the admin token, or an API token
  *       within its role and routes, see {@link Access});
  *   <li>{@link TokensApi}: API tokens and the audit trail (the admin token);
+ *   <li>{@link ShareApi}: the teams' shares and the operators' holds on routes and teams;
  *   <li>{@link RunnerApi}: provisionerd's acquire, heartbeat, logs, complete (bearer: a build
  *       token);
  *   <li>{@link WorkspaceStateApi}: terraform state uploads and reads.
@@ -52,6 +53,7 @@ public final class ApiServer implements AutoCloseable {
   private final WorkspaceStateApi state;
   private final Access access;
   private final TokensApi tokens;
+  private final ShareApi share;
   private final ConsoleApi console;
   private final Metrics metrics;
   private volatile Map<String, Pattern> endpoints = Map.of();
@@ -107,6 +109,7 @@ public final class ApiServer implements AutoCloseable {
     this.runner = new RunnerApi(vertx, store, config, metrics, conflicts, prover);
     this.state = new WorkspaceStateApi(store, config, runner, access);
     this.tokens = new TokensApi(store, access, config.routes());
+    this.share = new ShareApi(store, access, config, admin::routesChanged);
     this.console = new ConsoleApi(store, status, config.dispatch().maxConcurrent());
     this.metrics = metrics;
     metrics.watchApi(inFlight::get);
@@ -150,6 +153,7 @@ public final class ApiServer implements AutoCloseable {
         new String[] {
           "/api/v1/builds*",
           "/api/v1/routes*",
+          "/api/v1/teams*",
           "/api/v1/sources*",
           "/api/v1/workspaces*",
           "/api/v1/tokens*",
@@ -161,6 +165,7 @@ public final class ApiServer implements AutoCloseable {
     }
     admin.mount(router);
     tokens.mount(router);
+    share.mount(router);
     console.mount(router);
     runner.mount(router);
     state.mount(router);
@@ -174,7 +179,7 @@ public final class ApiServer implements AutoCloseable {
                 new ApiError(
                     404,
                     "no such endpoint: " + ctx.request().method() + " " + ctx.request().path(),
-                    "see the HTTP API section of the README",
+                    "see docs/api.md",
                     null)));
     router.errorHandler(
         405,
@@ -184,7 +189,7 @@ public final class ApiServer implements AutoCloseable {
                 new ApiError(
                     405,
                     ctx.request().method() + " is not allowed on " + ctx.request().path(),
-                    "see the HTTP API section of the README for the methods of each endpoint",
+                    "see docs/api.md for the methods of each endpoint",
                     null)));
     router.route().failureHandler(Http.failureHandler(config.limits().maxRequestBytes()));
     endpoints = endpoints(router);

@@ -99,6 +99,8 @@ final class ConsoleApi {
     // "own": the builds the token submitted; "any": every build of its routes.
     may.put("cancel", c.atLeast(Role.OPERATOR) ? "any" : c.atLeast(Role.SUBMITTER) ? "own" : "no");
     may.put("readState", c.atLeast(Role.OPERATOR));
+    // Hold and release the routes it covers (and the teams it covers whole).
+    may.put("hold", c.atLeast(Role.OPERATOR));
     may.put("manageTokens", c.admin());
     Map<String, Object> out = new LinkedHashMap<>();
     out.put("name", c.name());

@@ -42,10 +42,15 @@ final class Http {
 
   /** Refuses a body with a field outside {@code allowed}, naming it. */
   static void rejectUnknownFields(JsonNode body, Set<String> allowed) {
+    rejectUnknownFields(body, allowed, "");
+  }
+
+  /** {@link #rejectUnknownFields(JsonNode, Set)} for an object at {@code prefix} of the body. */
+  static void rejectUnknownFields(JsonNode body, Set<String> allowed, String prefix) {
     for (Iterator<String> it = body.fieldNames(); it.hasNext(); ) {
       String f = it.next();
       if (!allowed.contains(f)) {
-        throw ApiError.badRequest(f, "unknown field");
+        throw ApiError.badRequest(prefix + f, "unknown field");
       }
     }
   }
@@ -155,6 +160,20 @@ final class Http {
       return;
     }
     rejectUnknownFields(bodyObject(ctx), Set.of());
+  }
+
+  /**
+   * The body of a call whose options are all optional: nothing (an empty object in its place), or
+   * an object of those {@code fields} alone, read as strictly as any other.
+   */
+  static JsonNode optionalBody(RoutingContext ctx, Set<String> fields) {
+    byte[] bytes = bodyBytes(ctx);
+    if (bytes == null || bytes.length == 0) {
+      return Json.MAPPER.createObjectNode();
+    }
+    JsonNode body = bodyObject(ctx);
+    rejectUnknownFields(body, fields);
+    return body;
   }
 
   /** The NUL character, which no text PostgreSQL stores may hold. */
@@ -525,6 +544,11 @@ final class Http {
    * is a fraction, a string, or out of range.
    */
   static Long longOrNull(JsonNode n, String field, long min, long max) {
+    return longOrNull(n, field, min, max, field);
+  }
+
+  /** {@link #longOrNull(JsonNode, String, long, long)}, the field named {@code name} in a 400. */
+  static Long longOrNull(JsonNode n, String field, long min, long max, String name) {
     JsonNode v = n.path(field);
     if (v.isMissingNode() || v.isNull()) {
       return null;
@@ -533,7 +557,7 @@ final class Http {
         || !v.canConvertToLong()
         || v.longValue() < min
         || v.longValue() > max) {
-      throw ApiError.badRequest(field, "must be an integer from " + min + " to " + max);
+      throw ApiError.badRequest(name, "must be an integer from " + min + " to " + max);
     }
     return v.longValue();
   }

@@ -25,8 +25,9 @@ import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 
 /**
- * Every metric oneshot exports at {@code /metrics}, named in one place. Labels are bounded: route
- * and outcome, a requeue's kind, a Kubernetes verb and status code; never a build or workspace.
+ * Every metric oneshot exports at {@code /metrics}, named in one place. Labels are bounded: route,
+ * team and outcome, a requeue's kind, a Kubernetes verb and status code; never a build or
+ * workspace.
  *
  * <p>Queue depth ({@code oneshot_builds_queued}, {@code oneshot_builds_running}) is computed from
  * the database by the leading replica only; the others export no such series. Summing them across
@@ -92,12 +93,24 @@ public final class Metrics {
   private final Counter sourceBuilds;
   private final Counter refused;
   private final Counter troubles;
+  private final Gauge balloonsWanted;
+  private final Gauge balloons;
+  private final Counter balloonPreemptions;
+  private final Counter balloonSeconds;
+  private final Counter cpuThrottled;
   private final Gauge dbConnections;
   private final Gauge dbPoolMax;
   private final Counter logLines;
   private final Counter apiRequests;
   private final Histogram apiDuration;
+  private final Gauge teamShare;
+  private final Gauge teamRunning;
+  private final Gauge teamQueued;
+  private final Gauge teamBorrowed;
+  private final Gauge teamHeld;
+  private final Gauge routeHeld;
   private final Set<String> routesShown = new HashSet<>();
+  private final Set<String> teamsShown = new HashSet<>();
   private volatile Supplier<Future<Void>> beforeScrape = Future::succeededFuture;
 
   public Metrics() {
@@ -201,6 +214,84 @@ public final class Metrics {
             .labelNames("endpoint", "method")
             .classicOnly()
             .classicUpperBounds(DISPATCH_BUCKETS)
+            .register(registry);
+    teamShare =
+        Gauge.builder()
+            .name("oneshot_team_share")
+            .help(
+                "A team's share of the global limit by weight, in slots: what it counts on when"
+                    + " every team wants slots (exported by the leading replica)")
+            .labelNames("team")
+            .register(registry);
+    teamRunning =
+        Gauge.builder()
+            .name("oneshot_team_running")
+            .help(
+                "A team's builds launching or running, across its routes (exported by the leading"
+                    + " replica)")
+            .labelNames("team")
+            .register(registry);
+    teamQueued =
+        Gauge.builder()
+            .name("oneshot_team_queued")
+            .help("A team's builds waiting, across its routes (exported by the leading replica)")
+            .labelNames("team")
+            .register(registry);
+    teamBorrowed =
+        Gauge.builder()
+            .name("oneshot_team_borrowed")
+            .help(
+                "Slots a team runs past its share and guarantee, lent by teams that leave theirs"
+                    + " idle (exported by the leading replica)")
+            .labelNames("team")
+            .register(registry);
+    teamHeld =
+        Gauge.builder()
+            .name("oneshot_team_held")
+            .help("1 while an operator holds a team: none of its builds is claimed")
+            .labelNames("team")
+            .register(registry);
+    routeHeld =
+        Gauge.builder()
+            .name("oneshot_route_held")
+            .help("1 while an operator holds a route: none of its builds is claimed")
+            .labelNames("route")
+            .register(registry);
+    balloonsWanted =
+        Gauge.builder()
+            .name("oneshot_balloons_wanted")
+            .help(
+                "Balloons the leader keeps for a route's next builds (warm room), per route"
+                    + " (exported by the leading replica)")
+            .labelNames("route")
+            .register(registry);
+    balloons =
+        Gauge.builder()
+            .name("oneshot_balloons")
+            .help(
+                "A route's balloons by state: running (holding room on a node) or pending (waiting"
+                    + " for room: a node to come); exported by the leading replica")
+            .labelNames("route", "state")
+            .register(registry);
+    balloonPreemptions =
+        Counter.builder()
+            .name("oneshot_balloon_preemptions_total")
+            .help("Times a build's pod took a balloon's place (the scheduler preempted it)")
+            .labelNames("route")
+            .register(registry);
+    balloonSeconds =
+        Counter.builder()
+            .name("oneshot_balloon_seconds_total")
+            .help("Seconds of running balloons, summed over a route's balloons: their cost")
+            .labelNames("route")
+            .register(registry);
+    cpuThrottled =
+        Counter.builder()
+            .name("oneshot_build_cpu_throttled_seconds_total")
+            .help(
+                "Time builds were throttled for their pod's CPU limit, as their provisionerd read"
+                    + " the container's cgroup")
+            .labelNames("route")
             .register(registry);
     dbConnections =
         Gauge.builder()
@@ -404,23 +495,59 @@ public final class Metrics {
     for (RouteStatus r : routes) {
       queued.labelValues(r.name()).set(r.queued());
       running.labelValues(r.name()).set(r.running());
+      routeHeld.labelValues(r.name()).set(r.held() == null ? 0 : 1);
       now.add(r.name());
     }
     for (String gone : routesShown) {
       if (!now.contains(gone)) {
         queued.remove(gone);
         running.remove(gone);
+        routeHeld.remove(gone);
       }
     }
     routesShown.clear();
     routesShown.addAll(now);
   }
 
+  /**
+   * Sets the teams' gauges from their counts (on the leader): share of {@code globalLimit} by
+   * weight, running, queued, borrowed, held.
+   */
+  public synchronized void teams(List<io.oneshot.build.ShareStore.Team> teams, int globalLimit) {
+    int total = teams.stream().mapToInt(io.oneshot.build.ShareStore.Team::weight).sum();
+    Set<String> now = new HashSet<>();
+    for (var t : teams) {
+      double share = io.oneshot.build.ShareStore.share(t.weight(), total, globalLimit);
+      teamShare.labelValues(t.name()).set(share);
+      teamRunning.labelValues(t.name()).set(t.running());
+      teamQueued.labelValues(t.name()).set(t.queued());
+      teamBorrowed
+          .labelValues(t.name())
+          .set(io.oneshot.build.ShareStore.borrowed((int) t.running(), share, t.guaranteed()));
+      teamHeld.labelValues(t.name()).set(t.held() == null ? 0 : 1);
+      now.add(t.name());
+    }
+    for (String gone : teamsShown) {
+      if (!now.contains(gone)) {
+        for (Gauge g : List.of(teamShare, teamRunning, teamQueued, teamBorrowed, teamHeld)) {
+          g.remove(gone);
+        }
+      }
+    }
+    teamsShown.clear();
+    teamsShown.addAll(now);
+  }
+
   /** Drops the queue gauges (this replica stopped leading). */
   public synchronized void noQueue() {
     queued.clear();
     running.clear();
+    routeHeld.clear();
     routesShown.clear();
+    for (Gauge g : List.of(teamShare, teamRunning, teamQueued, teamBorrowed, teamHeld)) {
+      g.clear();
+    }
+    teamsShown.clear();
   }
 
   public void claimed(String route, double waitSeconds) {
@@ -501,6 +628,45 @@ public final class Metrics {
   /** Retention deleted {@code n} finished builds of this route. */
   public void deleted(String route, int n) {
     deleted.labelValues(route).inc(n);
+  }
+
+  /**
+   * The warm routes' counters, at 0 from the start: a series that exists before its first event is
+   * one {@code increase()} reads from then on.
+   */
+  public void warmRoutes(List<String> routes) {
+    for (String r : routes) {
+      balloonPreemptions.labelValues(r);
+      balloonSeconds.labelValues(r);
+    }
+  }
+
+  /** A build of this route was throttled for its CPU limit for {@code seconds}. */
+  public void cpuThrottled(String route, double seconds) {
+    cpuThrottled.labelValues(route).inc(seconds);
+  }
+
+  /** A warm route's balloons as the leader counted and saw them. */
+  public void balloons(String route, int wanted, int running, int pending) {
+    balloonsWanted.labelValues(route).set(wanted);
+    balloons.labelValues(route, "running").set(running);
+    balloons.labelValues(route, "pending").set(pending);
+  }
+
+  /** This replica no longer leads: it exports no balloon gauges. */
+  public void noBalloons() {
+    balloonsWanted.clear();
+    balloons.clear();
+  }
+
+  /** A build's pod took the place of one of the route's balloons. */
+  public void balloonPreempted(String route) {
+    balloonPreemptions.labelValues(route).inc();
+  }
+
+  /** Running balloons' time, added up. */
+  public void balloonSeconds(String route, double seconds) {
+    balloonSeconds.labelValues(route).inc(seconds);
   }
 
   public void kubernetes(String verb, int code) {

@@ -642,7 +642,7 @@ final class RunnerApi {
   private void complete(RoutingContext ctx) {
     byte[] hash = runnerToken(ctx);
     JsonNode body = bodyObject(ctx);
-    rejectUnknownFields(body, Set.of("outcome", "exitCode", "error", "outputs", "state"));
+    rejectUnknownFields(body, Set.of("outcome", "exitCode", "error", "outputs", "state", "usage"));
     BuildState outcome;
     try {
       outcome = BuildState.ofWire(body.path("outcome").asText());
@@ -673,7 +673,7 @@ final class RunnerApi {
           default -> error == null ? "provisionerd reported failure" : error;
         };
     RunnerStore.Completion completion =
-        new RunnerStore.Completion(outcome, exitCode, error, outputs, reason, state);
+        new RunnerStore.Completion(outcome, exitCode, error, outputs, reason, state, usage(body));
     proven(
         ctx,
         hash,
@@ -769,7 +769,60 @@ final class RunnerApi {
         outcome == BuildState.SUCCEEDED ? null : reason,
         c.outputs(),
         reason,
-        c.state());
+        c.state(),
+        c.usage());
+  }
+
+  /**
+   * What the build met of its pod's limits, as provisionerd read its cgroups (null when it sent
+   * nothing): {@code oomKills}, {@code memoryLimitBytes}, {@code cpuThrottledSeconds}, {@code
+   * cpuLimitCores}, each a number in its range; anything else is a 400.
+   */
+  static JsonNode usage(JsonNode body) {
+    JsonNode u = body.path("usage");
+    if (u.isMissingNode() || u.isNull()) {
+      return null;
+    }
+    if (!u.isObject()) {
+      throw ApiError.badRequest("usage", "must be an object");
+    }
+    rejectUnknownFields(
+        u,
+        Set.of("oomKills", "memoryLimitBytes", "cpuThrottledSeconds", "cpuLimitCores"),
+        "usage.");
+    com.fasterxml.jackson.databind.node.ObjectNode out = Json.MAPPER.createObjectNode();
+    Long kills = Http.longOrNull(u, "oomKills", 0, Integer.MAX_VALUE, "usage.oomKills");
+    Long limit =
+        Http.longOrNull(u, "memoryLimitBytes", 0, Long.MAX_VALUE, "usage.memoryLimitBytes");
+    Double throttled = number(u, "cpuThrottledSeconds", 1e9);
+    Double cores = number(u, "cpuLimitCores", 1e6);
+    if (kills != null) {
+      out.put("oomKills", kills);
+    }
+    if (limit != null) {
+      out.put("memoryLimitBytes", limit);
+    }
+    if (throttled != null) {
+      out.put("cpuThrottledSeconds", throttled);
+    }
+    if (cores != null) {
+      out.put("cpuLimitCores", cores);
+    }
+    return out;
+  }
+
+  private static Double number(JsonNode u, String field, double max) {
+    JsonNode n = u.path(field);
+    if (n.isMissingNode() || n.isNull()) {
+      return null;
+    }
+    if (!n.isNumber()
+        || !Double.isFinite(n.doubleValue())
+        || n.doubleValue() < 0
+        || n.doubleValue() > max) {
+      throw ApiError.badRequest("usage." + field, "must be a number from 0 to " + (long) max);
+    }
+    return n.doubleValue();
   }
 
   private void write(
@@ -792,6 +845,11 @@ final class RunnerApi {
               RunnerStore.Completed done = s.get();
               audit(runner, "complete", done.id(), done.route(), "ok", finalOutcome.wire());
               metrics.finished(done.route(), done.status().wire(), done.ranSeconds());
+              if (completion.usage() != null
+                  && completion.usage().path("cpuThrottledSeconds").asDouble() > 0) {
+                metrics.cpuThrottled(
+                    done.route(), completion.usage().path("cpuThrottledSeconds").asDouble());
+              }
               log.info(
                   "Build {} (route {}, attempt {}): {} (exit code {}).",
                   done.id(),

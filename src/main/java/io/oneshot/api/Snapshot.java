@@ -31,4 +31,11 @@ final class Snapshot<T> {
     current = load.get();
     return current;
   }
+
+  /**
+   * Forgets what was read: the next {@link #get} reads again (after a change this replica made).
+   */
+  synchronized void invalidate() {
+    current = null;
+  }
 }

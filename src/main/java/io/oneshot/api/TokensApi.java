@@ -78,11 +78,15 @@ final class TokensApi {
     JsonNode body = bodyObject(ctx);
     rejectUnknownFields(body, CREATE_FIELDS);
     String name = Http.textOrNull(body, "name");
-    if (name == null || !name.matches("[a-z0-9][a-z0-9._-]{0,62}")) {
+    String nameRule =
+        "lower-case letters, digits, '.', '_' and '-', starting with a letter or digit, at most"
+            + " 63";
+    if (name == null) {
+      throw ApiError.badRequest("name", "is required: " + nameRule);
+    }
+    if (!name.matches("[a-z0-9][a-z0-9._-]{0,62}")) {
       throw ApiError.badRequest(
-          "name",
-          "is required: lower-case letters, digits, '.', '_' and '-', starting with a letter or"
-              + " digit, at most 63");
+          "name", "'" + Visible.text(name, 80) + "' is not a token name: " + nameRule);
     }
     String owner = Http.textOrNull(body, "owner");
     if (owner != null

@@ -1,6 +1,7 @@
 package io.oneshot.api;
 
 import static io.oneshot.api.Http.bodyObject;
+import static io.oneshot.api.Http.emptyToNull;
 import static io.oneshot.api.Http.fail;
 import static io.oneshot.api.Http.json;
 import static io.oneshot.api.Http.longParam;
@@ -25,7 +26,8 @@ import java.util.Set;
 /**
  * Workspace state: terraform's state uploads from the running attempt ({@code POST
  * /api/v1/runner/state}, fenced to the attempt's bound runner by {@code sql/state/save.sql}), and
- * the versions and states operators read under {@code /api/v1/workspaces} (admin token).
+ * the versions and states operators read under {@code /api/v1/workspaces}. A workspace is its
+ * route's: {@code route} names it where the name alone is on several routes.
  */
 final class WorkspaceStateApi {
   private final BuildStore store;
@@ -160,33 +162,52 @@ final class WorkspaceStateApi {
   }
 
   /**
-   * Whether the caller may read workspace {@code ws}: routes that cover every build that used it (a
-   * workspace outside them is answered as one that does not exist), and for the state itself
-   * ({@code state}) the operator role; a history of versions says no more than the builds the
-   * caller can read already. A refusal is answered, audited when {@code entry} is not null, and
-   * fails the future.
+   * The route of the workspace {@code ws} the caller means, when it may read it: {@code route} when
+   * given, else the one route with state of {@code ws} among the caller's (several: a 400 that
+   * names them, each the caller's own). A workspace of a route outside the caller's is answered as
+   * one that does not exist; the state itself ({@code state}) needs the operator role, a history of
+   * versions says no more than the builds the caller can read already. A refusal is answered,
+   * audited when {@code entry} is not null, and fails the future.
    */
-  private Future<Void> readable(
-      RoutingContext ctx, String ws, boolean state, AuditStore.Entry entry) {
+  private Future<String> readable(
+      RoutingContext ctx, String ws, String route, boolean state, AuditStore.Entry entry) {
     Caller caller = Access.caller(ctx);
-    if (caller.admin()) {
-      return Future.succeededFuture();
-    }
     if (state && !caller.atLeast(Role.OPERATOR)) {
-      ApiError e = access.role(ctx, Role.OPERATOR, "reading workspace state");
-      return refuse(ctx, entry, e);
+      return refuse(ctx, entry, access.role(ctx, Role.OPERATOR, "reading workspace state"));
+    }
+    if (route != null) {
+      return caller.covers(route)
+          ? Future.succeededFuture(route)
+          : refuse(ctx, entry, access.outOfScope("workspace " + ws + " of route " + route));
     }
     return store
         .reads()
-        .workspaceRoutes(ws)
+        .workspaceRoutes(ws, caller.routes())
         .compose(
-            routes ->
-                !routes.isEmpty() && routes.stream().allMatch(caller::covers)
-                    ? Future.succeededFuture()
-                    : refuse(ctx, entry, access.outOfScope("workspace " + ws)));
+            routes -> {
+              if (routes.size() == 1) {
+                return Future.succeededFuture(routes.iterator().next());
+              }
+              if (routes.isEmpty()) {
+                return refuse(ctx, entry, ApiError.notFound("workspace " + ws));
+              }
+              return refuse(
+                  ctx,
+                  entry,
+                  new ApiError(
+                      400,
+                      "route: workspace "
+                          + ws
+                          + " is on routes "
+                          + String.join(", ", routes)
+                          + "; say which",
+                      "a workspace is its route's: add route=NAME (oneshot workspaces ... --route"
+                          + " NAME)",
+                      "route"));
+            });
   }
 
-  private Future<Void> refuse(RoutingContext ctx, AuditStore.Entry entry, ApiError e) {
+  private <T> Future<T> refuse(RoutingContext ctx, AuditStore.Entry entry, ApiError e) {
     if (entry == null) {
       fail(ctx, e);
     } else {
@@ -197,42 +218,64 @@ final class WorkspaceStateApi {
 
   private void stateVersions(RoutingContext ctx) {
     String ws = requiredParam(ctx, "workspace");
-    readable(ctx, ws, false, null)
-        .compose(x -> store.state().stateVersions(ws))
-        .onSuccess(list -> json(ctx, 200, Map.of("workspace", ws, "versions", list)))
+    String route = emptyToNull(Http.queryText(ctx, "route"));
+    readable(ctx, ws, route, false, null)
+        .compose(
+            r ->
+                store
+                    .state()
+                    .stateVersions(r, ws)
+                    .map(list -> Map.of("route", r, "workspace", ws, "versions", list)))
+        .onSuccess(answer -> json(ctx, 200, answer))
         .onFailure(e -> answer(ctx, e));
   }
 
   /**
    * The state itself: the latest version, or {@code version=N}; for recovery and inspection.
-   * Audited: who read which version of which workspace.
+   * Audited: who read which version of which route's workspace.
    */
   private void workspaceState(RoutingContext ctx) {
     String ws = requiredParam(ctx, "workspace");
+    String route = emptyToNull(Http.queryText(ctx, "route"));
     Long v = longParam(ctx, "version");
     if (v != null && (v < 1 || v > Integer.MAX_VALUE)) {
       throw ApiError.badRequest(
           "version", "must be a state version, from 1 to " + Integer.MAX_VALUE);
     }
     AuditStore.Entry entry =
-        AuditStore.Entry.of(Access.caller(ctx).name(), "state-read", null, null)
+        AuditStore.Entry.of(Access.caller(ctx).name(), "state-read", null, route)
             .withWorkspace(ws)
             .withDetail(
                 v == null ? null : Json.MAPPER.createObjectNode().put("version", v.longValue()));
-    readable(ctx, ws, true, entry)
-        .compose(x -> store.state().state(ws, v == null ? null : v.intValue()))
-        .compose(st -> st.isEmpty() ? Future.succeededFuture(st) : access.audit(entry).map(st))
-        .onSuccess(
-            st -> {
-              if (st.isEmpty()) {
-                fail(
-                    ctx,
-                    ApiError.notFound(
-                        "state of workspace " + ws + (v == null ? "" : " at version " + v)));
-              } else {
-                ctx.response().putHeader("Content-Type", "application/json").end(st.get());
-              }
-            })
+    readable(ctx, ws, route, true, entry)
+        .compose(
+            r ->
+                store
+                    .state()
+                    .state(r, ws, v == null ? null : v.intValue())
+                    .compose(
+                        st ->
+                            st.isEmpty()
+                                ? Future.succeededFuture(st)
+                                : access.audit(entry.withRoute(r)).map(st))
+                    .onSuccess(
+                        st -> {
+                          if (st.isEmpty()) {
+                            fail(
+                                ctx,
+                                ApiError.notFound(
+                                    "state of workspace "
+                                        + ws
+                                        + " of route "
+                                        + r
+                                        + (v == null ? "" : " at version " + v)));
+                          } else {
+                            ctx.response()
+                                .putHeader("Content-Type", "application/json")
+                                .putHeader("Oneshot-Route", r)
+                                .end(st.get());
+                          }
+                        }))
         .onFailure(e -> answer(ctx, e));
   }
 

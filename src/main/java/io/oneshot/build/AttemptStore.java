@@ -22,6 +22,7 @@ import java.util.Set;
 public final class AttemptStore {
   private static final Sql MARK_LAUNCHED = Sql.load("attempts/mark-launched");
   private static final Sql RETOKEN = Sql.load("attempts/retoken");
+  private static final Sql POD = Sql.load("attempts/pod");
   private static final Sql LAUNCH_WAIT = Sql.load("attempts/launch-wait");
   private static final Sql LAUNCH_TRY = Sql.load("attempts/launch-try");
   private static final Sql REQUEUE = Sql.load("attempts/requeue");
@@ -112,6 +113,13 @@ public final class AttemptStore {
     return pool.preparedQuery(RETOKEN.text())
         .execute(Tuple.of(id, attempt, Buffer.buffer(token.hash())))
         .map(rows -> rows.rowCount() == 1);
+  }
+
+  /** The build's own pod settings (JSON), or null when it asked for none. */
+  public Future<String> podSettings(long id) {
+    return pool.preparedQuery(POD.text())
+        .execute(Tuple.of(id))
+        .map(rows -> rows.iterator().hasNext() ? rows.iterator().next().getString("pod") : null);
   }
 
   /**

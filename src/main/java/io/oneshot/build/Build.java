@@ -24,6 +24,9 @@ public record Build(
     Long rerunOf,
     int attempt,
     String provisioner,
+    @com.fasterxml.jackson.annotation.JsonInclude(
+            com.fasterxml.jackson.annotation.JsonInclude.Include.NON_NULL)
+        JsonNode pod,
     String reason,
     Instant createdAt,
     Instant claimedAt,
@@ -35,6 +38,9 @@ public record Build(
     Integer exitCode,
     String error,
     JsonNode outputs,
+    @com.fasterxml.jackson.annotation.JsonInclude(
+            com.fasterxml.jackson.annotation.JsonInclude.Include.NON_NULL)
+        JsonNode usage,
     Launch launch,
     Integer stateRead,
     Integer stateWritten,
@@ -87,6 +93,7 @@ public record Build(
         rerunOf,
         attempt,
         provisioner,
+        pod,
         why,
         createdAt,
         claimedAt,
@@ -98,6 +105,7 @@ public record Build(
         exitCode,
         error,
         outputs,
+        usage,
         launch,
         stateRead,
         stateWritten,

@@ -24,6 +24,7 @@ public final class BuildReads {
   private static final Sql WAITING = Sql.load("reads/waiting");
   private static final Sql HISTORY = Sql.load("reads/history");
   private static final Sql WORKSPACES = Sql.load("reads/workspaces");
+  private static final Sql SHARES = Sql.load("share/shares");
 
   private final Pool pool;
   private final Pool readPool;
@@ -64,10 +65,14 @@ public final class BuildReads {
             });
   }
 
-  /** The routes of the builds that used {@code workspace}; empty when none did. */
-  public Future<java.util.Set<String>> workspaceRoutes(String workspace) {
+  /**
+   * The routes, of {@code among} (null: all), that have state of workspace {@code workspace}, in
+   * name order; empty when none has.
+   */
+  public Future<java.util.Set<String>> workspaceRoutes(
+      String workspace, java.util.Set<String> among) {
     return pool.preparedQuery(WORKSPACE_ROUTES.text())
-        .execute(Tuple.of(workspace))
+        .execute(Tuple.of(workspace, (Object) names(among)))
         .map(
             rows -> {
               java.util.Set<String> out = new java.util.TreeSet<>();
@@ -131,65 +136,49 @@ public final class BuildReads {
   }
 
   /**
-   * Why pending builds wait, as a person would say it: "workspace ws-1 is busy with build 41
-   * (running)", "route default is at its limit 2/2; 3 builds ahead of this one", "the global limit
-   * 10/10 is reached", or "next to be claimed on route default"; by build id. A build that is not
-   * pending has none.
+   * Why pending builds wait, as a person would say it ({@link WaitReasons}): "workspace ws-1 is
+   * busy with build 41 (running)", "route a is held by ...", "route default is at its limit 2/2; 3
+   * builds ahead of this one", "the global limit 10/10 is reached", "team a is at 4 of its share 10
+   * ...; team b borrows 3", or "next to be claimed on route default"; by build id. A build that is
+   * not pending has none.
    */
   private Future<Map<Long, String>> waiting(Long[] ids, int globalLimit) {
     return pool.preparedQuery(WAITING.text())
         .execute(Tuple.of(ids))
-        .map(
-            rows -> {
-              Map<Long, String> out = new HashMap<>();
-              for (Row r : rows) {
-                out.put(r.getLong("id"), why(r, globalLimit));
-              }
-              return out;
-            });
+        .compose(
+            rows ->
+                pool.query(SHARES.text())
+                    .execute()
+                    .map(
+                        shares -> {
+                          List<ShareStore.Share> teams = ShareStore.shares(shares);
+                          Map<Long, String> out = new HashMap<>();
+                          for (Row r : rows) {
+                            out.put(
+                                r.getLong("id"), WaitReasons.why(waiting(r), teams, globalLimit));
+                          }
+                          return out;
+                        }));
   }
 
-  private static String why(Row r, int globalLimit) {
-    String route = r.getString("route");
-    int ahead = r.getInteger("ahead");
-    String queue =
-        ahead == 0
-            ? "next to be claimed on route " + route
-            : (ahead > 1000 ? "more than 1000 builds" : ahead + (ahead == 1 ? " build" : " builds"))
-                + " ahead of this one on route "
-                + route;
-    Long ws = r.getLong("workspace_build");
-    if (ws != null) {
-      return "workspace "
-          + r.getString("workspace")
-          + " is busy with build "
-          + ws
-          + " ("
-          + r.getString("workspace_status")
-          + "); it runs when that one has ended";
-    }
-    Integer max = r.getInteger("max_concurrent");
-    int live = r.getInteger("route_live");
-    if (max != null && live >= max) {
-      return "route "
-          + route
-          + " is at its limit "
-          + live
-          + "/"
-          + max
-          + "; "
-          + (ahead == 0 ? "this build is next" : queue);
-    }
-    int global = r.getInteger("global_live");
-    if (globalLimit > 0 && global >= globalLimit) {
-      return "the global limit "
-          + global
-          + "/"
-          + globalLimit
-          + " is reached (dispatch.maxConcurrent); "
-          + queue;
-    }
-    return queue;
+  private static WaitReasons.Waiting waiting(Row r) {
+    return new WaitReasons.Waiting(
+        r.getString("route"),
+        r.getString("workspace"),
+        r.getLong("workspace_build"),
+        r.getString("workspace_status"),
+        r.getInteger("max_concurrent"),
+        r.getInteger("route_live"),
+        r.getInteger("global_live"),
+        r.getInteger("ahead"),
+        r.getString("team"),
+        ShareStore.Hold.of(r),
+        Rows.instant(r, "team_held_at") == null
+            ? null
+            : new ShareStore.Hold(
+                Rows.instant(r, "team_held_at"),
+                r.getString("team_held_by"),
+                r.getString("team_held_why")));
   }
 
   public Future<List<BuildEvent>> events(long id) {
@@ -313,8 +302,9 @@ public final class BuildReads {
             });
   }
 
-  /** A workspace with state: its latest version, how many it has, when it last changed. */
-  public record WorkspaceSummary(String workspace, int latest, long versions, Instant updatedAt) {}
+  /** A route's workspace with state: its latest version, how many it has, when it last changed. */
+  public record WorkspaceSummary(
+      String route, String workspace, int latest, long versions, Instant updatedAt) {}
 
   public Future<List<WorkspaceSummary>> workspaces(java.util.Set<String> routes) {
     return readPool
@@ -326,6 +316,7 @@ public final class BuildReads {
               for (Row r : rows) {
                 out.add(
                     new WorkspaceSummary(
+                        r.getString("route"),
                         r.getString("workspace"),
                         r.getInteger("latest"),
                         r.getLong("versions"),
@@ -337,7 +328,9 @@ public final class BuildReads {
 
   /**
    * A route with its queue: what {@code GET /api/v1/routes} and {@code oneshot routes} show. The
-   * wait percentiles are over builds claimed in the last hour (null when there were none).
+   * wait percentiles are over builds claimed in the last hour (null when there were none); {@code
+   * team}: the team it shares a weight with (its own name when it names none); {@code held}: an
+   * operator's hold on the route itself (null: none; its team's is the team's).
    */
   public record RouteStatus(
       String name,
@@ -348,7 +341,26 @@ public final class BuildReads {
       long running,
       Long oldestQueuedMs,
       Long waitP50Ms,
-      Long waitP95Ms) {}
+      Long waitP95Ms,
+      Warm warm,
+      String team,
+      ShareStore.Hold held) {}
+
+  /**
+   * A warm route's balloons as the leader last counted ({@code wanted}, {@code why}) and saw them
+   * ({@code running}, {@code pending}, {@code trouble} keeping them), at {@code countedAt}, and
+   * their cost over the last day: {@code balloonHours} and {@code preemptions} (a build's pod took
+   * a balloon's place).
+   */
+  public record Warm(
+      int wanted,
+      int running,
+      int pending,
+      String why,
+      String trouble,
+      Instant countedAt,
+      double balloonHours,
+      int preemptions) {}
 
   public Future<List<RouteStatus>> routes() {
     return readPool
@@ -368,7 +380,20 @@ public final class BuildReads {
                         r.getLong("running"),
                         r.getLong("oldest"),
                         r.getLong("p50"),
-                        r.getLong("p95")));
+                        r.getLong("p95"),
+                        r.getInteger("warm_wanted") == null
+                            ? null
+                            : new Warm(
+                                r.getInteger("warm_wanted"),
+                                r.getInteger("warm_running"),
+                                r.getInteger("warm_pending"),
+                                r.getString("warm_why"),
+                                r.getString("warm_trouble"),
+                                Instant.ofEpochMilli(r.getLong("warm_at")),
+                                r.getNumeric("warm_hours").doubleValue(),
+                                r.getInteger("warm_preemptions")),
+                        r.getString("team"),
+                        ShareStore.Hold.of(r)));
               }
               return out;
             });

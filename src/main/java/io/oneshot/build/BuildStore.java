@@ -17,7 +17,9 @@ import io.vertx.sqlclient.Pool;
  *   <li>{@link #retention()}: finished builds deleted when they are old;
  *   <li>{@link #sources()}: builds enqueued for jobs waiting at a queue source;
  *   <li>{@link #tokens()}: API tokens, their roles and the routes they cover;
- *   <li>{@link #audit()}: the audit trail.
+ *   <li>{@link #audit()}: the audit trail;
+ *   <li>{@link #warm()}: the counts and cost of the routes' warm room;
+ *   <li>{@link #share()}: fair share between teams: holds, shares and use.
  * </ul>
  *
  * Each state change is one compare-and-set statement on the build's current status (and attempt,
@@ -37,6 +39,8 @@ public final class BuildStore {
   private final Sealer sealer;
   private final TokenStore tokens;
   private final AuditStore audit;
+  private final WarmStore warm;
+  private final ShareStore share;
 
   public BuildStore(Pool pool) {
     this(pool, pool, Sealer.NONE);
@@ -59,6 +63,18 @@ public final class BuildStore {
     this.reads = new BuildReads(pool, readPool);
     this.retention = new RetentionStore(pool);
     this.sources = new SourceStore(pool);
+    this.warm = new WarmStore(pool);
+    this.share = new ShareStore(pool, readPool);
+  }
+
+  /** Fair share between teams: holds on routes and teams, the teams' shares and use. */
+  public ShareStore share() {
+    return share;
+  }
+
+  /** Warm capacity: live builds and history to count balloons from, and what was counted. */
+  public WarmStore warm() {
+    return warm;
   }
 
   public Sealer sealer() {

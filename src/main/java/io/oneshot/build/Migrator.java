@@ -44,7 +44,11 @@ public final class Migrator {
           "012_history_without_foreign_keys.sql",
           "013_statement_events.sql",
           "014_launch_records.sql",
-          "015_launch_removed.sql");
+          "015_launch_removed.sql",
+          "016_workspaces_by_route.sql",
+          "017_warm_capacity.sql",
+          "018_pod_settings.sql",
+          "019_fair_share.sql");
 
   /** What a run did: the schema version before and after, and the migrations it applied. */
   public record Result(int from, int to, List<String> applied) {}

@@ -63,6 +63,7 @@ final class Rows {
         r.getLong("rerun_of"),
         r.getInteger("attempt"),
         r.getString("provisioner"),
+        r.getString("pod") == null ? null : Json.tree(r.getString("pod")),
         r.getString("reason"),
         instant(r, "created_at"),
         instant(r, "claimed_at"),
@@ -74,6 +75,7 @@ final class Rows {
         r.getInteger("exit_code"),
         r.getString("error"),
         Json.tree(r.getString("outputs")),
+        r.getString("usage") == null ? null : Json.tree(r.getString("usage")),
         kind == null
             ? null
             : new Build.Launch(

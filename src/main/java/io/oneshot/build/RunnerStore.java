@@ -275,7 +275,9 @@ public final class RunnerStore {
                 : sealer.open(
                     r.getString("state"),
                     Sealer.workspaceState(
-                        r.getString("workspace"), r.getInteger("state_read_version"))),
+                        r.getString("route"),
+                        r.getString("workspace"),
+                        r.getInteger("state_read_version"))),
             r.getBoolean("first"),
             r.getDouble("start_seconds")));
   }
@@ -411,7 +413,19 @@ public final class RunnerStore {
       String error,
       JsonNode outputs,
       String reason,
-      StateUpload state) {}
+      StateUpload state,
+      JsonNode usage) {
+    /** A completion that says nothing of what the build met of its pod's limits. */
+    public Completion(
+        BuildState outcome,
+        Integer exitCode,
+        String error,
+        JsonNode outputs,
+        String reason,
+        StateUpload state) {
+      this(outcome, exitCode, error, outputs, reason, state, null);
+    }
+  }
 
   /**
    * A build provisionerd ended: which, its outcome, route and run time; {@code stateRefused} says
@@ -479,7 +493,8 @@ public final class RunnerStore {
         .addString(c.error())
         .addString(outputs(c))
         .addString(c.reason())
-        .addString(call.runnerId());
+        .addString(call.runnerId())
+        .addString(c.usage() == null ? null : Json.write(c.usage()));
   }
 
   private static Optional<Completed> firstCompleted(RowSet<Row> rows, String stateRefused) {
@@ -498,6 +513,7 @@ public final class RunnerStore {
     String[] outputs = new String[n];
     String[] reason = new String[n];
     String[] runnerId = new String[n];
+    String[] usage = new String[n];
     for (int i = 0; i < n; i++) {
       CompleteCall call = calls.get(i);
       Completion c = call.completion();
@@ -508,8 +524,10 @@ public final class RunnerStore {
       outputs[i] = outputs(c);
       reason[i] = c.reason();
       runnerId[i] = call.runnerId();
+      usage[i] = c.usage() == null ? null : Json.write(c.usage());
     }
-    return Tuple.of(hashes, status, exitCode, error, outputs, reason, runnerId, HELD_ROW_TIMEOUT);
+    return Tuple.of(
+        hashes, status, exitCode, error, outputs, reason, runnerId, HELD_ROW_TIMEOUT, usage);
   }
 
   /** runner/complete-many's answer to {@code n} calls, in their order. */

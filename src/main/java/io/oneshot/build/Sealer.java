@@ -24,10 +24,14 @@ import javax.crypto.spec.SecretKeySpec;
  * returned as it is.
  *
  * <p>What a value belongs to is bound as associated data ({@link Context}): a workspace's state
- * names its workspace and version, a build's sensitive values name the build and the field, so a
- * sealed value copied to another row, another version or another field does not open. Values sealed
- * before this ({@code v1}) bound only what they were ({@code workspace-state}, {@code build:<id>});
- * they still open with that, and are sealed as {@code v2} when written again.
+ * names its route, workspace and version, a build's sensitive values name the build and the field,
+ * so a sealed value copied to another row, another route, another version or another field does not
+ * open. Values sealed before this ({@code v1}) bound only what they were ({@code workspace-state},
+ * {@code build:<id>}); they still open with that, and are sealed as {@code v2} when written again.
+ * States sealed before workspaces belonged to routes bound no route ({@link Context#earlier}); they
+ * still open with that. They keep the {@code v2} prefix, so that a dispatcher of the previous
+ * version, during a rolling upgrade, refuses a state bound to a route (it does not open) rather
+ * than taking it for plain text.
  */
 public final class Sealer {
   static final String PREFIX = "oneshot-sealed:v1:";
@@ -35,12 +39,22 @@ public final class Sealer {
 
   /**
    * What a sealed value belongs to: {@code parts} (its kind, then the names of its row and field),
-   * bound as associated data of {@code v2} values; {@code legacy}, what a {@code v1} value of the
-   * same place was bound to.
+   * bound as associated data of {@code v2} values; {@code earlier}, null or the parts a {@code v2}
+   * value of the same place was bound to before {@code parts} named more of it, which it still
+   * opens with; {@code legacy}, what a {@code v1} value of the same place was bound to.
    */
-  public record Context(List<String> parts, String legacy) {
+  public record Context(List<String> parts, List<String> earlier, String legacy) {
     /** The associated data: the parts as a JSON array, which no two lists of parts share. */
     byte[] aad() {
+      return aad(parts);
+    }
+
+    /** The associated data of a value sealed before {@code parts} named more, or null. */
+    byte[] earlierAad() {
+      return earlier == null ? null : aad(earlier);
+    }
+
+    private static byte[] aad(List<String> parts) {
       StringBuilder b = new StringBuilder("[");
       for (int i = 0; i < parts.size(); i++) {
         b.append(i == 0 ? "" : ",").append('"');
@@ -62,13 +76,18 @@ public final class Sealer {
   /** A build's sensitive values: the build and the field they are. */
   public static Context sensitive(long buildId) {
     return new Context(
-        List.of("build", Long.toString(buildId), "input.sensitive"), buildContext(buildId));
+        List.of("build", Long.toString(buildId), "input.sensitive"), null, buildContext(buildId));
   }
 
-  /** A workspace's state: the workspace and the version it is. */
-  public static Context workspaceState(String workspace, int version) {
+  /**
+   * A workspace's state: the route whose workspace it is, the workspace and the version it is.
+   * Sealed before workspaces belonged to routes, it was bound to the workspace and version alone.
+   */
+  public static Context workspaceState(String route, String workspace, int version) {
+    String v = Integer.toString(version);
     return new Context(
-        List.of("workspace", workspace, "version", Integer.toString(version), "state"),
+        List.of("route", route, "workspace", workspace, "version", v, "state"),
+        List.of("workspace", workspace, "version", v, "state"),
         "workspace-state");
   }
 
@@ -177,9 +196,11 @@ public final class Sealer {
     }
     String prefix;
     byte[] aad;
+    byte[] earlier = null;
     if (stored.startsWith(PREFIX_V2)) {
       prefix = PREFIX_V2;
       aad = context.aad();
+      earlier = context.earlierAad();
     } else if (stored.startsWith(PREFIX)) {
       prefix = PREFIX;
       aad = context.legacy().getBytes(StandardCharsets.UTF_8);
@@ -200,19 +221,41 @@ public final class Sealer {
               + (keys.isEmpty() ? "none" : String.join(", ", keys.keySet()))
               + "); keep old keys after a new one until nothing is sealed with them");
     }
+    byte[] all;
     try {
-      byte[] all = Base64.getDecoder().decode(stored.substring(colon + 1));
-      Cipher c = Cipher.getInstance("AES/GCM/NoPadding");
-      c.init(Cipher.DECRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, all, 0, NONCE_BYTES));
-      c.updateAAD(aad);
-      byte[] plain = c.doFinal(all, NONCE_BYTES, all.length - NONCE_BYTES);
-      return new String(plain, StandardCharsets.UTF_8);
-    } catch (IllegalArgumentException | GeneralSecurityException e) {
+      all = Base64.getDecoder().decode(stored.substring(colon + 1));
+    } catch (IllegalArgumentException e) {
+      all = new byte[0];
+    }
+    String plain = open(key, all, aad);
+    if (plain == null && earlier != null) {
+      plain = open(key, all, earlier);
+    }
+    if (plain == null) {
       throw new SealedException(
           "a value sealed with key "
               + id
               + " does not open: the key's secret changed, or the"
               + " value was altered or moved");
+    }
+    return plain;
+  }
+
+  /** The plain text of nonce and ciphertext {@code all} opened with {@code aad}, or null. */
+  private static String open(SecretKeySpec key, byte[] all, byte[] aad) {
+    if (all.length < NONCE_BYTES) {
+      return null;
+    }
+    try {
+      Cipher c = Cipher.getInstance("AES/GCM/NoPadding");
+      c.init(Cipher.DECRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, all, 0, NONCE_BYTES));
+      c.updateAAD(aad);
+      byte[] plain = c.doFinal(all, NONCE_BYTES, all.length - NONCE_BYTES);
+      return new String(plain, StandardCharsets.UTF_8);
+    } catch (NoSuchAlgorithmException | javax.crypto.NoSuchPaddingException e) {
+      throw new IllegalStateException("AES-GCM is not available: " + e.getMessage(), e);
+    } catch (IllegalArgumentException | GeneralSecurityException e) {
+      return null;
     }
   }
 

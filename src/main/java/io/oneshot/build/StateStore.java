@@ -62,8 +62,8 @@ public final class StateStore {
 
   /**
    * Stores an upload: the version it will be is read first ({@code state/next-version}), the state
-   * sealed bound to its workspace and that version, then stored as that version alone ({@code
-   * state/save}); if the version moved in between, it is sealed and tried again.
+   * sealed bound to its route, workspace and that version, then stored as that version alone
+   * ({@code state/save}); if the version moved in between, it is sealed and tried again.
    */
   static Future<StateSaved> saveState(
       SqlClient client,
@@ -93,8 +93,9 @@ public final class StateStore {
               }
               Row n = next.iterator().next();
               int version = n.getInteger("version");
-              String sealed =
-                  sealer.seal(s.state(), Sealer.workspaceState(n.getString("workspace"), version));
+              Sealer.Context place =
+                  Sealer.workspaceState(n.getString("route"), n.getString("workspace"), version);
+              String sealed = sealer.seal(s.state(), place);
               return client
                   .preparedQuery(SAVE.text())
                   .execute(
@@ -147,9 +148,10 @@ public final class StateStore {
       Instant createdAt,
       Instant updatedAt) {}
 
-  public Future<List<StateVersion>> stateVersions(String workspace) {
+  /** The state versions of route {@code route}'s workspace {@code workspace}, newest first. */
+  public Future<List<StateVersion>> stateVersions(String route, String workspace) {
     return pool.preparedQuery(VERSIONS.text())
-        .execute(Tuple.of(workspace))
+        .execute(Tuple.of(route, workspace))
         .map(
             rows -> {
               List<StateVersion> out = new ArrayList<>(rows.rowCount());
@@ -170,10 +172,13 @@ public final class StateStore {
             });
   }
 
-  /** The state of one version (the latest when {@code version} is null). */
-  public Future<Optional<String>> state(String workspace, Integer version) {
+  /**
+   * The state of one version of route {@code route}'s workspace {@code workspace} (the latest when
+   * {@code version} is null).
+   */
+  public Future<Optional<String>> state(String route, String workspace, Integer version) {
     return pool.preparedQuery(READ.text())
-        .execute(Tuple.of(workspace, version))
+        .execute(Tuple.of(route, workspace, version))
         .map(
             rows -> {
               if (rows.rowCount() == 0) {
@@ -184,7 +189,8 @@ public final class StateStore {
                   .map(
                       st ->
                           sealer.open(
-                              st, Sealer.workspaceState(workspace, r.getInteger("version"))));
+                              st,
+                              Sealer.workspaceState(route, workspace, r.getInteger("version"))));
             });
   }
 }

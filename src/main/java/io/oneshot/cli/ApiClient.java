@@ -47,6 +47,16 @@ final class ApiClient {
     return send(request(path).GET().build());
   }
 
+  /** A response body as text, as the server sent it (a workspace's state). */
+  String text(String path) {
+    HttpResponse<String> resp =
+        exchange(request(path).GET().build(), HttpResponse.BodyHandlers.ofString());
+    if (resp.statusCode() >= 300) {
+      throw refused(resp.statusCode(), resp.body());
+    }
+    return resp.body();
+  }
+
   JsonNode post(String path, String json) {
     return send(
         request(path)

@@ -15,6 +15,7 @@ import picocli.CommandLine.Spec;
 
 @Command(
     name = "audit",
+    header = "Shows the audit trail, newest first.",
     mixinStandardHelpOptions = true,
     description = {
       "Shows the audit trail, newest first (with the admin token): who submitted, canceled or"
@@ -99,7 +100,7 @@ final class AuditCommand implements Callable<Integer> {
       }
       rows.add(
           List.of(
-              e.path("at").asText(),
+              Text.at(e.path("at"), client.zone()),
               e.path("actor").asText(),
               e.path("action").asText(),
               e.path("outcome").asText().equals("ok")

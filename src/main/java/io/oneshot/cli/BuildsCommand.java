@@ -8,7 +8,9 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -18,6 +20,7 @@ import picocli.CommandLine.Spec;
 
 @Command(
     name = "builds",
+    header = "Lists, shows, follows, cancels and reruns builds.",
     mixinStandardHelpOptions = true,
     description = "Lists, shows, follows, cancels and reruns builds.",
     subcommands = {
@@ -49,6 +52,7 @@ final class BuildsCommand implements Callable<Integer> {
 
   @Command(
       name = "list",
+      header = "Lists builds, newest first.",
       mixinStandardHelpOptions = true,
       description = "Lists builds, newest first.",
       footer = {
@@ -57,6 +61,8 @@ final class BuildsCommand implements Callable<Integer> {
         "  oneshot builds list",
         "  oneshot builds list --status pending --route default",
         "  oneshot builds list --status failed --limit 10 -o json",
+        "  oneshot builds list --tag team=a --since 2h",
+        "  oneshot builds list --workspace prod --route team-a",
         "",
         "RAN is how long a build ran once provisionerd acquired it; AGE is since it was enqueued."
       })
@@ -75,6 +81,26 @@ final class BuildsCommand implements Callable<Integer> {
     String route;
 
     @Option(
+        names = "--tag",
+        paramLabel = "KEY=VALUE",
+        description = "Only builds with this tag (repeatable: with every tag given).")
+    Map<String, String> tags = new LinkedHashMap<>();
+
+    @Option(
+        names = "--workspace",
+        paramLabel = "NAME",
+        description = "Only builds of workspace NAME.")
+    String workspace;
+
+    @Option(
+        names = "--since",
+        paramLabel = "WHEN",
+        description =
+            "Only builds enqueued since WHEN: a duration back from now (90m, 2h, 7d) or a time"
+                + " (2026-11-24T09:00:00Z).")
+    String since;
+
+    @Option(
         names = "--limit",
         paramLabel = "N",
         defaultValue = "50",
@@ -84,6 +110,15 @@ final class BuildsCommand implements Callable<Integer> {
     @Override
     public Integer call() {
       StringBuilder q = new StringBuilder("/api/v1/builds?limit=" + limit);
+      tags.forEach(
+          (k, v) ->
+              q.append("&tag=").append(URLEncoder.encode(k + "=" + v, StandardCharsets.UTF_8)));
+      if (workspace != null) {
+        q.append("&workspace=").append(URLEncoder.encode(workspace, StandardCharsets.UTF_8));
+      }
+      if (since != null) {
+        q.append("&since=").append(URLEncoder.encode(since(since), StandardCharsets.UTF_8));
+      }
       if (status != null) {
         q.append("&status=").append(URLEncoder.encode(status, StandardCharsets.UTF_8));
       }
@@ -123,6 +158,22 @@ final class BuildsCommand implements Callable<Integer> {
     }
   }
 
+  /** {@code --since}: a time as given, or a duration back from now as a time. */
+  static String since(String when) {
+    if (when.matches("\\d.*[a-zA-Z]") && !when.contains("T")) {
+      try {
+        return Instant.now().minus(io.oneshot.config.Units.parseDuration(when)).toString();
+      } catch (RuntimeException e) {
+        throw new IllegalArgumentException(
+            "--since: '"
+                + when
+                + "' is neither a duration (90m, 2h, 7d) nor a time ("
+                + "2026-11-24T09:00:00Z)");
+      }
+    }
+    return when;
+  }
+
   /** Refuses a route the server does not have, naming those it has. */
   static void knownRoute(ApiClient api, String route) {
     List<String> names = new ArrayList<>();
@@ -138,6 +189,7 @@ final class BuildsCommand implements Callable<Integer> {
 
   @Command(
       name = "show",
+      header = "Shows a build, its timeline and why it waits.",
       mixinStandardHelpOptions = true,
       description = "Shows a build and its timeline: what happened, when, and why it waits.",
       footer = {
@@ -175,15 +227,22 @@ final class BuildsCommand implements Callable<Integer> {
       fields.add(List.of("  tags", Text.tags(b.path("tags"))));
       fields.add(List.of("  workspace", Text.orDash(b.path("workspace"))));
       fields.add(List.of("  priority", b.path("priority").asText()));
+      if (b.path("pod").isObject()) {
+        fields.add(List.of("  pod", pod(b.path("pod"))));
+      }
       if (b.hasNonNull("rerunOf")) {
         fields.add(List.of("  rerun of", "build " + b.path("rerunOf").asText()));
       }
-      fields.add(List.of("  created", Text.orDash(b.path("createdAt"))));
+      fields.add(List.of("  created", Text.at(b.path("createdAt"), client.zone())));
       fields.add(List.of("  waited", Text.between(b.path("createdAt"), b.path("startedAt"))));
       fields.add(List.of("  ran", Text.between(b.path("startedAt"), b.path("finishedAt"))));
       fields.add(List.of("  reason", Text.orDash(b.path("reason"))));
       if (b.hasNonNull("exitCode")) {
         fields.add(List.of("  exit code", b.path("exitCode").asText()));
+      }
+      String hit = limitsHit(b.path("usage"));
+      if (!hit.isEmpty()) {
+        fields.add(List.of("  limits hit", hit));
       }
       if (b.hasNonNull("error")) {
         fields.add(List.of("  error", b.path("error").asText()));
@@ -213,7 +272,7 @@ final class BuildsCommand implements Callable<Integer> {
           fields.add(
               List.of(
                   "  removed",
-                  launch.path("removedAt").asText()
+                  Text.at(launch.path("removedAt"), client.zone())
                       + ": "
                       + launch.path("removedWhy").asText("")
                       + "; its log: oneshot builds logs "
@@ -224,7 +283,7 @@ final class BuildsCommand implements Callable<Integer> {
       }
       JsonNode runner = b.path("runner");
       if (runner.isObject()) {
-        fields.add(List.of("  runner", runnerLine(runner)));
+        fields.add(List.of("  runner", runnerLine(runner, client.zone())));
       }
       if (b.hasNonNull("stateRead") || b.hasNonNull("stateWritten")) {
         fields.add(
@@ -282,6 +341,7 @@ final class BuildsCommand implements Callable<Integer> {
 
   @Command(
       name = "logs",
+      header = "Prints a build's log; -f follows it to its end.",
       mixinStandardHelpOptions = true,
       description = "Prints a build's log; with -f, follows it until the build ends.",
       footer = {
@@ -317,8 +377,20 @@ final class BuildsCommand implements Callable<Integer> {
       ApiClient api = client.client();
       PrintWriter out = spec.commandLine().getOut();
       if (follow) {
-        JsonNode b = Waiting.follow(api, id, out, client.json());
-        return Waiting.exitCode(b) == Main.OK ? Main.OK : Waiting.exitCode(b);
+        // A build that had ended says so after its log: -f printed the log and returned at once,
+        // which read as a build that ended just then.
+        JsonNode before = api.get("/api/v1/builds/" + id);
+        JsonNode b = Waiting.follow(api, id, after, out, client.json());
+        PrintWriter err = spec.commandLine().getErr();
+        Waiting.summary(b, err);
+        if (Waiting.terminal(before.path("status").asText())) {
+          err.println(
+              "(it had ended before -f began, at "
+                  + Text.at(before.path("finishedAt"), client.zone())
+                  + ")");
+        }
+        err.flush();
+        return Waiting.exitCode(b);
       }
       api.stream(
           "/api/v1/builds/" + id + "/logs?after=" + after,
@@ -330,6 +402,7 @@ final class BuildsCommand implements Callable<Integer> {
 
   @Command(
       name = "cancel",
+      header = "Cancels a build.",
       mixinStandardHelpOptions = true,
       description = {
         "Cancels a build. A queued or launching build is canceled at once; a running one is"
@@ -379,17 +452,21 @@ final class BuildsCommand implements Callable<Integer> {
 
   @Command(
       name = "rerun",
+      header = "Runs a finished build again.",
       mixinStandardHelpOptions = true,
       description = {
         "Runs a finished build again: a new build with the same input, tags, priority and"
             + " workspace, linked to the original (`builds show` says \"rerun of build ID\"). It is"
-            + " routed by today's routes; a build that has not finished cannot be rerun."
+            + " routed by today's routes; a build that has not finished cannot be rerun. The pod"
+            + " options change what it asks for its pod (--memory 1Gi for one killed for memory),"
+            + " within its route's rules, as submit's do."
       },
       footer = {
         "",
         "Examples:",
         "  oneshot builds rerun 42",
         "  oneshot builds rerun 42 --follow",
+        "  oneshot builds rerun 42 --memory 1Gi --follow   (it was killed for memory)",
         "",
         "Exit codes with --wait or --follow: 0 succeeded, 1 failed, 3 canceled."
       })
@@ -399,6 +476,12 @@ final class BuildsCommand implements Callable<Integer> {
 
     @Parameters(paramLabel = "ID", description = "The finished build to run again.")
     long id;
+
+    /**
+     * Changes to its pod settings: a resource given replaces that resource, any other setting the
+     * setting.
+     */
+    @Mixin PodOptions pod;
 
     @Option(names = "--wait", description = "Wait until the new build has ended.")
     boolean wait;
@@ -411,7 +494,11 @@ final class BuildsCommand implements Callable<Integer> {
     @Override
     public Integer call() {
       ApiClient api = client.client();
-      JsonNode created = api.post("/api/v1/builds/" + id + "/rerun", "{}");
+      var own = pod.pod();
+      JsonNode created =
+          api.post(
+              "/api/v1/builds/" + id + "/rerun",
+              own == null ? "{}" : Json.write(Json.MAPPER.createObjectNode().set("pod", own)));
       String line =
           "build "
               + created.path("id").asLong()
@@ -431,8 +518,91 @@ final class BuildsCommand implements Callable<Integer> {
     }
   }
 
+  /**
+   * A build's own pod settings in a line: "requests memory=1Gi cpu=2; limits memory=2Gi; image ...;
+   * nodeSelector pool=gpu; tolerations gpu:NoSchedule; labels ...; annotations ...; serviceAccount
+   * ...".
+   */
+  static String pod(JsonNode pod) {
+    List<String> parts = new ArrayList<>();
+    for (String kind : List.of("requests", "limits")) {
+      JsonNode m = pod.path("resources").path(kind);
+      if (m.isObject() && !m.isEmpty()) {
+        parts.add(kind + " " + pairs(m));
+      }
+    }
+    if (pod.hasNonNull("image")) {
+      parts.add("image " + pod.path("image").asText());
+    }
+    for (String map : List.of("nodeSelector", "labels", "annotations")) {
+      if (pod.path(map).isObject() && !pod.path(map).isEmpty()) {
+        parts.add(map + " " + pairs(pod.path(map)));
+      }
+    }
+    if (pod.path("tolerations").isArray() && !pod.path("tolerations").isEmpty()) {
+      List<String> t = new ArrayList<>();
+      for (JsonNode n : pod.path("tolerations")) {
+        t.add(
+            n.path("key").asText()
+                + (n.hasNonNull("value") ? "=" + n.path("value").asText() : "")
+                + (n.hasNonNull("effect") && !n.path("effect").asText().isEmpty()
+                    ? ":" + n.path("effect").asText()
+                    : ""));
+      }
+      parts.add("tolerations " + String.join(" ", t));
+    }
+    if (pod.hasNonNull("serviceAccount")) {
+      parts.add("serviceAccount " + pod.path("serviceAccount").asText());
+    }
+    return String.join("; ", parts);
+  }
+
+  /**
+   * What a build met of its pod's limits, as its provisionerd reported: "the OOM killer killed 1
+   * process at the 512 MiB memory limit; throttled 3.2 s by its CPU limit of 500m"; empty when
+   * nothing.
+   */
+  static String limitsHit(JsonNode usage) {
+    List<String> parts = new ArrayList<>();
+    if (usage.path("oomKills").asLong() > 0) {
+      long n = usage.path("oomKills").asLong();
+      parts.add(
+          "the OOM killer killed "
+              + n
+              + (n == 1 ? " process" : " processes")
+              + (usage.hasNonNull("memoryLimitBytes")
+                  ? " at the "
+                      + io.oneshot.config.Units.formatSize(usage.path("memoryLimitBytes").asLong())
+                      + " memory limit"
+                  : ""));
+    }
+    if (usage.path("cpuThrottledSeconds").asDouble() >= 1) {
+      parts.add(
+          String.format(
+                  java.util.Locale.ROOT,
+                  "throttled %.1f s by its CPU limit",
+                  usage.path("cpuThrottledSeconds").asDouble())
+              + (usage.hasNonNull("cpuLimitCores")
+                  ? " of " + millicores(usage.path("cpuLimitCores").asDouble())
+                  : ""));
+    }
+    return String.join("; ", parts);
+  }
+
+  private static String millicores(double cores) {
+    long m = Math.round(cores * 1000);
+    return m % 1000 == 0 ? Long.toString(m / 1000) : m + "m";
+  }
+
+  private static String pairs(JsonNode obj) {
+    List<String> out = new ArrayList<>();
+    obj.properties().forEach(e -> out.add(e.getKey() + "=" + e.getValue().asText()));
+    return String.join(" ", out);
+  }
+
   @Command(
       name = "input",
+      header = "Prints a build's input as submitted (JSON).",
       mixinStandardHelpOptions = true,
       description = {
         "Prints a build's input as it was submitted (JSON), to read what ran or to submit it again"
@@ -460,7 +630,7 @@ final class BuildsCommand implements Callable<Integer> {
   }
 
   /** "3f9c1a2b in pod oneshot-7-1-x2k9p, since 2026-…" or "3f9c1a2b, process 4242 on host-1, …". */
-  static String runnerLine(JsonNode r) {
+  static String runnerLine(JsonNode r, java.time.ZoneId zone) {
     StringBuilder s = new StringBuilder(r.path("runner").asText());
     if (r.hasNonNull("pod")) {
       s.append(" in pod ").append(r.path("pod").asText());
@@ -471,7 +641,7 @@ final class BuildsCommand implements Callable<Integer> {
       }
     }
     if (r.hasNonNull("since")) {
-      s.append(", since ").append(r.path("since").asText());
+      s.append(", since ").append(Text.at(r.path("since"), zone));
     }
     return s.toString();
   }

@@ -21,7 +21,9 @@ final class ClientOptions {
       names = "--token",
       paramLabel = "TOKEN",
       defaultValue = "${env:ONESHOT_TOKEN}",
-      description = "The admin token (env ONESHOT_TOKEN).")
+      description =
+          "An API token (env ONESHOT_TOKEN): the admin token, or one oneshot tokens create made, whose"
+              + " role and routes decide what it may do.")
   String token;
 
   @Option(
@@ -30,6 +32,17 @@ final class ClientOptions {
       defaultValue = "text",
       description = "text or json (default: ${DEFAULT-VALUE}).")
   Output output;
+
+  @Option(
+      names = "--utc",
+      defaultValue = "${env:ONESHOT_UTC:-false}",
+      description = "Times in UTC (env ONESHOT_UTC=true); else in this machine's time zone.")
+  boolean utc;
+
+  /** The zone times are printed in ({@link Text#at}). */
+  java.time.ZoneId zone() {
+    return utc ? java.time.ZoneOffset.UTC : java.time.ZoneId.systemDefault();
+  }
 
   ApiClient client() {
     return new ApiClient(url, token);

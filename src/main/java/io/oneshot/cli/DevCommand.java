@@ -27,6 +27,7 @@ import picocli.CommandLine.Spec;
 
 @Command(
     name = "dev",
+    header = "Runs oneshot on this machine, with its own PostgreSQL.",
     mixinStandardHelpOptions = true,
     sortOptions = false,
     description = {
@@ -109,6 +110,12 @@ final class DevCommand implements Callable<Integer> {
     if (port < 0 || port > 65535) {
       throw new CliException(Main.USAGE, "--port: must be from 0 to 65535");
     }
+    // A port in use is said before anything is made: the embedded PostgreSQL's first start (a
+    // cluster made, every migration run) took seconds and left the data directory behind.
+    if (port != 0 && inUse(port)) {
+      throw new CliException(
+          Main.USAGE, "port " + port + " on 127.0.0.1 is in use; pass --port with another one");
+    }
     PrintWriter out = spec.commandLine().getOut();
     Path dir = dataDir.toAbsolutePath();
     // The admin token is the first thing a dev start writes: without it, this is the first start.
@@ -121,6 +128,17 @@ final class DevCommand implements Callable<Integer> {
       return serve(dir, base, out, demo == Demo.always || demo == Demo.first && fresh);
     } finally {
       lock.close();
+    }
+  }
+
+  /** Whether something listens on {@code port} of 127.0.0.1 (binding it there fails). */
+  private static boolean inUse(int port) {
+    try (java.net.ServerSocket probe = new java.net.ServerSocket()) {
+      probe.bind(
+          new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), port), 1);
+      return false;
+    } catch (IOException e) {
+      return true;
     }
   }
 
@@ -172,7 +190,8 @@ final class DevCommand implements Callable<Integer> {
             base.sources(),
             base.encryption().keys().isEmpty()
                 ? new OneshotConfig.Encryption(List.of(encryptionKey(dir)))
-                : base.encryption());
+                : base.encryption(),
+            base.teams());
     OneshotServer server;
     try {
       server = OneshotServer.start(cfg);

@@ -7,10 +7,13 @@ import io.oneshot.config.Units;
 import io.oneshot.launch.kubernetes.JobTemplates;
 import io.oneshot.server.OneshotServer;
 import java.io.PrintWriter;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -19,6 +22,7 @@ import picocli.CommandLine.Spec;
 
 @Command(
     name = "dispatcher",
+    header = "Runs the dispatcher: the API and the claim loop.",
     mixinStandardHelpOptions = true,
     description = {
       "Runs the long-lived dispatcher: the HTTP API, and (on the replica that leads) the claim"
@@ -52,10 +56,10 @@ final class DispatcherCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws InterruptedException {
-    OneshotConfig c = ConfigLoader.load(config, System.getenv());
     if (check) {
-      return check(c);
+      return check();
     }
+    OneshotConfig c = ConfigLoader.load(config, System.getenv());
     LogConfigurator.apply(c.logging().format(), c.logging().levels());
     OneshotServer server = OneshotServer.start(c);
     Duration grace = c.dispatch().shutdownGrace();
@@ -68,15 +72,46 @@ final class DispatcherCommand implements Callable<Integer> {
     return Main.OK;
   }
 
-  private int check(OneshotConfig c) {
+  /**
+   * {@code --check}, where the configuration may name files of the dispatcher's pod (the chart's
+   * admin token, keys and templates): one that is not on this machine is not read, and said so,
+   * instead of failing a check run outside the cluster on the rendered configuration. The
+   * environment's token and keys stand in for the files the dispatcher would read, as they would at
+   * start.
+   */
+  private int check() {
     PrintWriter out = spec.commandLine().getOut();
+    Map<String, String> env = new HashMap<>(System.getenv());
+    List<String> notRead = new ArrayList<>();
+    com.fasterxml.jackson.databind.JsonNode raw = ConfigLoader.tree(config);
+    String tokenFile = raw.path("api").path("adminTokenFile").asText(null);
+    if (tokenFile != null
+        && !env.containsKey(ConfigLoader.ENV_ADMIN_TOKEN)
+        && !Files.isReadable(Path.of(tokenFile))) {
+      env.put(ConfigLoader.ENV_ADMIN_TOKEN, "not-read-here-" + "x".repeat(32));
+      notRead.add("api.adminTokenFile " + tokenFile);
+    }
+    String keysFile = raw.path("encryption").path("keysFile").asText(null);
+    boolean keysNotRead = false;
+    if (keysFile != null
+        && !env.containsKey(ConfigLoader.ENV_ENCRYPTION_KEYS)
+        && !Files.isReadable(Path.of(keysFile))) {
+      env.put(ConfigLoader.ENV_ENCRYPTION_KEYS, "not-read-here=" + "x".repeat(32));
+      notRead.add("encryption.keysFile " + keysFile);
+      keysNotRead = true;
+    }
+    OneshotConfig c = ConfigLoader.load(config, env);
     OneshotConfig.Launcher launcher = c.launcher();
     String templates = "";
     if (launcher.kind().equals("kubernetes")) {
       Path dir = launcher.kubernetes().templateDir();
-      JobTemplates.load(dir, c.routes(), new KubernetesSerialization());
-      long count = c.routes().stream().map(OneshotConfig.Route::template).distinct().count();
-      templates = "; " + count + " Job " + (count == 1 ? "template" : "templates") + " in " + dir;
+      if (!Files.isDirectory(dir) && dir.isAbsolute()) {
+        notRead.add("launcher.kubernetes.templateDir " + dir + " (the Job templates)");
+      } else {
+        JobTemplates.load(dir, c.routes(), new KubernetesSerialization());
+        long count = c.routes().stream().map(OneshotConfig.Route::template).distinct().count();
+        templates = "; " + count + " Job " + (count == 1 ? "template" : "templates") + " in " + dir;
+      }
     }
     out.println(
         config
@@ -86,13 +121,15 @@ final class DispatcherCommand implements Callable<Integer> {
             + "; global limit "
             + c.dispatch().maxConcurrent()
             + "; "
-            + (c.encryption().keys().isEmpty()
-                ? "NO encryption keys: state is stored as it is, sensitive values are refused"
-                : "state and sensitive values sealed with key "
-                    + c.encryption().keys().get(0).id()
-                    + (c.encryption().keys().size() > 1
-                        ? " (" + (c.encryption().keys().size() - 1) + " older to open with)"
-                        : "")));
+            + (keysNotRead
+                ? "encryption keys from a file not read here"
+                : c.encryption().keys().isEmpty()
+                    ? "NO encryption keys: state is stored as it is, sensitive values are refused"
+                    : "state and sensitive values sealed with key "
+                        + c.encryption().keys().get(0).id()
+                        + (c.encryption().keys().size() > 1
+                            ? " (" + (c.encryption().keys().size() - 1) + " older to open with)"
+                            : "")));
     List<List<String>> rows = new ArrayList<>();
     for (OneshotConfig.Route r : c.routes()) {
       rows.add(
@@ -125,6 +162,13 @@ final class DispatcherCommand implements Callable<Integer> {
       }
       out.println();
       out.print(Text.table(List.of("SOURCE", "KIND", "CHANNEL", "ROUTES", "POLL"), sources));
+    }
+    if (!notRead.isEmpty()) {
+      out.println();
+      for (String what : notRead) {
+        out.println(
+            "Not on this machine, not read: " + what + ". The dispatcher reads it at start.");
+      }
     }
     return Main.OK;
   }

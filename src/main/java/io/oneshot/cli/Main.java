@@ -17,9 +17,11 @@ import picocli.CommandLine.Command;
       SubmitCommand.class,
       BuildsCommand.class,
       RoutesCommand.class,
+      RoutesCommand.Top.class,
+      WorkspacesCommand.class,
       TokensCommand.class,
       AuditCommand.class,
-      CommandLine.HelpCommand.class
+      HelpCommand.class
     },
     description = {
       "Runs every infrastructure build (a terraform apply, a script) in its own short-lived"
@@ -77,12 +79,26 @@ public final class Main implements Runnable {
   private static int usageError(CommandLine.ParameterException e, String[] args) {
     CommandLine cmd = e.getCommandLine();
     PrintWriter err = cmd.getErr();
-    // picocli words some messages "Value for option option '--tag' ...".
-    err.println("error: " + e.getMessage().replace("option option", "option"));
+    err.println("error: " + plain(e.getMessage()));
     CommandLine.UnmatchedArgumentException.printSuggestions(e, err);
     err.println("Try '" + cmd.getCommandSpec().qualifiedName() + " --help' for more.");
     err.flush();
     return USAGE;
+  }
+
+  /**
+   * picocli's message said as the API says its refusals, "what: why": without its "Error: " (after
+   * our "error: "), "Invalid value for positional parameter at index 0 (ID): 'abc' is not a long"
+   * as "ID: 'abc' is not a whole number", and "option option" as "option".
+   */
+  static String plain(String message) {
+    return message
+        .replaceFirst("^Error: ", "")
+        .replace("option option", "option")
+        .replaceFirst(
+            "^Invalid value for positional parameter at index \\d+ \\(([^)]+)\\): ", "$1: ")
+        .replaceFirst("^Invalid value for option '([^']+)'(?: \\([^)]*\\))?: ", "$1: ")
+        .replaceFirst(" is not an? (?:long|int|integer)$", " is not a whole number");
   }
 
   /** A command line writing to the given streams (tests capture them). */
@@ -108,6 +124,7 @@ public final class Main implements Runnable {
     cl.setOut(out);
     cl.setErr(err);
     cl.setParameterExceptionHandler(Main::usageError);
+    examplesUnwrapped(cl);
     cl.setExecutionExceptionHandler(
         (e, cmd, parsed) -> {
           if (e instanceof CliException c) {
@@ -125,6 +142,50 @@ public final class Main implements Runnable {
           return UNREACHABLE;
         });
     return cl;
+  }
+
+  /**
+   * Lays out every command's footer itself: a line that starts with a space (an example, an
+   * indented list) is printed as written, however long, so that an example copied from an 80-column
+   * terminal is still one command; a line of prose is wrapped between words at the help's width.
+   * picocli's own footer wrapped both, and put {@code --follow} of an example on a line of its own.
+   */
+  private static void examplesUnwrapped(CommandLine cl) {
+    cl.getHelpSectionMap().put(CommandLine.Model.UsageMessageSpec.SECTION_KEY_FOOTER, Main::footer);
+    for (CommandLine sub : cl.getSubcommands().values()) {
+      examplesUnwrapped(sub);
+    }
+  }
+
+  private static String footer(CommandLine.Help help) {
+    CommandLine.Model.UsageMessageSpec usage = help.commandSpec().usageMessage();
+    StringBuilder out = new StringBuilder();
+    for (String line : usage.footer()) {
+      if (line.isEmpty() || Character.isWhitespace(line.charAt(0))) {
+        out.append(line).append(System.lineSeparator());
+      } else {
+        out.append(wrap(line, usage.width()));
+      }
+    }
+    return out.toString();
+  }
+
+  /** {@code prose} in lines of at most {@code width} characters, broken between words only. */
+  static String wrap(String prose, int width) {
+    StringBuilder out = new StringBuilder();
+    int column = 0;
+    for (String word : prose.split(" +")) {
+      if (column > 0 && column + 1 + word.length() > width) {
+        out.append(System.lineSeparator());
+        column = 0;
+      } else if (column > 0) {
+        out.append(' ');
+        column++;
+      }
+      out.append(word);
+      column += word.length();
+    }
+    return out.append(System.lineSeparator()).toString();
   }
 
   @Override

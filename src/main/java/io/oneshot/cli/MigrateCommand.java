@@ -12,6 +12,7 @@ import picocli.CommandLine.Spec;
 
 @Command(
     name = "migrate",
+    header = "Brings the database schema to this version.",
     mixinStandardHelpOptions = true,
     description = {
       "Brings the database schema to this version of oneshot and exits. The dispatcher does the"

@@ -13,6 +13,7 @@ import picocli.CommandLine.Option;
 
 @Command(
     name = "provisionerd",
+    header = "Runs one build in its pod or process, and exits.",
     mixinStandardHelpOptions = true,
     description = {
       "Runs one build and exits: acquires the build its token is good for, runs it, streams its"

@@ -25,6 +25,7 @@ import picocli.CommandLine.Spec;
 
 @Command(
     name = "submit",
+    header = "Enqueues a build.",
     mixinStandardHelpOptions = true,
     sortOptions = false,
     description = {
@@ -41,6 +42,9 @@ import picocli.CommandLine.Spec;
       "  oneshot submit --script-file deploy.sh --env STAGE=dev --tag org=default --follow",
       "  oneshot submit --script 'deploy --key \"$KEY\"' --env KEY=s3cr3t --sensitive KEY --wait",
       "  oneshot submit --input build.json -o json",
+      "  oneshot submit --terraform ./big --memory 4Gi --cpu 2 --tag org=default --wait",
+      "  oneshot submit --script ./gpu-job.sh --image ghcr.io/acme/cuda:12 \\",
+      "      --node-selector pool=gpu --toleration nvidia.com/gpu:NoSchedule --tag org=ml",
       "",
       "Exit codes with --wait or --follow: 0 succeeded, 1 failed, 3 canceled;"
           + " otherwise 0 once the build is queued. 2 for bad input, 4 when the server is"
@@ -52,6 +56,9 @@ final class SubmitCommand implements Callable<Integer> {
   @Spec picocli.CommandLine.Model.CommandSpec spec;
 
   @Mixin ClientOptions client;
+
+  /** The build's own pod settings (a route allows what it allows; the server says the rest). */
+  @Mixin PodOptions pod;
 
   static final class What {
     @Option(
@@ -145,6 +152,14 @@ final class SubmitCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     ObjectNode input = buildInput();
+    ObjectNode own = pod.pod();
+    if (own != null) {
+      if (input.path("pod") instanceof ObjectNode given) {
+        given.setAll(own);
+      } else {
+        input.set("pod", own);
+      }
+    }
     boolean script = what.script != null || what.scriptFile != null;
     if (!script && what.terraform == null && (!env.isEmpty() || !vars.isEmpty() || destroy)) {
       throw new CliException(
@@ -162,6 +177,13 @@ final class SubmitCommand implements Callable<Integer> {
     body.put("priority", priority);
     if (workspace != null) {
       body.put("workspace", workspace);
+    }
+    if (workspace == null && "terraform".equals(input.path("provisioner").asText())) {
+      spec.commandLine()
+          .getErr()
+          .println(
+              "warning: no --workspace: terraform's state is not kept after this build, so what it"
+                  + " creates is known to no state; --workspace NAME keeps it");
     }
     ApiClient api = client.client();
     JsonNode created = api.post("/api/v1/builds", Json.write(body));

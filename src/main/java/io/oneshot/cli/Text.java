@@ -29,6 +29,28 @@ final class Text {
     return String.format("%dh%02dm", s / 3600, (s % 3600) / 60);
   }
 
+  private static final java.time.format.DateTimeFormatter AT =
+      java.time.format.DateTimeFormatter.ofPattern("uuuu-MM-dd HH:mm:ss", java.util.Locale.ROOT);
+
+  /**
+   * A moment as every command prints it, to the second, in {@code zone}: {@code 2026-12-06 19:10:05
+   * UTC}, or with the zone's offset ({@code 2026-12-06 20:10:05 +01:00}); the console writes the
+   * same. "-" for none.
+   */
+  static String at(Instant t, java.time.ZoneId zone) {
+    if (t == null) {
+      return "-";
+    }
+    java.time.ZonedDateTime z = t.atZone(zone);
+    java.time.ZoneOffset offset = z.getOffset();
+    return AT.format(z) + " " + (offset.getTotalSeconds() == 0 ? "UTC" : offset.getId());
+  }
+
+  /** {@link #at(Instant, java.time.ZoneId)} of an API's time ({@code 2026-12-06T19:10:05.123Z}). */
+  static String at(JsonNode n, java.time.ZoneId zone) {
+    return at(time(n), zone);
+  }
+
   static Instant time(JsonNode n) {
     return n == null || n.isNull() || n.isMissingNode() ? null : Instant.parse(n.asText());
   }

@@ -19,6 +19,7 @@ import picocli.CommandLine.Spec;
 
 @Command(
     name = "tokens",
+    header = "Creates, lists and revokes API tokens.",
     mixinStandardHelpOptions = true,
     description = {
       "Creates, lists and revokes API tokens (with the admin token). A token has a role and covers"
@@ -54,6 +55,7 @@ final class TokensCommand implements Callable<Integer> {
 
   @Command(
       name = "create",
+      header = "Creates a token and prints it once.",
       mixinStandardHelpOptions = true,
       description = {
         "Creates a token and prints it once: it is stored only as a hash, so keep it now (a"
@@ -148,7 +150,7 @@ final class TokensCommand implements Callable<Integer> {
               + covers(made)
               + (made.path("expiresAt").isNull()
                   ? ", no expiry"
-                  : ", expires " + made.path("expiresAt").asText())
+                  : ", expires " + Text.at(made.path("expiresAt"), client.zone()))
               + ". It is shown this once.");
       err.flush();
       return Main.OK;
@@ -166,6 +168,7 @@ final class TokensCommand implements Callable<Integer> {
 
   @Command(
       name = "list",
+      header = "Lists the tokens.",
       mixinStandardHelpOptions = true,
       description = {
         "Lists the tokens: role, the routes given and those they cover today, status (active,"
@@ -199,8 +202,8 @@ final class TokensCommand implements Callable<Integer> {
                 String.join(", ", given),
                 covers(t),
                 t.path("status").asText(),
-                Text.orDash(t.path("expiresAt")),
-                Text.orDash(t.path("lastUsedAt")),
+                Text.at(t.path("expiresAt"), client.zone()),
+                Text.at(t.path("lastUsedAt"), client.zone()),
                 t.path("owner").asText().isEmpty() ? "-" : t.path("owner").asText()));
       }
       if (rows.isEmpty()) {
@@ -217,6 +220,7 @@ final class TokensCommand implements Callable<Integer> {
 
   @Command(
       name = "revoke",
+      header = "Revokes a token.",
       mixinStandardHelpOptions = true,
       description =
           "Revokes a token: every call with it is refused (401) from now on, on every replica."
@@ -241,7 +245,11 @@ final class TokensCommand implements Callable<Integer> {
       if (client.json()) {
         out.println(Json.write(r));
       } else if (r.path("already").asBoolean()) {
-        out.println("token " + name + " was revoked already, at " + r.path("revokedAt").asText());
+        out.println(
+            "token "
+                + name
+                + " was revoked already, at "
+                + Text.at(r.path("revokedAt"), client.zone()));
       } else {
         out.println("token " + name + " revoked");
       }

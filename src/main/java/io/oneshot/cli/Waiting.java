@@ -54,7 +54,12 @@ final class Waiting {
 
   /** Streams the log until the build ends, then returns the build. */
   static JsonNode follow(ApiClient api, long id, PrintWriter out, boolean json) {
-    long[] after = {0};
+    return follow(api, id, 0, out, json);
+  }
+
+  /** {@link #follow(ApiClient, long, PrintWriter, boolean)} from the line after {@code from}. */
+  static JsonNode follow(ApiClient api, long id, long from, PrintWriter out, boolean json) {
+    long[] after = {from};
     while (true) {
       api.stream(
           "/api/v1/builds/" + id + "/logs?follow=true&after=" + after[0],

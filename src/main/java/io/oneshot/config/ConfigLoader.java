@@ -58,7 +58,10 @@ public final class ConfigLoader {
           "retryAfterAcquire",
           "namespace",
           "untagged",
-          "retention");
+          "retention",
+          "warm",
+          "pod",
+          "team");
 
   /**
    * The Kubernetes client's default rate: a launch is three requests (docs/performance.md), so the
@@ -93,6 +96,19 @@ public final class ConfigLoader {
       throw new ConfigException(file + ": no such file");
     } catch (IOException e) {
       throw new ConfigException(file + ": cannot be read: " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * The file as YAML, unchecked: for a look at a value before the configuration is read whole
+   * ({@code dispatcher --check}); a missing node when it is not YAML (the load then says where).
+   */
+  public static JsonNode tree(Path file) {
+    try {
+      JsonNode n = YAML.readTree(readFile(file));
+      return n == null ? com.fasterxml.jackson.databind.node.MissingNode.getInstance() : n;
+    } catch (JsonProcessingException e) {
+      return com.fasterxml.jackson.databind.node.MissingNode.getInstance();
     }
   }
 
@@ -141,7 +157,8 @@ public final class ConfigLoader {
         "retention",
         "routes",
         "sources",
-        "encryption");
+        "encryption",
+        "teams");
 
     ConfigNode db = root.object("database");
     db.allowOnly("url", "poolSize", "reconnect");
@@ -241,7 +258,8 @@ public final class ConfigLoader {
         "heartbeatInterval",
         "leaderInterval",
         "shutdownGrace",
-        "launchRetry");
+        "launchRetry",
+        "warmInterval");
     Dispatch dispatch =
         new Dispatch(
             d.integer("maxConcurrent", 100, 1, 100_000),
@@ -253,7 +271,16 @@ public final class ConfigLoader {
             d.duration("heartbeatInterval", "1s", Duration.ofMillis(100)),
             d.duration("leaderInterval", "1s", Duration.ofMillis(50)),
             d.duration("shutdownGrace", "20s", Duration.ofSeconds(1)),
-            d.backoff("launchRetry", "500ms", "30s"));
+            d.backoff("launchRetry", "500ms", "30s"),
+            d.duration("warmInterval", "15s", Duration.ofMillis(100)));
+    if (dispatch.warmInterval().compareTo(MAX_WARM_INTERVAL) > 0) {
+      d.child("warmInterval")
+          .report(
+              "must be at most "
+                  + Units.format(MAX_WARM_INTERVAL)
+                  + ": a schedule period that begins waits no longer than this for its balloons",
+              Units.format(dispatch.warmInterval()));
+    }
 
     ConfigNode l = root.object("limits");
     l.allowOnly(
@@ -337,7 +364,8 @@ public final class ConfigLoader {
         "burst",
         "launchesInFlight",
         "ttlSecondsAfterFinished",
-        "requestTimeout");
+        "requestTimeout",
+        "balloonPriorityClass");
     String namespace = kn.string("namespace", "default");
     if (!NAMESPACE.matcher(namespace).matches()) {
       kn.child("namespace").report(NAMESPACE_RULE, namespace);
@@ -350,7 +378,14 @@ public final class ConfigLoader {
             kn.integer("burst", DEFAULT_BURST, 1, 10_000),
             kn.integer("launchesInFlight", DEFAULT_LAUNCHES_IN_FLIGHT, 1, 10_000),
             kn.integer("ttlSecondsAfterFinished", 3600, 0, 30 * 24 * 3600),
-            kn.duration("requestTimeout", "30s", Duration.ofSeconds(1)));
+            kn.duration("requestTimeout", "30s", Duration.ofSeconds(1)),
+            kn.string("balloonPriorityClass", DEFAULT_BALLOON_PRIORITY_CLASS));
+    if (!NAMESPACE.matcher(kubernetes.balloonPriorityClass()).matches()) {
+      kn.child("balloonPriorityClass")
+          .report(
+              "must be the name of a PriorityClass: lowercase letters, digits and '-'",
+              kubernetes.balloonPriorityClass());
+    }
     Launcher launcher = new Launcher(kind, local, kubernetes);
     if (kind.equals("kubernetes") && publicUrl == null) {
       apiNode
@@ -390,7 +425,27 @@ public final class ConfigLoader {
             rt.duration("interval", "1m", Duration.ofSeconds(1)),
             rt.integer("batch", 500, 1, 100_000));
 
+    List<OneshotConfig.Team> teams = readTeams(root, dispatch);
     List<Route> routes = readRoutes(root, dispatch, retention);
+    checkTeams(root, teams, routes);
+    for (int i = 0; i < routes.size(); i++) {
+      if (!kind.equals("kubernetes") && routes.get(i).pod() != null) {
+        root.child("routes")
+            .index(i)
+            .child("pod")
+            .report(
+                "needs launcher.kind kubernetes: a build's pod settings are for the Job's pod (the"
+                    + " local launcher runs builds as processes here)");
+      }
+      if (!kind.equals("kubernetes") && routes.get(i).warm().any()) {
+        root.child("routes")
+            .index(i)
+            .child("warm")
+            .report(
+                "needs launcher.kind kubernetes: warm room is pods of the route's shape held on"
+                    + " its nodes (the local launcher runs builds as processes here)");
+      }
+    }
     if (kind.equals("kubernetes")) {
       for (int i = 0; i < routes.size(); i++) {
         if (routes.get(i).template() == null) {
@@ -415,7 +470,111 @@ public final class ConfigLoader {
         retention,
         routes,
         sources,
-        readEncryption(root, env));
+        readEncryption(root, env),
+        teams);
+  }
+
+  /** The fields of a team. */
+  public static final List<String> TEAM_FIELDS =
+      List.of("name", "weight", "guaranteed", "borrowLimit", "maxConcurrent");
+
+  /** The configured teams (routes that name none are teams of their own). */
+  private static List<OneshotConfig.Team> readTeams(ConfigNode root, Dispatch dispatch) {
+    ConfigNode list = root.child("teams");
+    if (list.absent()) {
+      return List.of();
+    }
+    if (!list.node().isArray()) {
+      list.report(
+          "must be a list of teams like {name: platform, weight: 2, guaranteed: 4, borrowLimit: 10}",
+          list.node());
+      return List.of();
+    }
+    List<OneshotConfig.Team> teams = new ArrayList<>();
+    int guaranteed = 0;
+    for (int i = 0; i < list.node().size(); i++) {
+      ConfigNode t = list.index(i).requireObject();
+      t.allowOnly(TEAM_FIELDS.toArray(String[]::new));
+      String name = t.string("name", null);
+      if (name == null) {
+        t.child("name").report("is required");
+        continue;
+      }
+      if (!ROUTE_NAME.matcher(name).matches()) {
+        t.child("name")
+            .report(
+                "must be 1 to 32 lowercase letters, digits or '-', starting and ending with a"
+                    + " letter or digit",
+                name);
+      }
+      for (int j = 0; j < teams.size(); j++) {
+        if (name.equals(teams.get(j).name())) {
+          t.child("name").report("duplicate team '" + name + "' (also teams[" + j + "])");
+        }
+      }
+      OneshotConfig.Team team =
+          new OneshotConfig.Team(
+              name,
+              t.integer("weight", 1, 1, 1000),
+              t.integer("guaranteed", 0, 0, 100_000),
+              t.child("borrowLimit").absent() ? null : t.integer("borrowLimit", 0, 0, 100_000),
+              t.child("maxConcurrent").absent() ? null : t.integer("maxConcurrent", 0, 0, 100_000));
+      guaranteed += team.guaranteed();
+      teams.add(team);
+    }
+    if (guaranteed > dispatch.maxConcurrent()) {
+      list.report(
+          "guarantee "
+              + guaranteed
+              + " slots together, more than dispatch.maxConcurrent ("
+              + dispatch.maxConcurrent()
+              + "): a guarantee must be one the global limit can keep");
+    }
+    return List.copyOf(teams);
+  }
+
+  /**
+   * Every team a route names exists, every team has a route, and no team takes the name of a route
+   * that is not in it (a route that names no team is a team of that name).
+   */
+  private static void checkTeams(
+      ConfigNode root, List<OneshotConfig.Team> teams, List<Route> routes) {
+    java.util.Set<String> names = new java.util.HashSet<>();
+    teams.forEach(t -> names.add(t.name()));
+    for (int i = 0; i < routes.size(); i++) {
+      Route r = routes.get(i);
+      if (r.team() != null && !names.contains(r.team())) {
+        root.child("routes")
+            .index(i)
+            .child("team")
+            .report(
+                "names no team in teams"
+                    + (names.isEmpty()
+                        ? ""
+                        : " (" + String.join(", ", new java.util.TreeSet<>(names)) + ")"),
+                r.team());
+      }
+    }
+    for (int i = 0; i < teams.size(); i++) {
+      String t = teams.get(i).name();
+      Route same = routes.stream().filter(r -> r.name().equals(t)).findFirst().orElse(null);
+      if (same != null && !t.equals(same.team())) {
+        root.child("teams")
+            .index(i)
+            .child("name")
+            .report(
+                "route "
+                    + t
+                    + (same.team() == null
+                        ? " names no team, so it is a team of its own of that name"
+                        : " is in team " + same.team())
+                    + ": give this team another name, or put the route in it (team: "
+                    + t
+                    + ")");
+      } else if (routes.stream().noneMatch(r -> t.equals(r.team()))) {
+        root.child("teams").index(i).child("name").report("no route names team " + t);
+      }
+    }
   }
 
   /** Where the encryption keys come from when they are not in the file. */
@@ -873,13 +1032,15 @@ public final class ConfigLoader {
                     + " (the machine's network: what a build that reaches a cloud or Coder needs)",
                 network);
       }
+      int maxConcurrent = r.integer("maxConcurrent", 10, 0, 100_000);
+      OneshotConfig.Retention routeRetention = routeRetention(r, retention);
       routes.add(
           new Route(
               name,
               tags,
               r.string("template", null),
               ns,
-              r.integer("maxConcurrent", 10, 0, 100_000),
+              maxConcurrent,
               r.duration("timeout", "1h", Duration.ofSeconds(1)),
               r.duration("launchTimeout", "5m", Duration.ofSeconds(1)),
               hang,
@@ -888,12 +1049,281 @@ public final class ConfigLoader {
               r.integer("maxAttempts", 3, 1, 100),
               r.bool("retryAfterAcquire", false),
               untagged,
-              routeRetention(r, retention),
+              routeRetention,
               drainGrace,
               envNames(r),
-              network));
+              network,
+              warm(r, maxConcurrent, routeRetention),
+              pod(r),
+              r.string("team", null)));
     }
     return List.copyOf(routes);
+  }
+
+  /** The fields of a route's {@code pod}. */
+  public static final List<String> POD_FIELDS =
+      List.of(
+          "overLimit",
+          "maxRequests",
+          "maxLimits",
+          "images",
+          "nodeSelector",
+          "tolerations",
+          "labels",
+          "annotations",
+          "serviceAccounts");
+
+  private static final Pattern RESOURCE_NAME =
+      Pattern.compile("^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$");
+
+  private static final Pattern ACCOUNT =
+      Pattern.compile("^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$");
+
+  /** What a route's builds may ask for their own pod; null without {@code pod}. */
+  private static OneshotConfig.PodRules pod(ConfigNode r) {
+    ConfigNode p = r.child("pod");
+    if (p.absent()) {
+      return null;
+    }
+    p = p.requireObject();
+    p.allowOnly(POD_FIELDS.toArray(String[]::new));
+    String overLimit = p.string("overLimit", OneshotConfig.PodRules.CLAMP);
+    if (!List.of(OneshotConfig.PodRules.CLAMP, OneshotConfig.PodRules.REFUSE).contains(overLimit)) {
+      p.child("overLimit")
+          .report(
+              "must be clamp (a size over the maximum is lowered to it, with a note) or refuse (the"
+                  + " build is refused at enqueue)",
+              overLimit);
+    }
+    return new OneshotConfig.PodRules(
+        overLimit,
+        quantities(p.child("maxRequests")),
+        quantities(p.child("maxLimits")),
+        globs(p.child("images")),
+        globMap(p.child("nodeSelector")),
+        globs(p.child("tolerations")),
+        globMap(p.child("labels")),
+        globMap(p.child("annotations")),
+        accounts(p.child("serviceAccounts")));
+  }
+
+  /** Resource names to quantities ({cpu: 2, memory: 4Gi}). */
+  private static Map<String, String> quantities(ConfigNode c) {
+    if (c.absent()) {
+      return Map.of();
+    }
+    if (!c.node().isObject()) {
+      c.report(
+          "must be a mapping of resource names to quantities, like {cpu: 2, memory: 4Gi}",
+          c.node());
+      return Map.of();
+    }
+    Map<String, String> out = new LinkedHashMap<>();
+    for (Map.Entry<String, JsonNode> e : c.node().properties()) {
+      ConfigNode v = c.child(e.getKey());
+      if (!RESOURCE_NAME.matcher(e.getKey()).matches()) {
+        v.report("is not a resource name like cpu, memory, ephemeral-storage or nvidia.com/gpu");
+        continue;
+      }
+      String q = e.getValue().isValueNode() ? e.getValue().asText() : null;
+      if (Quantities.parse(q) == null) {
+        v.report("must be a quantity like 500m, 2, 512Mi or 4Gi", e.getValue());
+        continue;
+      }
+      out.put(e.getKey(), q);
+    }
+    return Map.copyOf(out);
+  }
+
+  /** A list of globs (a single string is a list of one). */
+  private static List<String> globs(ConfigNode c) {
+    if (c.absent()) {
+      return List.of();
+    }
+    List<String> out = new ArrayList<>();
+    if (c.node().isTextual()) {
+      out.add(c.node().asText());
+    } else if (c.node().isArray()) {
+      for (int i = 0; i < c.node().size(); i++) {
+        JsonNode e = c.node().get(i);
+        if (!e.isTextual() || e.asText().isEmpty() || e.asText().matches(".*\\s.*")) {
+          c.index(i).report("must be a pattern without spaces, like ghcr.io/acme/* ", e);
+        } else {
+          out.add(e.asText());
+        }
+      }
+    } else {
+      c.report("must be a list of patterns", c.node());
+    }
+    return List.copyOf(out);
+  }
+
+  /** Key patterns to the value patterns allowed with them ({pool: [gpu, "cpu-*"]}). */
+  private static Map<String, List<String>> globMap(ConfigNode c) {
+    if (c.absent()) {
+      return Map.of();
+    }
+    if (!c.node().isObject()) {
+      c.report(
+          "must be a mapping of key patterns to the value patterns allowed, like {pool: [gpu, \"cpu-*\"]}",
+          c.node());
+      return Map.of();
+    }
+    Map<String, List<String>> out = new LinkedHashMap<>();
+    for (Map.Entry<String, JsonNode> e : c.node().properties()) {
+      ConfigNode v = c.child(e.getKey());
+      String prefix =
+          e.getKey().contains("/") ? e.getKey().substring(0, e.getKey().indexOf('/')) : "";
+      if (prefix.matches("(.*\\.)?(oneshot\\.io|kubernetes\\.io|k8s\\.io)")) {
+        v.report(
+            "keys under "
+                + prefix
+                + "/ are "
+                + (prefix.endsWith("oneshot.io")
+                    ? "oneshot's own (a build's identity)"
+                    : "reserved by Kubernetes")
+                + ": no build may set them");
+        continue;
+      }
+      out.put(e.getKey(), globs(v));
+    }
+    return Map.copyOf(out);
+  }
+
+  /** Names of ServiceAccounts of the route's namespace. */
+  private static List<String> accounts(ConfigNode c) {
+    if (c.absent()) {
+      return List.of();
+    }
+    if (!c.node().isArray()) {
+      c.report("must be a list of ServiceAccount names", c.node());
+      return List.of();
+    }
+    List<String> out = new ArrayList<>();
+    for (int i = 0; i < c.node().size(); i++) {
+      JsonNode e = c.node().get(i);
+      if (!e.isTextual() || e.asText().length() > 253 || !ACCOUNT.matcher(e.asText()).matches()) {
+        c.index(i)
+            .report("must be a ServiceAccount's name: lowercase letters, digits, '-' and '.'", e);
+      } else {
+        out.add(e.asText());
+      }
+    }
+    return List.copyOf(out);
+  }
+
+  /** The most {@code dispatch.warmInterval} may be: the leader counts balloons this often. */
+  static final Duration MAX_WARM_INTERVAL = Duration.ofSeconds(30);
+
+  /** The PriorityClass balloons run at unless the launcher names another (the chart's). */
+  public static final String DEFAULT_BALLOON_PRIORITY_CLASS = "oneshot-balloon";
+
+  /** The fields of a route's {@code warm}. */
+  public static final List<String> WARM_FIELDS =
+      List.of("idle", "schedule", "scaleFactor", "forecast", "max", "command");
+
+  /** A route's warm room; {@link OneshotConfig.Warm#NONE} without {@code warm}. */
+  private static OneshotConfig.Warm warm(
+      ConfigNode r, int maxConcurrent, OneshotConfig.Retention retention) {
+    ConfigNode w = r.child("warm");
+    if (w.absent()) {
+      return OneshotConfig.Warm.NONE;
+    }
+    w = w.requireObject();
+    w.allowOnly(WARM_FIELDS.toArray(String[]::new));
+    int idle = w.integer("idle", 0, 0, 10_000);
+    double scaleFactor = w.number("scaleFactor", 0, 0, 100);
+    Integer max = w.child("max").absent() ? null : w.integer("max", 0, 0, 10_000);
+    List<OneshotConfig.Period> schedule = new ArrayList<>();
+    ConfigNode list = w.child("schedule");
+    if (!list.absent() && !list.node().isArray()) {
+      list.report(
+          "must be a list of periods like {cron: \"30 8 * * 1-5\", length: 90m,"
+              + " timeZone: Europe/Berlin, balloons: 10}",
+          list.node());
+    } else if (!list.absent()) {
+      for (int i = 0; i < list.node().size(); i++) {
+        ConfigNode p = list.index(i).requireObject();
+        p.allowOnly("cron", "length", "timeZone", "balloons");
+        String cron = p.string("cron", null);
+        if (cron == null) {
+          p.child("cron").report("is required: when the period starts, like \"30 8 * * 1-5\"");
+        } else {
+          try {
+            Crons.parse(cron);
+          } catch (IllegalArgumentException e) {
+            p.child("cron")
+                .report(
+                    "must be a cron expression of five fields (minute hour day-of-month month"
+                        + " day-of-week): "
+                        + e.getMessage(),
+                    cron);
+            cron = null;
+          }
+        }
+        if (p.child("length").absent()) {
+          p.child("length").report("is required: how long the period lasts, like 90m");
+        }
+        Duration length = p.duration("length", "1h", Duration.ofMinutes(1));
+        if (length.compareTo(Duration.ofDays(7)) > 0) {
+          p.child("length").report("must be at most 168h (a week)", Units.format(length));
+        }
+        String zone = p.string("timeZone", "UTC");
+        java.time.ZoneId zoneId = java.time.ZoneOffset.UTC;
+        try {
+          zoneId = java.time.ZoneId.of(zone);
+        } catch (java.time.DateTimeException e) {
+          p.child("timeZone")
+              .report("must be a time zone of the tz database, like Europe/Berlin or UTC", zone);
+        }
+        if (p.child("balloons").absent()) {
+          p.child("balloons").report("is required: how many balloons the period keeps");
+        }
+        int balloons = p.integer("balloons", 0, 0, 10_000);
+        if (cron != null) {
+          schedule.add(new OneshotConfig.Period(cron, length, zoneId, balloons));
+        }
+      }
+    }
+    OneshotConfig.Forecast forecast = null;
+    if (!w.child("forecast").absent()) {
+      ConfigNode f = w.object("forecast");
+      f.allowOnly("weeks", "percentile", "ahead");
+      forecast =
+          new OneshotConfig.Forecast(
+              f.integer("weeks", 4, 1, 52),
+              f.integer("percentile", 75, 1, 100),
+              f.duration("ahead", "15m", Duration.ofMinutes(1)));
+      if (forecast.ahead().compareTo(Duration.ofDays(1)) > 0) {
+        f.child("ahead").report("must be at most 24h", Units.format(forecast.ahead()));
+      }
+      // The forecast reads the route's finished builds: retention must keep the weeks it reads.
+      Duration needed = Duration.ofDays(7L * forecast.weeks()).plus(forecast.ahead());
+      if (retention.age() != null && retention.age().compareTo(needed) < 0) {
+        f.child("weeks")
+            .report(
+                "reads "
+                    + forecast.weeks()
+                    + " weeks of the route's builds, but retention.age keeps "
+                    + Units.format(retention.age())
+                    + ": keep at least "
+                    + Units.format(needed)
+                    + " (the route's own retention, or the top-level one), or read fewer weeks");
+      }
+    }
+    if (max != null && max > maxConcurrent) {
+      w.child("max")
+          .report(
+              "must not exceed the route's maxConcurrent ("
+                  + maxConcurrent
+                  + "): a balloon is room for a build the route could start",
+              w.child("max").node());
+    }
+    List<String> command = w.strings("command", OneshotConfig.Warm.DEFAULT_COMMAND);
+    if (command.isEmpty()) {
+      w.child("command").report("must name a program: what a balloon runs");
+    }
+    return new OneshotConfig.Warm(idle, List.copyOf(schedule), scaleFactor, forecast, max, command);
   }
 
   /**

@@ -115,6 +115,20 @@ record ConfigNode(JsonNode node, String path, List<String> problems) {
     return c.node.intValue();
   }
 
+  double number(String name, double fallback, double min, double max) {
+    ConfigNode c = child(name);
+    if (c.absent()) {
+      return fallback;
+    }
+    if (!c.node.isNumber()
+        || !Double.isFinite(c.node.doubleValue())
+        || c.node.doubleValue() < min
+        || c.node.doubleValue() > max) {
+      return c.bad("must be a number from " + min + " to " + max, c.node, fallback);
+    }
+    return c.node.doubleValue();
+  }
+
   boolean bool(String name, boolean fallback) {
     ConfigNode c = child(name);
     if (c.absent()) {

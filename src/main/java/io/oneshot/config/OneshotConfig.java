@@ -20,7 +20,8 @@ public record OneshotConfig(
     Retention retention,
     List<Route> routes,
     List<Source> sources,
-    Encryption encryption) {
+    Encryption encryption,
+    List<Team> teams) {
 
   /**
    * Keys that encrypt workspace state and sensitive values at rest: the first seals new values,
@@ -160,7 +161,8 @@ public record OneshotConfig(
 
   /**
    * The claim loop and the rescuer. {@code launchRetry}: how long a launch that failed for a reason
-   * worth retrying (the API server unreachable, throttled) waits before its next try.
+   * worth retrying (the API server unreachable, throttled) waits before its next try; {@code
+   * warmInterval}: how often the leader counts the routes' balloons again when nothing changed.
    */
   public record Dispatch(
       int maxConcurrent,
@@ -172,7 +174,8 @@ public record OneshotConfig(
       Duration heartbeatInterval,
       Duration leaderInterval,
       Duration shutdownGrace,
-      Backoff launchRetry) {}
+      Backoff launchRetry,
+      Duration warmInterval) {}
 
   /**
    * Size caps, enforced by the API and (input and tags) mirrored into the database for SQL
@@ -203,7 +206,8 @@ public record OneshotConfig(
       int burst,
       int launchesInFlight,
       int ttlSecondsAfterFinished,
-      Duration requestTimeout) {}
+      Duration requestTimeout,
+      String balloonPriorityClass) {}
 
   /**
    * The local launcher. {@code runDir} holds one directory per attempt; {@code command} replaces
@@ -246,6 +250,9 @@ public record OneshotConfig(
    *     tags); an untagged build goes to the first route that takes it
    * @param retention how long this route's finished builds are kept (interval and batch are the
    *     top-level ones)
+   * @param warm the warm room the route keeps for its next builds ({@link Warm#NONE}: none)
+   * @param pod what a build may ask for its own pod (null: nothing)
+   * @param team the team the route shares its weight with (null: a team of its own)
    */
   public record Route(
       String name,
@@ -264,7 +271,10 @@ public record OneshotConfig(
       Retention retention,
       Duration drainGrace,
       List<String> passEnv,
-      String network) {
+      String network,
+      Warm warm,
+      PodRules pod,
+      String team) {
     /**
      * The variable of the dispatcher's environment that holds a route's own Coder provisioner key
      * where one environment serves every route (the local launcher): {@code
@@ -295,7 +305,10 @@ public record OneshotConfig(
           retention,
           drainGrace,
           passEnv,
-          network);
+          network,
+          warm,
+          pod,
+          team);
     }
 
     /** How much longer than the cancel grace a build pod's termination grace must be. */
@@ -309,6 +322,104 @@ public record OneshotConfig(
     public Duration terminationGrace() {
       return drainGrace != null ? drainGrace : timeout.plus(cancelGrace).plus(GRACE_MARGIN);
     }
+  }
+
+  /**
+   * The warm room a route keeps: balloons, placeholder pods of its builds' shape and image at a
+   * priority below every build's, which a build's pod takes the place of (docs/warm-capacity.md).
+   * How many: the most of {@code idle}, the {@code schedule} periods in force, {@code scaleFactor}
+   * times the route's builds launching or running, and the {@code forecast}; never more than {@code
+   * max}, the route's free slots or the free slots of {@code dispatch.maxConcurrent}.
+   *
+   * @param max at most this many balloons (null: as many as the route's free slots)
+   * @param command what a balloon runs: something that does nothing and ends at once on SIGTERM
+   */
+  public record Warm(
+      int idle,
+      List<Period> schedule,
+      double scaleFactor,
+      Forecast forecast,
+      Integer max,
+      List<String> command) {
+    /** No warm room: the default. */
+    public static final Warm NONE = new Warm(0, List.of(), 0, null, 0, List.of());
+
+    /**
+     * What a balloon runs unless the route says otherwise: a shell that sleeps and exits at once on
+     * SIGTERM (the shell is PID 1 in its container, where a signal without a handler is ignored,
+     * and the kubelet would wait out its grace before the build's pod could take the room).
+     */
+    public static final List<String> DEFAULT_COMMAND =
+        List.of("sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done");
+
+    /** Whether this keeps any balloon at some time. */
+    public boolean any() {
+      return (max == null || max > 0)
+          && (idle > 0
+              || scaleFactor > 0
+              || forecast != null
+              || schedule.stream().anyMatch(p -> p.balloons() > 0));
+    }
+  }
+
+  /**
+   * A schedule period: from each time {@code cron} (five fields: minute, hour, day of month, month,
+   * day of week) names in {@code timeZone}, for {@code length}, the route keeps {@code balloons}.
+   */
+  public record Period(String cron, Duration length, java.time.ZoneId timeZone, int balloons) {}
+
+  /**
+   * A forecast from the queue's own history: for each of the last {@code weeks} weeks, the most of
+   * the route's builds that held a slot at once between that week's same time and {@code ahead}
+   * later; the route keeps the {@code percentile} of those (nearest rank).
+   */
+  public record Forecast(int weeks, int percentile, Duration ahead) {}
+
+  /**
+   * What a route's builds may ask for their own pod (input.pod, docs/pod-settings.md): requests and
+   * limits up to {@code maxRequests} and {@code maxLimits} (a size over them is clamped or refused,
+   * as {@code overLimit} says), an image matching one of {@code images}, node selector entries,
+   * labels and annotations whose keys and values match a rule's, tolerations of the taints in
+   * {@code tolerations}, one of {@code serviceAccounts}. Patterns are globs: {@code *} any run of
+   * characters, {@code ?} one, the rest as written.
+   */
+  public record PodRules(
+      String overLimit,
+      Map<String, String> maxRequests,
+      Map<String, String> maxLimits,
+      List<String> images,
+      Map<String, List<String>> nodeSelector,
+      List<String> tolerations,
+      Map<String, List<String>> labels,
+      Map<String, List<String>> annotations,
+      List<String> serviceAccounts) {
+    public static final String CLAMP = "clamp";
+    public static final String REFUSE = "refuse";
+  }
+
+  /**
+   * A team: routes that share one {@code weight} of the global limit when it is contended
+   * (docs/fair-share.md). {@code guaranteed} slots are always its own; beyond its share it may
+   * borrow idle slots up to {@code borrowLimit} (null: any); {@code maxConcurrent} caps its routes
+   * together (null: their own caps alone).
+   */
+  public record Team(
+      String name, int weight, int guaranteed, Integer borrowLimit, Integer maxConcurrent) {
+    /** The team of a route that names none: itself, of weight 1. */
+    public static Team of(String route) {
+      return new Team(route, 1, 0, null, null);
+    }
+  }
+
+  /** Every team, the routes' own included, in the order of their first route. */
+  public List<Team> allTeams() {
+    java.util.Map<String, Team> out = new java.util.LinkedHashMap<>();
+    for (Route r : routes) {
+      String name = r.team() == null ? r.name() : r.team();
+      out.computeIfAbsent(
+          name, n -> teams.stream().filter(t -> t.name().equals(n)).findFirst().orElse(Team.of(n)));
+    }
+    return List.copyOf(out.values());
   }
 
   public Optional<Route> route(String name) {

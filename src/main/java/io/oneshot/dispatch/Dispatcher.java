@@ -165,6 +165,16 @@ public final class Dispatcher implements AutoCloseable {
   }
 
   /**
+   * Who to tell, on the dispatch thread, that a cycle claimed builds (what holds a slot changed:
+   * warm capacity counts from it). Keep it quick.
+   */
+  public void onClaimed(Runnable listener) {
+    claimedListener = listener;
+  }
+
+  private volatile Runnable claimedListener = () -> {};
+
+  /**
    * For tests: runs on the dispatch thread after a claim committed and before its builds are
    * registered as launching here, with their ids.
    */
@@ -342,6 +352,7 @@ public final class Dispatcher implements AutoCloseable {
     }
     if (!claimed.isEmpty()) {
       FaultPoint.AFTER_CLAIM.reach();
+      claimedListener.run();
     }
     returnUnused(tokens, claimed);
     for (Claimed c : claimed) {
@@ -353,7 +364,8 @@ public final class Dispatcher implements AutoCloseable {
         launches.execute(() -> unknownRoute(c.id(), c.attempt(), c.route()));
         continue;
       }
-      Attempt a = new Attempt(c.id(), c.attempt(), c.launchName(), route.get(), c.token(), apiUrl);
+      Attempt a =
+          new Attempt(c.id(), c.attempt(), c.launchName(), route.get(), c.token(), apiUrl, c.pod());
       Launch l = new Launch(a, leading, claimedAt + route.get().launchTimeout().toNanos());
       launches.execute(() -> tryLaunch(l, false));
     }
@@ -387,7 +399,9 @@ public final class Dispatcher implements AutoCloseable {
     launches.execute(
         () -> {
           BuildToken token = BuildToken.generate();
+          String pod;
           try {
+            pod = Database.await(store.attempts().podSettings(buildId));
             boolean current =
                 Database.await(
                         store
@@ -415,7 +429,7 @@ public final class Dispatcher implements AutoCloseable {
               route.get().name(),
               attempt,
               launchName);
-          Attempt a = new Attempt(buildId, attempt, launchName, route.get(), token, apiUrl);
+          Attempt a = new Attempt(buildId, attempt, launchName, route.get(), token, apiUrl, pod);
           tryLaunch(new Launch(a, leading, deadline), false);
         });
   }

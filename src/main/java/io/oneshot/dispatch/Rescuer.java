@@ -75,6 +75,9 @@ public final class Rescuer implements AutoCloseable {
           new OneshotConfig.Retention(null, 0, Duration.ofMinutes(1), 1),
           null,
           java.util.List.of(),
+          null,
+          OneshotConfig.Warm.NONE,
+          null,
           null);
 
   private final BuildStore store;

@@ -115,6 +115,24 @@ public interface Launcher extends AutoCloseable {
    */
   default void whenReachable(Runnable listener) {}
 
+  /**
+   * What the route's template asks for the runner's container, {requests: {...}, limits: {...}}
+   * (quantities as written), for checking a build's own request against the limit its pod would
+   * have; empty where the launcher has no templates (local).
+   */
+  default java.util.Map<String, java.util.Map<String, String>> templateResources(
+      io.oneshot.config.OneshotConfig.Route route) {
+    return java.util.Map.of();
+  }
+
+  /**
+   * Warm room for the routes' next builds (balloons), where the platform has it: the Kubernetes
+   * launcher's Deployments of placeholder pods; empty for the local launcher.
+   */
+  default java.util.Optional<WarmRoom> warmRoom() {
+    return java.util.Optional.empty();
+  }
+
   /** Releases the launcher's own resources. Running attempts are left running. */
   @Override
   void close();

@@ -28,41 +28,16 @@ record MemoryCgroup(Path counters, Path limit) {
   }
 
   static Optional<MemoryCgroup> find(Path selfCgroup, Path root) {
-    List<String> lines;
-    try {
-      lines = Files.readAllLines(selfCgroup);
-    } catch (IOException e) {
-      return Optional.empty();
-    }
-    for (String line : lines) {
-      String[] f = line.split(":", 3);
-      if (f.length < 3) {
-        continue;
-      }
-      if (List.of(f[1].split(",")).contains("memory")) {
-        Optional<MemoryCgroup> v1 =
-            at(root.resolve("memory"), f[2], "memory.oom_control", "memory.limit_in_bytes");
-        if (v1.isPresent()) {
-          return v1;
-        }
-      }
-    }
-    for (String line : lines) {
-      if (line.startsWith("0::")) {
-        return at(root, line.substring(3), "memory.events", "memory.max");
-      }
-    }
-    return Optional.empty();
-  }
-
-  private static Optional<MemoryCgroup> at(Path mount, String path, String counters, String limit) {
-    Path own = mount.resolve(path.replaceFirst("^/+", ""));
-    for (Path dir : List.of(own, mount)) {
-      if (Files.isReadable(dir.resolve(counters))) {
-        return Optional.of(new MemoryCgroup(dir.resolve(counters), dir.resolve(limit)));
-      }
-    }
-    return Optional.empty();
+    return Cgroups.find(
+            selfCgroup, root, "memory", List.of("memory"), "memory.oom_control", "memory.events")
+        .map(
+            d ->
+                d.v2()
+                    ? new MemoryCgroup(
+                        d.path().resolve("memory.events"), d.path().resolve("memory.max"))
+                    : new MemoryCgroup(
+                        d.path().resolve("memory.oom_control"),
+                        d.path().resolve("memory.limit_in_bytes")));
   }
 
   /** How many processes the OOM killer has killed in this cgroup so far; -1 when unknown. */
@@ -94,18 +69,32 @@ record MemoryCgroup(Path counters, Path limit) {
   }
 
   /**
-   * What to add to a build's error when the OOM killer killed {@code killed} of its processes: "the
-   * kernel's OOM killer killed 1 process of the build (the memory limit is 300 MiB): ...".
+   * What to add to a build's error when the OOM killer killed {@code killed} of its processes:
+   * which limit it hit, what the build asked for ({@code asked}: its input.pod's memory limit, null
+   * when it asked none and its route's template set it), and how to run it again with more: "the
+   * kernel's OOM killer killed 1 process of the build: it hit its memory limit of 300 MiB (its
+   * route's template's); rerun it with more: oneshot builds rerun 42 --memory 600Mi".
    */
-  String note(long killed) {
-    return "the kernel's OOM killer killed "
-        + killed
-        + (killed == 1 ? " process" : " processes")
-        + " of the build ("
-        + limitBytes()
-            .map(b -> "the container's memory limit is " + Units.formatSize(roundedToMiB(b)))
-            .orElse("no memory limit is set: the node ran out")
-        + "): it needs a higher memory limit";
+  String note(long killed, long buildId, String asked) {
+    String what =
+        "the kernel's OOM killer killed "
+            + killed
+            + (killed == 1 ? " process" : " processes")
+            + " of the build: ";
+    java.util.Optional<Long> limit = limitBytes();
+    if (limit.isEmpty()) {
+      return what + "no memory limit is set, and the node ran out";
+    }
+    long mib = roundedToMiB(limit.get()) >> 20;
+    return what
+        + "it hit its memory limit of "
+        + Units.formatSize(mib << 20)
+        + (asked == null ? " (its route's template's)" : " (it asked for " + asked + ")")
+        + "; rerun it with more: oneshot builds rerun "
+        + buildId
+        + " --memory "
+        + (mib * 2)
+        + "Mi";
   }
 
   /** A limit as Kubernetes sets it is whole MiB; the kernel may round it down to a page. */

@@ -285,6 +285,8 @@ public final class Provisionerd {
 
     Optional<MemoryCgroup> memory = MemoryCgroup.find();
     long oomBefore = memory.map(MemoryCgroup::oomKills).orElse(-1L);
+    Optional<CpuCgroup> cpu = CpuCgroup.find();
+    Optional<CpuCgroup.Sample> cpuBefore = cpu.flatMap(CpuCgroup::sample);
     Provisioner.Result result;
     try {
       result = runProvisioner(ctx, stop);
@@ -295,6 +297,7 @@ public final class Provisionerd {
       result = new Provisioner.Result(BuildState.FAILED, null, "provisioner error: " + e);
     }
     result = withOomKills(ctx, result, memory, oomBefore);
+    ObjectNode usage = usage(ctx, memory, oomBefore, cpu, cpuBefore);
     shipper.close();
 
     int code;
@@ -305,7 +308,7 @@ public final class Provisionerd {
       // Heartbeats go on until the outcome is acknowledged: while `complete` is retried, they
       // tell the dispatcher that this attempt is alive and still owes its outcome.
       reporting.set(true);
-      code = exitCode(report(client, buildId, masked(result, shipper.masker())));
+      code = exitCode(report(client, buildId, masked(result, shipper.masker()), usage));
     }
     timers.shutdownNow();
     watchdog.shutdownNow();
@@ -445,7 +448,15 @@ public final class Provisionerd {
     if (killed <= 0) {
       return r;
     }
-    String note = memory.get().note(killed);
+    com.fasterxml.jackson.databind.JsonNode asked =
+        ctx.input().path("pod").path("resources").path("limits").path("memory");
+    String note =
+        memory
+            .get()
+            .note(
+                killed,
+                ctx.build().buildId(),
+                asked.isTextual() ? "limits.memory " + asked.asText() : null);
     if (r.outcome() == BuildState.SUCCEEDED) {
       ctx.system("warn", note);
       return r;
@@ -454,9 +465,43 @@ public final class Provisionerd {
     return r.withError(r.error() == null ? note : r.error() + "; " + note);
   }
 
+  /**
+   * What the build met of its pod's limits, for its outcome's report: processes the OOM killer
+   * killed and the memory limit, time throttled for the CPU limit (said in its log too, with how to
+   * run it again with more); null when no cgroup could be read.
+   */
+  private static ObjectNode usage(
+      RunContext ctx,
+      Optional<MemoryCgroup> memory,
+      long oomBefore,
+      Optional<CpuCgroup> cpu,
+      Optional<CpuCgroup.Sample> cpuBefore) {
+    ObjectNode u = Json.MAPPER.createObjectNode();
+    if (memory.isPresent() && oomBefore >= 0) {
+      long kills = memory.get().oomKills() - oomBefore;
+      u.put("oomKills", Math.max(0, kills));
+      memory.get().limitBytes().ifPresent(b -> u.put("memoryLimitBytes", b));
+    }
+    Optional<CpuCgroup.Sample> after = cpu.flatMap(CpuCgroup::sample);
+    if (cpu.isPresent() && cpuBefore.isPresent() && after.isPresent()) {
+      u.put(
+          "cpuThrottledSeconds",
+          Math.round(CpuCgroup.throttledSeconds(cpuBefore.get(), after.get()) * 1000) / 1000.0);
+      cpu.get().limitCores().ifPresent(c -> u.put("cpuLimitCores", c));
+      cpu.get()
+          .note(cpuBefore.get(), after.get(), ctx.build().buildId())
+          .ifPresent(n -> ctx.system("warn", n));
+    }
+    return u.isEmpty() ? null : u;
+  }
+
   /** The build's status once the outcome is taken; null when it could not be reported. */
-  private static String report(RunnerClient client, long buildId, Provisioner.Result r) {
+  private static String report(
+      RunnerClient client, long buildId, Provisioner.Result r, ObjectNode usage) {
     ObjectNode body = Json.MAPPER.createObjectNode();
+    if (usage != null) {
+      body.set("usage", usage);
+    }
     body.put("outcome", r.outcome().wire());
     if (r.exitCode() != null) {
       body.put("exitCode", r.exitCode());

@@ -70,6 +70,13 @@ final class TerraformProvisioner implements Provisioner {
               + (before == null
                   ? "no state yet"
                   : "starting from state version " + ctx.build().stateVersion()));
+    } else {
+      // Against a real cloud, what an apply without a workspace creates is known to no state
+      // afterwards: no later build can change or destroy it.
+      ctx.system(
+          "warn",
+          "no workspace: terraform's state is not kept after this build, so what it creates is"
+              + " known to no state (submit with a workspace to keep it)");
     }
 
     Map<String, String> env = new HashMap<>(ctx.env());

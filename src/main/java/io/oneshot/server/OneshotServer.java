@@ -18,6 +18,7 @@ import io.oneshot.dispatch.Leadership;
 import io.oneshot.dispatch.Listener;
 import io.oneshot.dispatch.Pruner;
 import io.oneshot.dispatch.Rescuer;
+import io.oneshot.dispatch.Warmth;
 import io.oneshot.launch.Attempt;
 import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.Launcher;
@@ -65,6 +66,7 @@ public final class OneshotServer implements AutoCloseable {
   private final Leadership leadership;
   private final Sources sources;
   private final Metrics metrics;
+  private final Warmth warmth;
 
   private OneshotServer(
       Vertx vertx,
@@ -79,7 +81,9 @@ public final class OneshotServer implements AutoCloseable {
       Listener listener,
       Leadership leadership,
       Sources sources,
-      Metrics metrics) {
+      Metrics metrics,
+      Warmth warmth) {
+    this.warmth = warmth;
     this.sources = sources;
     this.metrics = metrics;
     this.vertx = vertx;
@@ -119,6 +123,17 @@ public final class OneshotServer implements AutoCloseable {
    */
   public static OneshotServer start(
       OneshotConfig config, BiFunction<Vertx, OneshotConfig, Launcher> launchers) {
+    return start(config, launchers, java.time.InstantSource.system());
+  }
+
+  /**
+   * Starts with the launcher {@code launchers} makes, and {@code clock} as the time warm capacity's
+   * schedule periods and forecasts are read at (tests give a clock of their own).
+   */
+  public static OneshotServer start(
+      OneshotConfig config,
+      BiFunction<Vertx, OneshotConfig, Launcher> launchers,
+      java.time.InstantSource clock) {
     if (config.database().url() == null) {
       throw new ConfigException(
           "database.url: required; set it in the configuration or in ONESHOT_DATABASE_URL");
@@ -150,13 +165,22 @@ public final class OneshotServer implements AutoCloseable {
       Database.await(Sql.checkAll(db.pool()));
       Metrics metrics = new Metrics();
       List<String> orphaned =
-          Database.await(store.routeMirror().write(config.routes(), config.limits()));
+          Database.await(store.routeMirror().write(config, launcher::templateResources));
       orphaned.forEach(route -> metrics.finished(route, "failed", null));
       if (!orphaned.isEmpty()) {
         log.warn(
             "Failed {} queued builds whose route is no longer configured: routes {}.",
             orphaned.size(),
             new java.util.TreeSet<>(orphaned));
+      }
+      java.util.Map<String, Long> stranded =
+          Database.await(store.routeMirror().strandedWorkspaces(config.routes()));
+      if (!stranded.isEmpty()) {
+        log.warn(
+            "Routes no longer configured keep the terraform state of their workspaces (workspaces"
+                + " by route: {}): a workspace is its route's, so a route renamed starts its"
+                + " workspaces from no state; give the route its old name back to use them.",
+            stranded);
       }
       LogFollowers followers = new LogFollowers();
       Holder holder = new Holder();
@@ -196,7 +220,18 @@ public final class OneshotServer implements AutoCloseable {
       if (sources.anyCoder()) {
         api.coderOutcomes(sources::coderOutcome);
       }
-      launcher.events(new LaunchEvents(store, rescuer, metrics));
+      LaunchEvents launchEvents = new LaunchEvents(store, rescuer, metrics);
+      launcher.events(launchEvents);
+      Warmth warmth =
+          new Warmth(
+              store,
+              config,
+              launcher.warmRoom(),
+              leadership::isLeader,
+              metrics,
+              launchEvents,
+              clock);
+      dispatcher.onClaimed(warmth::wake);
       // Everything the launcher already runs is known before the first claim or rescue.
       launcher.start();
       Map<String, Consumer<String>> channels = new HashMap<>();
@@ -210,6 +245,8 @@ public final class OneshotServer implements AutoCloseable {
               dispatcher.wake();
               // A slot may have been freed: sources whose jobs wait on a full route top up.
               sources.wakeAll();
+              // What holds a slot changed: balloons are counted from it.
+              warmth.wake();
             });
       }
       Listener listener =
@@ -221,10 +258,11 @@ public final class OneshotServer implements AutoCloseable {
                 dispatcher.wake();
                 sources.wakeAll();
                 followers.wakeAll();
+                warmth.wake();
               },
               config.dispatch().listenerHealthInterval(),
               config.database().reconnect());
-      holder.set(dispatcher, rescuer, listener, leadership, launcher, sources);
+      holder.set(dispatcher, rescuer, listener, leadership, launcher, sources, warmth);
       metrics.watch(
           leadership::isLeader,
           listener::reconnects,
@@ -236,7 +274,8 @@ public final class OneshotServer implements AutoCloseable {
         metrics.watchLauncher(
             la.kind(), () -> la.reachability().map(Reachability::reachable).orElse(true));
       }
-      QueueGauges queue = new QueueGauges(store, metrics, leadership::isLeader);
+      QueueGauges queue =
+          new QueueGauges(store, metrics, leadership::isLeader, config.dispatch().maxConcurrent());
       Database pools = db;
       metrics.beforeScrape(
           () ->
@@ -252,12 +291,15 @@ public final class OneshotServer implements AutoCloseable {
       Map<String, Integer> limits = new LinkedHashMap<>();
       config.routes().forEach(r -> limits.put(r.name(), r.maxConcurrent()));
       metrics.routes(limits, config.dispatch().maxConcurrent());
+      metrics.warmRoutes(
+          config.routes().stream().filter(r -> r.warm().any()).map(r -> r.name()).toList());
       listener.start();
       leadership.start();
       dispatcher.start();
       rescuer.start();
       pruner.start();
       sources.start();
+      warmth.start();
       log.info(
           "oneshot is up: API on port {}, {}, provisionerd reports to {}, launcher {}, {} {}.",
           port,
@@ -281,7 +323,8 @@ public final class OneshotServer implements AutoCloseable {
           listener,
           leadership,
           sources,
-          metrics);
+          metrics,
+          warmth);
     } catch (RuntimeException e) {
       if (launcher != null) {
         try {
@@ -424,8 +467,11 @@ public final class OneshotServer implements AutoCloseable {
     private volatile Listener listener;
     private volatile Leadership leadership;
     private volatile Sources sources;
+    private volatile Warmth warmth;
 
-    void set(Dispatcher d, Rescuer r, Listener l, Leadership le, Launcher la, Sources so) {
+    void set(
+        Dispatcher d, Rescuer r, Listener l, Leadership le, Launcher la, Sources so, Warmth w) {
+      warmth = w;
       sources = so;
       launcher = la;
       dispatcher = d;
@@ -439,6 +485,7 @@ public final class OneshotServer implements AutoCloseable {
         dispatcher.wake();
         rescuer.wake();
         sources.wakeAll();
+        warmth.wake();
       }
     }
 
@@ -494,6 +541,11 @@ public final class OneshotServer implements AutoCloseable {
     return pruner;
   }
 
+  /** Warm capacity: the routes' balloons, counted and kept by the leader. */
+  public Warmth warmth() {
+    return warmth;
+  }
+
   public Listener listener() {
     return listener;
   }
@@ -546,6 +598,7 @@ public final class OneshotServer implements AutoCloseable {
     dispatcher.close();
     rescuer.close();
     pruner.close();
+    warmth.close();
     if (!drain.isZero()) {
       int left = api.drain(drain);
       if (left > 0) {

@@ -80,8 +80,28 @@ function ago(iso) {
   return ms(Date.now() - Date.parse(iso)) + " ago";
 }
 
+/** Whether times show in UTC or this browser's zone: the header's switch, kept in this browser. */
+function utcTimes() {
+  return localStorage.getItem("oneshot.times") === "utc";
+}
+
+/**
+ * A moment as the console and the CLI both print it, to the second: 2026-12-06 19:10:05 UTC, or
+ * in this browser's zone with its offset (2026-12-06 20:10:05 +01:00).
+ */
 function when(iso) {
-  return iso ? new Date(iso).toLocaleString() : "—";
+  if (!iso) return "—";
+  const d = new Date(iso);
+  const off = utcTimes() ? 0 : -d.getTimezoneOffset();
+  const s = new Date(d.getTime() + off * 60000).toISOString().slice(0, 19).replace("T", " ");
+  if (off === 0) return s + " UTC";
+  const a = Math.abs(off);
+  return s + " " + (off < 0 ? "-" : "+") + String(Math.floor(a / 60)).padStart(2, "0") + ":" + String(a % 60).padStart(2, "0");
+}
+
+/** The time of day of when(): a log line's and a timeline step's. */
+function clock(iso) {
+  return iso ? when(iso).slice(11, 19) : "";
 }
 
 function between(a, b) {
@@ -145,6 +165,56 @@ function confirmDialog(title, text, ok) {
     dialog.showModal();
     document.getElementById("confirm-no").focus();
   });
+}
+
+/** Asks why a route or team is to be held; resolves to the reason, or null when kept running. */
+function holdDialog(title) {
+  const dialog = document.getElementById("hold");
+  const why = document.getElementById("hold-why");
+  document.getElementById("hold-title").textContent = title;
+  why.value = "";
+  return new Promise((resolve) => {
+    const form = document.getElementById("hold-form");
+    form.onsubmit = (ev) => {
+      ev.preventDefault();
+      if (!why.value.trim()) return;
+      dialog.close();
+      resolve(why.value.trim());
+    };
+    document.getElementById("hold-no").onclick = () => {
+      dialog.close();
+      resolve(null);
+    };
+    dialog.oncancel = () => resolve(null);
+    dialog.showModal();
+    why.focus();
+  });
+}
+
+/**
+ * Holds or releases a route or team (kind "routes" or "teams") for the overview, then renders it
+ * again; a refusal is shown at the top of the view.
+ */
+async function holdOrRelease(kind, name, hold, refresh) {
+  try {
+    if (hold) {
+      const why = await holdDialog("Hold " + (kind === "teams" ? "team " : "route ") + name + "?");
+      if (why === null) return;
+      await api("/api/v1/" + kind + "/" + encodeURIComponent(name) + "/hold", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ why }) });
+    } else {
+      await api("/api/v1/" + kind + "/" + encodeURIComponent(name) + "/release", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    }
+  } catch (e) {
+    view.prepend(notice(describe(e)));
+  }
+  await refresh();
+}
+
+/** "held by alice 5 min ago: why", with a release button for who may. */
+function heldLine(kind, name, held, refresh) {
+  return h("p", { class: "warn", "data-k": "held" },
+    "held by " + held.by + " " + ago(held.at) + ": " + held.why,
+    me.may.hold ? h("button", { type: "button", "data-k": "release", onclick: () => holdOrRelease(kind, name, false, refresh) }, "Release") : "");
 }
 
 // ---- sign-in ---------------------------------------------------------------------------------
@@ -214,14 +284,31 @@ function sparkline(points, limit) {
   return svg;
 }
 
+/**
+ * A warm route's balloons on its card: running of those the leader asks for (why that many, on
+ * hover), pending (waiting for a node), and their cost over the last day.
+ */
+function warmStats(w) {
+  if (!w) return [];
+  return [
+    h("dt", {}, "balloons"),
+    h("dd", { "data-k": "balloons", title: w.why },
+      w.running + " / " + w.wanted + (w.pending ? ", " + w.pending + " pending" : "")),
+    h("dt", {}, "last day"),
+    h("dd", { "data-k": "balloon-cost" },
+      w.balloonHours.toFixed(1) + " balloon-h, " + w.preemptions + (w.preemptions === 1 ? " build took one" : " builds took one")),
+  ];
+}
+
 async function overview() {
   const root = h("div", {});
   view.replaceChildren(h("h1", {}, "Overview"), root);
-  return every(5000, async () => {
-    const [routes, ov, sources] = await Promise.all([
+  const render = async () => {
+    const [routes, ov, sources, teams] = await Promise.all([
       api("/api/v1/routes"),
       api("/api/v1/overview"),
       api("/api/v1/sources").catch(() => []),
+      api("/api/v1/teams").catch(() => []),
     ]);
     const health = ov.health || {};
     const k8s = health.kubernetes;
@@ -243,10 +330,34 @@ async function overview() {
         h("dt", {}, "running"), h("dd", { "data-k": "running" }, r.running + " / " + r.maxConcurrent),
         h("dt", {}, "queued"), h("dd", { "data-k": "queued" }, String(r.queued)),
         h("dt", {}, "oldest wait"), h("dd", {}, ms(r.oldestQueuedMs)),
-        h("dt", {}, "wait p50 / p95"), h("dd", {}, ms(r.waitP50Ms) + " / " + ms(r.waitP95Ms))),
+        h("dt", {}, "wait p50 / p95"), h("dd", {}, ms(r.waitP50Ms) + " / " + ms(r.waitP95Ms)),
+        ...(r.team && r.team !== r.name ? [h("dt", {}, "team"), h("dd", { "data-k": "team" }, r.team)] : []),
+        ...warmStats(r.warm)),
+      ...(r.held ? [heldLine("routes", r.name, r.held, render)] : []),
+      ...((teams || []).filter((t) => t.name === r.team && t.held && t.name !== r.name).map((t) =>
+        h("p", { class: "warn", "data-k": "team-held" }, "its team " + t.name + " is held by " + t.held.by + " " + ago(t.held.at) + ": " + t.held.why))),
+      ...(!r.held && me.may.hold ? [h("p", {}, h("button", { type: "button", class: "link", "data-k": "hold", onclick: () => holdOrRelease("routes", r.name, true, render) }, "Hold this route…"))] : []),
+      ...(r.warm && r.warm.trouble ? [h("p", { class: "warn", "data-k": "warm-trouble" }, "balloons not kept: " + r.warm.trouble)] : []),
       sparkline(byRoute[r.name] || [], r.maxConcurrent),
       h("div", { class: "legend" }, h("span", { class: "q" }, "queued"), h("span", { class: "r" }, "running"), h("span", {}, "last hour"))));
     const parts = [h("div", { class: "health" }, items), h("div", { class: "cards" }, cards)];
+    if (teamsConfigured(teams)) {
+      parts.push(h("h2", {}, "Teams"));
+      parts.push(h("p", { class: "hint" }, "When the global limit of " + ov.globalLimit + " is contended, free slots go to teams by weight; a team may borrow what others leave idle, and gets its share back as their builds end."));
+      parts.push(h("div", { class: "table-wrap" }, h("table", { id: "teams" },
+        h("thead", {}, h("tr", {}, ["team", "weight", "share", "guaranteed", "running", "borrowed", "queued", "routes", ""].map((c) => h("th", {}, c)))),
+        h("tbody", {}, teams.map((t) => h("tr", { "data-team": t.name },
+          h("td", {}, t.name),
+          h("td", { class: "num" }, String(t.weight)),
+          h("td", { class: "num", "data-k": "share" }, String(t.share)),
+          h("td", { class: "num" }, t.guaranteed ? String(t.guaranteed) : "—"),
+          h("td", { class: "num", "data-k": "running" }, String(t.running) + (t.maxConcurrent !== null && t.maxConcurrent !== undefined ? " / " + t.maxConcurrent : "")),
+          h("td", { class: "num", "data-k": "borrowed" }, String(t.borrowed) + (t.borrowLimit !== null && t.borrowLimit !== undefined ? " of " + t.borrowLimit : "")),
+          h("td", { class: "num", "data-k": "queued" }, String(t.queued)),
+          h("td", {}, t.routes.join(", ")),
+          h("td", {}, t.held ? heldLine("teams", t.name, t.held, render)
+            : me.may.hold ? h("button", { type: "button", class: "link", "data-k": "hold", onclick: () => holdOrRelease("teams", t.name, true, render) }, "Hold…") : "")))))));
+    }
     if (Array.isArray(sources) && sources.length) {
       parts.push(h("h2", {}, "Sources"));
       parts.push(h("div", { class: "table-wrap" }, h("table", {},
@@ -260,7 +371,15 @@ async function overview() {
         })))));
     }
     root.replaceChildren(...parts);
-  });
+  };
+  return every(5000, render);
+}
+
+/** Whether teams were configured (else every route is a team of its own, of weight 1). */
+function teamsConfigured(teams) {
+  return Array.isArray(teams) && teams.some((t) => t.routes.length !== 1 || t.routes[0] !== t.name
+    || t.weight !== 1 || t.guaranteed || (t.borrowLimit !== null && t.borrowLimit !== undefined)
+    || (t.maxConcurrent !== null && t.maxConcurrent !== undefined));
 }
 
 async function builds(query) {
@@ -380,10 +499,65 @@ function timelineBar(b) {
   return [bar, legend];
 }
 
+/** A build's own pod settings in a line, as `builds show` prints them. */
+function podText(pod) {
+  const pairs = (o) => Object.entries(o || {}).map(([k, v]) => k + "=" + v).join(" ");
+  const parts = [];
+  for (const kind of ["requests", "limits"]) {
+    const m = (pod.resources || {})[kind];
+    if (m && Object.keys(m).length) parts.push(kind + " " + pairs(m));
+  }
+  if (pod.image) parts.push("image " + pod.image);
+  for (const k of ["nodeSelector", "labels", "annotations"]) if (pod[k] && Object.keys(pod[k]).length) parts.push(k + " " + pairs(pod[k]));
+  if (pod.tolerations && pod.tolerations.length) {
+    parts.push("tolerations " + pod.tolerations.map((t) => t.key + (t.value ? "=" + t.value : "") + (t.effect ? ":" + t.effect : "")).join(" "));
+  }
+  if (pod.serviceAccount) parts.push("serviceAccount " + pod.serviceAccount);
+  return parts.join("; ");
+}
+
+/** Bytes as Kubernetes writes a memory quantity: whole Gi when they are, else Mi. */
+function memoryQuantity(bytes) {
+  const mi = Math.round(bytes / 1048576);
+  return mi % 1024 === 0 ? mi / 1024 + "Gi" : mi + "Mi";
+}
+
+/**
+ * What a finished build met of its pod's limits, said plainly, with the rerun that asks for more
+ * in one step (twice the memory limit it hit), when the token may submit.
+ */
+function limitsHit(b, head) {
+  const u = b.usage;
+  if (!u) return [];
+  const out = [];
+  if (u.oomKills > 0) {
+    const limit = u.memoryLimitBytes ? memoryQuantity(u.memoryLimitBytes) : null;
+    const more = u.memoryLimitBytes ? memoryQuantity(u.memoryLimitBytes * 2) : null;
+    const finished = ["succeeded", "failed", "canceled"].includes(b.status);
+    out.push(h("p", { class: "warn", id: "oom" },
+      limit ? "This build hit its " + limit + " memory limit: the kernel killed " + u.oomKills + (u.oomKills === 1 ? " process." : " processes.")
+        : "The kernel killed " + u.oomKills + " of this build's processes for memory.",
+      more && finished && me.may.submit ? h("button", { type: "button", id: "rerun-more", onclick: async () => {
+        try {
+          const made = await api("/api/v1/builds/" + b.id + "/rerun", { method: "POST", headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ pod: { resources: { requests: { memory: more }, limits: { memory: more } } } }) });
+          location.hash = "#/builds/" + made.id;
+        } catch (e) {
+          head.prepend(notice(describe(e)));
+        }
+      } }, "Rerun with " + more) : null));
+  }
+  if (u.cpuThrottledSeconds >= 1) {
+    out.push(h("p", { class: "warn", id: "throttled" }, "Throttled for " + u.cpuThrottledSeconds.toFixed(1) + " s by its CPU limit" +
+      (u.cpuLimitCores ? " of " + (u.cpuLimitCores * 1000 % 1000 === 0 ? u.cpuLimitCores : Math.round(u.cpuLimitCores * 1000) + "m") : "") + "."));
+  }
+  return out;
+}
+
 async function buildPage(id) {
   const head = h("div", {});
   const logBox = h("div", { class: "log", id: "log", tabindex: "0", "aria-label": "build log" });
-  const firstError = h("button", { type: "button", id: "first-error", disabled: true, onclick: () => {
+  const firstError = h("button", { type: "button", id: "first-error", hidden: true, onclick: () => {
     const t = logBox.querySelector(".line.level-error, .line.stderr");
     if (!t) return;
     const d = t.closest("details");
@@ -425,14 +599,17 @@ async function buildPage(id) {
     append(head, [
       h("h1", {}, "Build #" + b.id, statusBadge(b.status), cancel, cancelable && !mayCancel ? h("span", { class: "muted", id: "cancel-why" }, why) : null),
       h("p", { class: "reason", id: "reason" }, b.reason || ""),
-      b.error ? h("p", { class: "error" }, b.error) : null,
+      b.error && b.error !== b.reason ? h("p", { class: "error" }, b.error) : null,
+      ...limitsHit(b, head),
       ...timelineBar(b),
       h("h2", {}, "Details"),
       h("dl", { class: "facts" },
         h("dt", {}, "route"), h("dd", {}, b.route),
         h("dt", {}, "tags"), h("dd", {}, chips(b.tags)),
-        h("dt", {}, "workspace"), h("dd", {}, b.workspace ? h("a", { href: "#/workspaces/" + encodeURIComponent(b.workspace) }, b.workspace) : "none"),
+        h("dt", {}, "workspace"), h("dd", {}, b.workspace ? h("a", { href: workspaceHref(b.route, b.workspace) }, b.workspace) : "none"),
         h("dt", {}, "attempt"), h("dd", {}, String(b.attempt)),
+        b.pod ? h("dt", {}, "pod") : null,
+        b.pod ? h("dd", { id: "pod" }, podText(b.pod)) : null,
         h("dt", {}, "submitted by"), h("dd", {}, b.submittedBy || "—"),
         h("dt", {}, "created"), h("dd", {}, when(b.createdAt)),
         h("dt", {}, "finished"), h("dd", {}, b.finishedAt ? when(b.finishedAt) + " (" + ms(between(b.createdAt, b.finishedAt)) + " in all)" : "—"),
@@ -446,8 +623,8 @@ async function buildPage(id) {
         h("dt", {}, "outputs"), h("dd", {}, outputs)),
       h("h2", {}, "Timeline"),
       h("div", { class: "table-wrap" }, h("table", { id: "events" }, h("tbody", {}, (b.events || []).map((e) => h("tr", {},
-        h("td", { title: when(e.at) }, new Date(e.at).toLocaleTimeString()),
-        h("td", {}, "attempt " + e.attempt),
+        h("td", { title: when(e.at) }, clock(e.at)),
+        h("td", {}, e.attempt > 0 ? "attempt " + e.attempt : ""),
         h("td", {}, e.from === e.to ? e.to : (e.from || "new") + " → " + e.to),
         h("td", {}, e.reason || ""))))))]);
   };
@@ -464,7 +641,8 @@ async function buildPage(id) {
   const stopRefresh = every(3000, async () => {
     if (["pending", "launching", "running"].includes(build.status)) await refresh();
   });
-  const stopLog = streamLog(id, logBox, follow, firstError, () => ["pending", "launching", "running"].includes(build.status));
+  const stopLog = streamLog(id, logBox, follow, firstError, () => ["pending", "launching", "running"].includes(build.status),
+    () => build.status);
   return () => {
     stopRefresh();
     stopLog();
@@ -475,10 +653,8 @@ async function buildPage(id) {
  * The build's log through GET /api/v1/builds/:id/logs (NDJSON), following it while the build
  * runs: the same stream `oneshot builds logs -f` reads. Terraform's stages fold like a CI job's.
  */
-/** A log line's time of day; one formatter for every line of a chatty log. */
-const CLOCK = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
 
-function streamLog(id, box, state, firstError, running) {
+function streamLog(id, box, state, firstError, running, status) {
   const ctrl = new AbortController();
   let after = 0;
   let section = null;
@@ -495,14 +671,18 @@ function streamLog(id, box, state, firstError, running) {
     }
     const classes = ["line", l.stream, l.level ? "level-" + l.level : ""].join(" ");
     section.append(h("div", { class: classes, "data-seq": l.seq },
-      h("span", { class: "ts" }, l.ts ? CLOCK.format(new Date(l.ts)) : ""),
+      h("span", { class: "ts" }, clock(l.ts)),
       h("span", { class: "text" }, l.text)));
-    if (l.level === "error" || l.stream === "stderr") firstError.disabled = false;
+    if (l.level === "error" || l.stream === "stderr") firstError.hidden = false;
+    if (state.textContent.startsWith("no log yet")) state.textContent = "following the log live";
   };
   const run = async () => {
     while (!stopped) {
       const follow = running();
-      state.textContent = follow ? "following the log live" : "";
+      // A build not started yet has no log: say what it waits for rather than "following".
+      state.textContent = !follow ? "" : ["pending", "launching"].includes(status()) && !box.querySelector(".line")
+        ? "no log yet: the build has not started; its log shows here when it does"
+        : "following the log live";
       let res;
       try {
         res = await fetch("/api/v1/builds/" + id + "/logs?after=" + after + (follow ? "&follow=true" : ""), {
@@ -553,25 +733,40 @@ function streamLog(id, box, state, firstError, running) {
   };
 }
 
-async function workspaces(name) {
-  if (name) return workspacePage(name);
+// A workspace is its route's: team A's "prod" and team B's "prod" are two workspaces.
+function workspaceHref(route, name) {
+  return "#/workspaces/" + encodeURIComponent(route) + "/" + encodeURIComponent(name);
+}
+
+// #/workspaces/ROUTE/NAME, or #/workspaces/NAME when one route of the caller's has it.
+async function workspaces(first, second) {
+  if (second) return workspacePage(first, second);
+  if (first) return workspacePage(null, first);
   const list = (await api("/api/v1/workspaces")).workspaces;
   view.replaceChildren(h("h1", {}, "Workspaces"),
     list.length === 0 ? h("p", { class: "muted" }, "No workspace has state yet.") :
       h("div", { class: "table-wrap" }, h("table", { id: "workspaces" },
-        h("thead", {}, h("tr", {}, h("th", {}, "workspace"), h("th", {}, "latest version"), h("th", {}, "versions"), h("th", {}, "changed"))),
+        h("thead", {}, h("tr", {}, h("th", {}, "workspace"), h("th", {}, "route"), h("th", {}, "latest version"), h("th", {}, "versions"), h("th", {}, "changed"))),
         h("tbody", {}, list.map((w) => h("tr", {},
-          h("td", {}, h("a", { href: "#/workspaces/" + encodeURIComponent(w.workspace) }, w.workspace)),
+          h("td", {}, h("a", { href: workspaceHref(w.route, w.workspace) }, w.workspace)),
+          h("td", {}, w.route),
           h("td", { class: "num" }, String(w.latest)), h("td", { class: "num" }, String(w.versions)),
           h("td", { title: when(w.updatedAt) }, ago(w.updatedAt))))))));
   return () => {};
 }
 
-async function workspacePage(name) {
+function workspaceQuery(route, name) {
+  return (route ? "route=" + encodeURIComponent(route) + "&" : "") + "workspace=" + encodeURIComponent(name);
+}
+
+async function workspacePage(route, name) {
   const body = h("div", {});
-  view.replaceChildren(h("h1", {}, "Workspace " + name), body);
+  const of = h("p", { class: "muted", id: "workspace-route" }, route ? "route " + route : "");
+  view.replaceChildren(h("h1", {}, "Workspace " + name), of, body);
   try {
-    const r = await api("/api/v1/workspaces/states?workspace=" + encodeURIComponent(name));
+    const r = await api("/api/v1/workspaces/states?" + workspaceQuery(route, name));
+    route = r.route;
+    of.textContent = "route " + route;
     body.replaceChildren(h("div", { class: "table-wrap" }, h("table", { id: "versions" },
       h("thead", {}, h("tr", {}, h("th", {}, "version"), h("th", {}, "build"), h("th", {}, "serial"), h("th", {}, "size"), h("th", {}, "when"), h("th", {}, ""))),
       h("tbody", {}, r.versions.map((v) => h("tr", {},
@@ -579,20 +774,20 @@ async function workspacePage(name) {
         h("td", {}, h("a", { href: "#/builds/" + v.buildId }, "#" + v.buildId), v.finished ? "" : " (applying)"),
         h("td", { class: "num" }, v.serial ?? "—"), h("td", { class: "num" }, v.bytes + " B"),
         h("td", { title: when(v.updatedAt) }, ago(v.updatedAt)),
-        h("td", {}, me.may.readState ? h("button", { type: "button", onclick: () => download(name, v.version).catch((e) => body.prepend(notice(describe(e)))) }, "Download") : "")))))));
+        h("td", {}, me.may.readState ? h("button", { type: "button", onclick: () => download(route, name, v.version).catch((e) => body.prepend(notice(describe(e)))) }, "Download") : "")))))));
   } catch (e) {
     body.replaceChildren(notice(describe(e)));
   }
   return () => {};
 }
 
-async function download(name, version) {
-  const res = await fetch("/api/v1/workspaces/state?workspace=" + encodeURIComponent(name) + "&version=" + version, {
+async function download(route, name, version) {
+  const res = await fetch("/api/v1/workspaces/state?" + workspaceQuery(route, name) + "&version=" + version, {
     headers: { Authorization: "Bearer " + token() },
   });
   if (!res.ok) throw new ApiError(res.status, await res.json().catch(() => null));
   const url = URL.createObjectURL(await res.blob());
-  const a = h("a", { href: url, download: name + "-v" + version + ".tfstate" });
+  const a = h("a", { href: url, download: route + "-" + name.replaceAll("/", "-") + "-v" + version + ".tfstate" });
   document.body.append(a);
   a.click();
   a.remove();
@@ -623,7 +818,7 @@ async function route() {
   try {
     if (section === "builds" && parts[1]) stopView = await buildPage(Number(parts[1]));
     else if (section === "builds") stopView = await builds(query);
-    else if (section === "workspaces") stopView = await workspaces(parts[1] ? decodeURIComponent(parts[1]) : null);
+    else if (section === "workspaces") stopView = await workspaces(parts[1] ? decodeURIComponent(parts[1]) : null, parts[2] ? decodeURIComponent(parts[2]) : null);
     else stopView = await overview();
   } catch (e) {
     if (!(e instanceof ApiError && e.status === 401)) view.replaceChildren(notice(describe(e)));
@@ -632,6 +827,15 @@ async function route() {
 }
 
 document.getElementById("sign-out").addEventListener("click", () => signOut());
+// Times in UTC or this browser's zone, as the CLI's --utc: the switch says which it shows now.
+const timesButton = document.getElementById("times");
+const showTimes = () => { timesButton.textContent = utcTimes() ? "Times: UTC" : "Times: local"; };
+showTimes();
+timesButton.addEventListener("click", () => {
+  localStorage.setItem("oneshot.times", utcTimes() ? "local" : "utc");
+  showTimes();
+  route();
+});
 // The skip link moves focus to the page's content; followed as a link, "#view" would be a route.
 document.querySelector(".skip").addEventListener("click", (ev) => {
   ev.preventDefault();

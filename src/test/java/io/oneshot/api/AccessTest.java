@@ -283,29 +283,69 @@ class AccessTest {
         .contains("tf-b");
   }
 
+  /**
+   * Team b's {@code shared} and team a's {@code shared} are two workspaces (issue: team A's {@code
+   * prod} locked team B out of its own): neither waits for, reads nor locks the other's, and each
+   * team reads its own versions under the name; only the admin token, which sees both, is asked
+   * which it means.
+   */
   @Test
-  void aWorkspaceAnotherTeamUsesCannotBeTaken() {
-    stateOn("b", "wb");
+  void aWorkspaceNameIsEachRoutesOwn() {
+    long theirs = stateOn("b", "shared");
+    // Team b's next build of "shared" is live (claimed, never acquired) while team a starts.
+    long theirsLive =
+        t.api.post("/api/v1/builds", terraform("b", "shared")).json().path("id").asLong();
+    launcher.awaitLaunched(theirsLive, 1);
+
     Api submitter = token("ci-a", "submitter", "\"routeTags\": {\"team\": \"a\"}");
-    long before = Sql.count("SELECT count(*) FROM oneshot.builds");
-    Api.Response r =
-        submitter.post(
-            "/api/v1/builds",
-            "{\"tags\": {\"team\": \"a\", \"kind\": \"tf\"}, \"workspace\": \"wb\", \"input\":"
-                + " {\"provisioner\": \"terraform\", \"files\": {\"main.tf\": \"\"}}}");
-    assertThat(r.status()).isEqualTo(403);
-    assertThat(r.json().path("field").asText()).isEqualTo("workspace");
-    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).isEqualTo(before);
-    // Its own new workspace is its to take.
+    Api.Response made = submitter.post("/api/v1/builds", terraform("a", "shared"));
+    assertThat(made.status()).as(made.text()).isEqualTo(201);
+    assertThat(made.json().path("route").asText()).isEqualTo("tf-a");
+    long mine = made.json().path("id").asLong();
+    // Claimed at once though team b's build of the name is live, and handed no state of team b's.
+    Attempt a = launcher.awaitLaunched(mine, 1);
+    JsonNode acquired =
+        new Api(t.api.base(), null)
+            .acquireAndComplete(
+                a.token().value(), "{\"version\": 4, \"serial\": 1, \"lineage\": \"A\"}");
+    assertThat(acquired.path("stateVersion").asInt()).isZero();
+    assertThat(acquired.path("state").isNull()).as(acquired.toString()).isTrue();
+    assertThat(TestServer.status(mine)).isEqualTo("succeeded");
+    assertThat(TestServer.status(theirsLive)).isEqualTo("launching");
+
+    // Each team reads its own versions under the name, as version 1 of its own workspace.
+    Api operator = token("ops-a", "operator", "\"routes\": [\"a\", \"tf-a\"]");
+    JsonNode ours = operator.get("/api/v1/workspaces/states?workspace=shared").json();
+    assertThat(ours.path("route").asText()).isEqualTo("tf-a");
+    assertThat(ours.path("versions").findValuesAsText("buildId")).containsExactly("" + mine);
+    assertThat(ours.path("versions").get(0).path("version").asInt()).isEqualTo(1);
+    assertThat(operator.get("/api/v1/workspaces/state?workspace=shared").text()).contains("\"A\"");
+    // Team b's is not there for team a, by name and route or by name alone.
+    Api.Response other = operator.get("/api/v1/workspaces/state?workspace=shared&route=tf-b");
+    assertThat(other.status()).isEqualTo(404);
+    assertThat(operator.get("/api/v1/workspaces/states?workspace=shared&route=tf-b").status())
+        .isEqualTo(404);
     assertThat(
-            submitter
-                .post(
-                    "/api/v1/builds",
-                    "{\"tags\": {\"team\": \"a\", \"kind\": \"tf\"}, \"workspace\": \"wa\","
-                        + " \"input\": {\"provisioner\": \"terraform\", \"files\": {\"main.tf\":"
-                        + " \"\"}}}")
-                .status())
-        .isEqualTo(201);
+            operator.get("/api/v1/workspaces").json().path("workspaces").findValuesAsText("route"))
+        .containsOnly("tf-a");
+    // The admin token sees both, and is asked which it means.
+    Api.Response which = t.api.get("/api/v1/workspaces/state?workspace=shared");
+    assertThat(which.status()).isEqualTo(400);
+    assertThat(which.json().path("field").asText()).isEqualTo("route");
+    assertThat(which.json().path("error").asText())
+        .isEqualTo("route: workspace shared is on routes tf-a, tf-b; say which");
+    JsonNode b = t.api.get("/api/v1/workspaces/states?workspace=shared&route=tf-b").json();
+    assertThat(b.path("versions").findValuesAsText("buildId")).containsExactly("" + theirs);
+    assertThat(t.api.get("/api/v1/workspaces/state?workspace=shared&route=tf-b").text())
+        .contains("\"L\"");
+  }
+
+  private static String terraform(String team, String ws) {
+    return "{\"tags\": {\"team\": \""
+        + team
+        + "\", \"kind\": \"tf\"}, \"workspace\": \""
+        + ws
+        + "\", \"input\": {\"provisioner\": \"terraform\", \"files\": {\"main.tf\": \"\"}}}";
   }
 
   @Test
@@ -500,6 +540,14 @@ class AccessTest {
               new Call("POST", "/api/v1/builds/" + onB + "/rerun", "{}", 404, 404, 404),
               new Call("GET", "/api/v1/routes", null, 200, 200, 200),
               new Call("GET", "/api/v1/sources", null, 200, 200, 200),
+              new Call("GET", "/api/v1/teams", null, 200, 200, 200),
+              new Call("POST", "/api/v1/routes/a/hold", "{\"why\": \"x\"}", 403, 403, 200),
+              new Call("POST", "/api/v1/routes/a/release", "{}", 403, 403, 200),
+              new Call("POST", "/api/v1/routes/b/hold", "{\"why\": \"x\"}", 404, 404, 404),
+              new Call("POST", "/api/v1/routes/b/release", "{}", 404, 404, 404),
+              new Call("POST", "/api/v1/teams/a/hold", "{\"why\": \"x\"}", 403, 403, 200),
+              new Call("POST", "/api/v1/teams/a/release", "{}", 403, 403, 200),
+              new Call("POST", "/api/v1/teams/b/hold", "{\"why\": \"x\"}", 404, 404, 404),
               new Call("GET", "/api/v1/workspaces/states?workspace=wa", null, 200, 200, 200),
               new Call("GET", "/api/v1/workspaces/states?workspace=wb", null, 404, 404, 404),
               new Call("GET", "/api/v1/workspaces/state?workspace=wa", null, 403, 403, 200),

@@ -234,6 +234,13 @@ class ApiTest {
       assertThat(r.status()).isEqualTo(202);
       assertThat(r.json().path("status").asText()).isEqualTo("canceled");
       assertThat(TestServer.status(id)).isEqualTo("canceled");
+      // The timeline says who canceled it.
+      assertThat(
+              Sql.value(
+                  "SELECT reason FROM oneshot.build_events WHERE build_id = ? AND to_status ="
+                      + " 'canceled'",
+                  id))
+          .isEqualTo("canceled by admin while pending");
       Api.Response again = t.api.post("/api/v1/builds/" + id + "/cancel", "{}");
       assertThat(again.status()).isEqualTo(409);
       assertThat(again.json().path("error").asText())

@@ -86,6 +86,10 @@ class BadRequestTest {
             admin,
             "{\"name\": \"ci\", \"role\": \"viewer\", \"routes\": [\"a\"]}"),
         new Endpoint("token revoke", "/api/v1/tokens/nobody/revoke", admin, "{}"),
+        new Endpoint("route hold", "/api/v1/routes/b/hold", admin, "{\"why\": \"x\"}"),
+        new Endpoint("route release", "/api/v1/routes/b/release", admin, "{}"),
+        new Endpoint("team hold", "/api/v1/teams/b/hold", admin, "{\"why\": \"x\"}"),
+        new Endpoint("team release", "/api/v1/teams/b/release", admin, "{}"),
         new Endpoint("acquire", "/api/v1/runner/acquire", runnerToken, "{}"),
         new Endpoint("heartbeat", "/api/v1/runner/heartbeat", runnerToken, "{}"),
         new Endpoint(
@@ -313,7 +317,22 @@ class BadRequestTest {
           exitCode past an int      | /api/v1/runner/complete | {"outcome": "failed", "exitCode": 4294967296} | exitCode | exitCode: must be an integer from -2147483648 to 2147483647
           outputs a string          | /api/v1/runner/complete | {"outcome": "succeeded", "outputs": "x"} | outputs | outputs: must be an object of output name to value
           error a number            | /api/v1/runner/complete | {"outcome": "failed", "error": 5} | error | error: must be a string
+          usage a string            | /api/v1/runner/complete | {"outcome": "failed", "usage": "oom"} | usage | usage: must be an object
+          usage of an unknown kind  | /api/v1/runner/complete | {"outcome": "failed", "usage": {"gpuHours": 1}} | usage.gpuHours | usage.gpuHours: unknown field
+          oomKills negative         | /api/v1/runner/complete | {"outcome": "failed", "usage": {"oomKills": -1}} | usage.oomKills | usage.oomKills: must be an integer from 0 to 2147483647
+          oomKills a fraction       | /api/v1/runner/complete | {"outcome": "failed", "usage": {"oomKills": 1.5}} | usage.oomKills | usage.oomKills: must be an integer from 0 to 2147483647
+          throttled a string        | /api/v1/runner/complete | {"outcome": "failed", "usage": {"cpuThrottledSeconds": "3"}} | usage.cpuThrottledSeconds | usage.cpuThrottledSeconds: must be a number from 0 to 1000000000
+          cpu limit negative        | /api/v1/runner/complete | {"outcome": "failed", "usage": {"cpuLimitCores": -0.5}} | usage.cpuLimitCores | usage.cpuLimitCores: must be a number from 0 to 1000000
+          a rerun's pod a string    | /api/v1/builds/BUILD/rerun | {"pod": "big"} | pod | pod: must be an object of pod settings, like {"resources": {"limits": {"memory": "1Gi"}}}
+          a rerun's unknown option  | /api/v1/builds/BUILD/rerun | {"priority": 5} | priority | priority: unknown field
           what a number             | /api/v1/runner/took-job | {"what": 5} | what | what: must be a string
+          a hold without why        | /api/v1/routes/b/hold   | {} | why | why: required: say why the route is held (it is shown with every build the hold keeps waiting)
+          a team hold without why   | /api/v1/teams/b/hold    | {"why": null} | why | why: required: say why the team is held (it is shown with every build the hold keeps waiting)
+          a hold's why a number     | /api/v1/routes/b/hold   | {"why": 5} | why | why: must be a non-empty string, got 5
+          a hold's why blank        | /api/v1/routes/b/hold   | {"why": "  "} | why | why: must be a non-empty string, got "  "
+          a hold's why too long     | /api/v1/routes/b/hold   | {"why": "LONGWHY"} | why | why: must be at most 500 characters, got 501
+          a hold's why two lines    | /api/v1/routes/b/hold   | {"why": "a\\nb"} | why | why: must be one line of text, without control characters
+          a hold's unknown option   | /api/v1/routes/b/hold   | {"why": "x", "until": "1h"} | until | until: unknown field
           state with garbage after  | /api/v1/runner/state    | {"state": "{\\"serial\\": 1, \\"lineage\\": \\"L\\"}garbage"} | state | state: is not a terraform state: Unrecognized token 'garbage': was expecting (JSON String, Number, Array, Object or token 'null', 'true' or 'false')
           state with an object after | /api/v1/runner/state   | {"state": "{\\"serial\\": 1, \\"lineage\\": \\"L\\"} {}"} | state | state: is not a terraform state: something follows its object
           state serial a string     | /api/v1/runner/state    | {"state": "{\\"serial\\": \\"1\\", \\"lineage\\": \\"L\\"}"} | state | state: is not a terraform state: serial must be a non-negative integer
@@ -333,12 +352,18 @@ class BadRequestTest {
     Endpoint e =
         new Endpoint(
             name,
-            path,
+            path.replace("BUILD", Long.toString(build)),
             path.startsWith("/api/v1/runner/") ? runnerToken : TestServer.ADMIN_TOKEN,
             null);
     Map<String, Object> before = Sql.digest();
     Api.Response r =
-        send(e, utf8(body.replace("OWNER", "o".repeat(201)).replace("TAGS", tags)), JSON);
+        send(
+            e,
+            utf8(
+                body.replace("OWNER", "o".repeat(201))
+                    .replace("TAGS", tags)
+                    .replace("LONGWHY", "w".repeat(501))),
+            JSON);
     refused(r, 400, field);
     assertThat(r.json().path("error").asText()).isEqualTo(error);
     assertThat(r.text()).doesNotContain("Source:", "REDACTED");
@@ -364,6 +389,9 @@ class BadRequestTest {
           GET  | /api/v1/workspaces/state?workspace=w&version=4294967297 | version
           GET  | /api/v1/workspaces/state?workspace=w&version=0 | version
           GET  | /api/v1/workspaces/states?workspace=%c0%af  | workspace
+          GET  | /api/v1/workspaces/states?workspace=w&route=a%00 | route
+          GET  | /api/v1/workspaces/state?workspace=w&route=%c0%af | route
+          GET  | /api/v1/workspaces/state?workspace=w&route=LONG | route
           POST | /api/v1/tokens/a%00b/revoke                 | path
           POST | /api/v1/tokens/a%ffb/revoke                 | path
           GET  | /api/v1/builds/1%00                         | path

@@ -159,6 +159,7 @@ class MetricsTest {
                                 .as(s.name())
                                 .isSubsetOf(
                                     "route",
+                                    "team",
                                     "outcome",
                                     "reason",
                                     "verb",

@@ -141,6 +141,21 @@ class SlowClientTest {
       for (Socket s : held) {
         s.close();
       }
+      // The server counts a connection closed once its event loop has seen the close; until then
+      // a new one is over the cap. The other tests open theirs after it has.
+      org.awaitility.Awaitility.await()
+          .atMost(10, java.util.concurrent.TimeUnit.SECONDS)
+          .until(SlowClientTest::served);
+    }
+  }
+
+  /** Whether a new connection is served now (not closed at once for the cap). */
+  private static boolean served() {
+    try (Socket s = open()) {
+      send(s, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      return untilClosed(s).startsWith("HTTP/1.1 200");
+    } catch (IOException e) {
+      return false;
     }
   }
 

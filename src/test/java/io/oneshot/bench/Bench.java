@@ -46,7 +46,9 @@ import picocli.CommandLine.Spec;
       "  scripts/bench --only launch --kubeconfig FILE",
       "                                launches against a real API server too",
       "  scripts/kube start && scripts/bench --only real-node",
-      "                                builds on the real node this machine runs"
+      "                                builds on the real node this machine runs",
+      "  scripts/kube start && scripts/bench --only warm",
+      "                                a burst on a full node, with balloons and without"
     })
 public final class Bench implements Callable<Integer> {
   @Option(
@@ -125,7 +127,9 @@ public final class Bench implements Callable<Integer> {
         new ProvisionerdBench(),
         new FootprintBench(),
         new ConsoleBench(),
-        new RealNodeBench());
+        new RealNodeBench(),
+        new WarmBench(),
+        new FairShareBench());
   }
 
   /**
@@ -249,7 +253,8 @@ public final class Bench implements Callable<Integer> {
     m.put("os", System.getProperty("os.name") + " " + System.getProperty("os.version"));
     m.put("java", System.getProperty("java.vm.name") + " " + System.getProperty("java.version"));
     // The collector and heap the figures were taken with: under G1 in place of the serial
-    // collector the drain's ratio was lower (docs/performance.md, "A tenth machine").
+    // collector the drain's ratio was lower (docs/performance.md, its history: "The benchmark runs
+    // the dispatcher's collector").
     m.put("jvm flags", String.join(" ", ManagementFactory.getRuntimeMXBean().getInputArguments()));
     TestDatabase.url();
     m.put("postgresql", (String) Sql.value("SELECT version()"));

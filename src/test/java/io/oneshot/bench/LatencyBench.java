@@ -63,6 +63,18 @@ final class LatencyBench implements Scenario {
       int seconds,
       int warmup,
       Report report) {
+    return measure(t, launcher, "latency", variant, seconds, warmup, report);
+  }
+
+  /** {@link #measure}, its figures under {@code scenario}. */
+  static double measure(
+      TestServer t,
+      TimedLauncher launcher,
+      String scenario,
+      String variant,
+      int seconds,
+      int warmup,
+      Report report) {
     Harness.awaitLeader(t);
     Map<Long, Dispatcher.CycleTimes> cycles = new ConcurrentHashMap<>();
     t.server
@@ -87,23 +99,23 @@ final class LatencyBench implements Scenario {
         claimed.add(Harness.ms(committed, times.get(id).claimed()));
         launched.add(Harness.ms(committed, times.get(id).launched()));
       }
-      report.add("latency", variant, "builds", called.size(), "");
+      report.add(scenario, variant, "builds", called.size(), "");
       report.latency(
-          "latency",
+          scenario,
           variant,
           "enqueue -> launcher called",
           called,
           Report.Goal.under(5),
           Report.Goal.under(25));
       report.latency(
-          "latency",
+          scenario,
           variant,
           "enqueue -> claimed",
           claimed,
           Report.Goal.under(2),
           Report.Goal.under(10));
-      report.latency("latency", variant, "enqueue -> launched", launched, null, null);
-      breakdown(ids, p, cycles, launcher, variant, report);
+      report.latency(scenario, variant, "enqueue -> launched", launched, null, null);
+      breakdown(ids, p, cycles, launcher, scenario, variant, report);
       return Stats.of(claimed).p50();
     }
   }
@@ -126,6 +138,7 @@ final class LatencyBench implements Scenario {
       Harness.Producer p,
       Map<Long, Dispatcher.CycleTimes> cycles,
       TimedLauncher launcher,
+      String scenario,
       String variant,
       Report report) {
     String[] steps = {
@@ -174,8 +187,8 @@ final class LatencyBench implements Scenario {
         continue;
       }
       Stats st = Stats.of(s);
-      report.add("latency", variant, "breakdown: " + steps[i] + " p50", st.p50(), "ms");
-      report.add("latency", variant, "breakdown: " + steps[i] + " p99", st.p99(), "ms");
+      report.add(scenario, variant, "breakdown: " + steps[i] + " p50", st.p50(), "ms");
+      report.add(scenario, variant, "breakdown: " + steps[i] + " p99", st.p99(), "ms");
     }
   }
 

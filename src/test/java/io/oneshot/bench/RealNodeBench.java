@@ -2,19 +2,14 @@ package io.oneshot.bench;
 
 import io.fabric8.kubernetes.api.model.Pod;
 import io.fabric8.kubernetes.api.model.PodBuilder;
-import io.fabric8.kubernetes.client.Config;
 import io.fabric8.kubernetes.client.Watch;
 import io.fabric8.kubernetes.client.Watcher;
 import io.fabric8.kubernetes.client.WatcherException;
-import io.oneshot.launch.kubernetes.KubernetesLauncher;
 import io.oneshot.testing.Ports;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TempDirs;
 import io.oneshot.testing.TestServer;
 import io.oneshot.testing.k8s.RealCluster;
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Timestamp;
 import java.time.Instant;
@@ -127,25 +122,9 @@ final class RealNodeBench implements Scenario {
     }
     List<Double> bare = new ArrayList<>();
     try (TestServer t =
-            TestServer.with()
-                .api(
-                    "{listen: \"127.0.0.1:%d\", publicUrl: \"http://127.0.0.1:%d\", adminToken: \"%s\"}"
-                        .formatted(port, port, TestServer.ADMIN_TOKEN))
-                .launcherYaml(
-                    "{kind: kubernetes, kubernetes: {namespace: %s, templateDir: %s}}"
-                        .formatted(ns, templates))
+            k.server(ns, templates, port, "")
                 .routes("routes: [{name: bench, template: script.yaml, maxConcurrent: 4}]")
                 .dispatch("pollInterval: 2s, rescueInterval: 1s, heartbeatInterval: 1s")
-                .launchers(
-                    (vertx, cfg) -> {
-                      try {
-                        Config c = Config.fromKubeconfig(Files.readString(k.kubeconfig));
-                        return KubernetesLauncher.create(
-                            cfg, KubernetesLauncher.client(vertx, c, cfg));
-                      } catch (IOException e) {
-                        throw new UncheckedIOException(e);
-                      }
-                    })
                 .start();
         Harness.Producer p = new Harness.Producer()) {
       Harness.awaitLeader(t);

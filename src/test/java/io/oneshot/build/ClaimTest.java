@@ -18,7 +18,6 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.stream.IntStream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -72,39 +71,28 @@ class ClaimTest {
   @Test
   void aClaimLocksNoMoreBuildsThanItTakesHoweverDeepTheQueue() {
     f = new StoreFixture("routes:\n  - {name: a, maxConcurrent: 1000}\n");
-    List<Long> ids = IntStream.range(0, 30).mapToObj(i -> enqueue("{}", 0, null)).toList();
-    List<Long> lockedByOthers = new ArrayList<>();
+    // Written as one statement, so that no row is locked by what writes the next (an enqueue
+    // takes its route's row and its workspace's into account under locks of its own).
+    Sql.exec(
+        "INSERT INTO oneshot.builds (route, tags, input)"
+            + " SELECT 'a', '{}', ?::jsonb FROM generate_series(1, 30)",
+        SCRIPT);
+    List<Long> ids =
+        Sql.rows("SELECT id FROM oneshot.builds ORDER BY id").stream()
+            .map(r -> ((Number) r.get("id")).longValue())
+            .toList();
     List<QueueStore.Claimed> c =
-        Database.await(
-            f.store
-                .queue()
-                .claim(
-                    1000,
-                    "test",
-                    StoreFixture.claimTokens(2),
-                    null,
-                    claimed -> {
-                      // The claim's transaction is still open: the builds it did not take are free.
-                      try (var conn = Sql.connect()) {
-                        conn.setAutoCommit(false);
-                        lockedByOthers.addAll(
-                            Sql.rows(
-                                    conn,
-                                    "SELECT id FROM oneshot.builds WHERE status = 'pending'"
-                                        + " AND NOT id = ANY (?) ORDER BY id FOR UPDATE NOWAIT",
-                                    conn.createArrayOf(
-                                        "bigint",
-                                        claimed.stream().map(QueueStore.Claimed::id).toArray()))
-                                .stream()
-                                .map(r -> ((Number) r.get("id")).longValue())
-                                .toList());
-                        conn.rollback();
-                      } catch (java.sql.SQLException e) {
-                        throw new IllegalStateException(e);
-                      }
-                    }));
+        Database.await(f.store.queue().claim(1000, "test", StoreFixture.tokens(2)));
     assertThat(c).extracting(QueueStore.Claimed::id).containsExactly(ids.get(0), ids.get(1));
-    assertThat(lockedByOthers).isEqualTo(ids.subList(2, 30));
+    // A row a transaction locked keeps that transaction's id as its xmax after the commit; the
+    // queued builds were written fresh, so any other than 0 is one the claim locked. (Looking
+    // from another connection while the claim's transaction is open would race its COMMIT, which
+    // is sent together with the claim.)
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.builds WHERE status = 'pending'"
+                    + " AND xmax::text <> '0'"))
+        .isZero();
   }
 
   @Test
@@ -195,6 +183,24 @@ class ClaimTest {
     assertThat(claim(f.store, 100, 10)).containsExactly(w2);
     finish(w2);
     assertThat(claim(f.store, 100, 10)).containsExactly(w3);
+  }
+
+  /** A workspace is its route's: the same name on two routes is two workspaces, each serial. */
+  @Test
+  void aWorkspaceNameOnTwoRoutesIsTwoWorkspaces() {
+    f =
+        new StoreFixture(
+            "routes:\n  - {name: a, tags: {team: a}, maxConcurrent: 10}\n"
+                + "  - {name: b, tags: {team: b}, maxConcurrent: 10}\n");
+    long a1 = enqueue("{\"team\": \"a\"}", 0, "prod");
+    long b1 = enqueue("{\"team\": \"b\"}", 0, "prod");
+    long a2 = enqueue("{\"team\": \"a\"}", 0, "prod");
+    long b2 = enqueue("{\"team\": \"b\"}", 0, "prod");
+    assertThat(claim(f.store, 100, 10)).containsExactly(a1, b1);
+    finish(b1);
+    assertThat(claim(f.store, 100, 10)).containsExactly(b2);
+    finish(a1);
+    assertThat(claim(f.store, 100, 10)).containsExactly(a2);
   }
 
   @Test

@@ -108,8 +108,10 @@ class MigratorTest {
                           NULL, NULL)""")
               .execute());
 
-      assertThat(Migrator.migrate(db).applied())
+      assertThat(Migrator.migrate(db, 15).applied())
           .containsExactly("014_launch_records.sql", "015_launch_removed.sql");
+      // Read by today's code, which reads what later migrations add.
+      Migrator.migrate(db);
 
       BuildStore store = new BuildStore(db.pool());
       Build launched = Database.await(store.reads().get(1)).orElseThrow();
@@ -121,6 +123,62 @@ class MigratorTest {
       assertThat(Database.await(store.attempts().live()))
           .extracting(AttemptStore.LiveBuild::id, AttemptStore.LiveBuild::launched)
           .containsExactly(tuple(1L, true), tuple(2L, false));
+    }
+  }
+
+  /**
+   * db/016 gives workspaces to routes: each stored version goes to the route of the build that
+   * wrote it, so a name two routes shared becomes one workspace on each, with its versions; a state
+   * stored afterwards without a route (by a replica of the previous version, mid-upgrade) gets its
+   * build's route.
+   */
+  @Test
+  void anUpgradeGivesEachStateVersionTheRouteOfTheBuildThatWroteIt() {
+    String url = TestDatabase.fresh();
+    try (Database db = Database.open(vertx, url, 1, "migrate")) {
+      assertThat(Migrator.migrate(db, 15).to()).isEqualTo(15);
+      Database.await(
+          db.pool()
+              .query(
+                  """
+                  INSERT INTO oneshot.routes (name, position, tags, max_concurrent, max_attempts,
+                                              timeout_ms, cancel_grace_ms)
+                  VALUES ('a', 0, '{"team":"a"}', 5, 3, 3600000, 60000),
+                         ('b', 1, '{"team":"b"}', 5, 3, 3600000, 60000);
+                  INSERT INTO oneshot.builds (route, tags, input, status, workspace, finished_at,
+                                              runner_id)
+                  VALUES ('a', '{}', '{}', 'succeeded', 'prod', now(), NULL),
+                         ('b', '{}', '{}', 'succeeded', 'prod', now(), NULL),
+                         ('a', '{}', '{}', 'succeeded', 'prod', now(), NULL),
+                         ('b', '{}', '{}', 'running', 'prod', NULL, 'r');
+                  INSERT INTO oneshot.workspace_states (workspace, version, build_id, attempt,
+                                                        state, bytes, final)
+                  VALUES ('prod', 1, 1, 1, '{"serial":1}', 12, true),
+                         ('prod', 2, 2, 1, '{"serial":2}', 12, true),
+                         ('prod', 3, 3, 1, '{"serial":3}', 12, true)""")
+              .execute());
+
+      assertThat(Migrator.migrate(db).applied())
+          .startsWith("016_workspaces_by_route.sql")
+          .doesNotContain("015_launch_removed.sql");
+
+      BuildStore store = new BuildStore(db.pool());
+      assertThat(Database.await(store.state().stateVersions("a", "prod")))
+          .extracting(StateStore.StateVersion::version, StateStore.StateVersion::buildId)
+          .containsExactly(tuple(3, 3L), tuple(1, 1L));
+      assertThat(Database.await(store.state().stateVersions("b", "prod")))
+          .extracting(StateStore.StateVersion::version, StateStore.StateVersion::buildId)
+          .containsExactly(tuple(2, 2L));
+      assertThat(Database.await(store.state().state("b", "prod", null))).contains("{\"serial\":2}");
+      // As the previous version stores a state: no route.
+      Database.await(
+          db.pool()
+              .query(
+                  "INSERT INTO oneshot.workspace_states (workspace, version, build_id, attempt,"
+                      + " state, bytes) VALUES ('prod', 4, 4, 1, '{\"serial\":4}', 12)")
+              .execute());
+      assertThat(Database.await(store.state().state("b", "prod", null))).contains("{\"serial\":4}");
+      assertThat(Database.await(store.state().state("a", "prod", null))).contains("{\"serial\":3}");
     }
   }
 

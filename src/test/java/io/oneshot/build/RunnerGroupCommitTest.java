@@ -88,6 +88,65 @@ class RunnerGroupCommitTest {
     assertThat(((RunnerStore.Acquire.Granted) again.get(1)).build().first()).isFalse();
   }
 
+  /**
+   * Terraform builds acquired together each start from their own route's workspace: the same name
+   * on two routes is two workspaces, with versions of their own.
+   */
+  @Test
+  void acquiresTogetherReadEachBuildsOwnRoutesWorkspace() {
+    StoreFixture two =
+        new StoreFixture(
+            "routes: [{name: a, tags: {team: a}, maxConcurrent: 20},"
+                + " {name: b, tags: {team: b}, maxConcurrent: 20}]",
+            false);
+    try {
+      Database.await(two.store.routeMirror().write(two.config.routes(), two.config.limits()));
+      String tf = "{\"provisioner\": \"terraform\", \"files\": {\"main.tf\": \"\"}}";
+      // Route a's "shared" has version 1; route b's has versions 1 and 2.
+      for (String[] v : new String[][] {{"a", "1"}, {"b", "1"}, {"b", "2"}}) {
+        long writer =
+            Database.await(
+                    two.store.queue().enqueue("{\"team\": \"" + v[0] + "\"}", tf, 0, "shared"))
+                .id();
+        Sql.exec(
+            "UPDATE oneshot.builds SET status = 'failed', finished_at = now(), reason = 'test'"
+                + " WHERE id = ?",
+            writer);
+        Sql.exec(
+            "INSERT INTO oneshot.workspace_states (route, workspace, version, build_id, attempt,"
+                + " state, bytes, final) VALUES (?, 'shared', ?::int, ?, 1, ?, 2, true)",
+            v[0],
+            v[1],
+            writer,
+            "{\"of\": \"" + v[0] + v[1] + "\"}");
+      }
+      long onA =
+          Database.await(two.store.queue().enqueue("{\"team\": \"a\"}", tf, 0, "shared")).id();
+      long onB =
+          Database.await(two.store.queue().enqueue("{\"team\": \"b\"}", tf, 0, "shared")).id();
+      List<QueueStore.Claimed> c = two.claim(100, 10, "test");
+      assertThat(c).extracting(QueueStore.Claimed::id).containsExactlyInAnyOrder(onA, onB);
+
+      List<RunnerStore.Acquire> got =
+          Database.await(
+              two.store
+                  .runner()
+                  .acquireTogether(
+                      List.of(acquire(c.get(0), runner("r0")), acquire(c.get(1), runner("r1")))));
+      Map<Long, RunnerStore.Acquired> byId = new java.util.HashMap<>();
+      for (RunnerStore.Acquire g : got) {
+        RunnerStore.Acquired x = ((RunnerStore.Acquire.Granted) g).build();
+        byId.put(x.id(), x);
+      }
+      assertThat(byId.get(onA).stateVersion()).isEqualTo(1);
+      assertThat(byId.get(onA).state()).isEqualTo("{\"of\": \"a1\"}");
+      assertThat(byId.get(onB).stateVersion()).isEqualTo(2);
+      assertThat(byId.get(onB).state()).isEqualTo("{\"of\": \"b2\"}");
+    } finally {
+      two.close();
+    }
+  }
+
   @Test
   void completionsTogetherGetWhatEachWouldGetAlone() {
     List<QueueStore.Claimed> c = f.claimedNoops(3);
@@ -282,5 +341,57 @@ class RunnerGroupCommitTest {
     }
     assertThat(row(c.get(2).id())).containsEntry("runner_id", "runner-held");
     assertThat(row(c.get(3).id())).containsEntry("runner_id", "runner-free");
+  }
+
+  /**
+   * What a build met of its pod's limits is stored with its outcome, by a completion alone and by
+   * completions written together, and read back with the build.
+   */
+  @Test
+  void whatABuildMetOfItsLimitsIsStoredWithItsOutcomeAloneOrTogether() {
+    List<QueueStore.Claimed> c = f.claimedNoops(3);
+    List<Runner> runners = List.of(runner("r0"), runner("r1"), runner("r2"));
+    for (int i = 0; i < 3; i++) {
+      Database.await(f.store.runner().acquire(c.get(i).token().hash(), runners.get(i)));
+    }
+    java.util.function.IntFunction<RunnerStore.Completion> withUsage =
+        i ->
+            new RunnerStore.Completion(
+                BuildState.FAILED,
+                1,
+                "hit its limit",
+                null,
+                "hit its limit",
+                null,
+                io.oneshot.api.Json.tree(
+                    "{\"oomKills\": "
+                        + i
+                        + ", \"memoryLimitBytes\": 536870912,"
+                        + " \"cpuThrottledSeconds\": 1.5}"));
+    // One alone (runner/complete), two together (runner/complete-many).
+    Database.await(
+        f.store
+            .runner()
+            .completeTogether(
+                List.of(
+                    new RunnerStore.CompleteCall(
+                        c.get(0).token().hash(), "r0", withUsage.apply(1)))));
+    Database.await(
+        f.store
+            .runner()
+            .completeTogether(
+                List.of(
+                    new RunnerStore.CompleteCall(c.get(1).token().hash(), "r1", withUsage.apply(2)),
+                    new RunnerStore.CompleteCall(
+                        c.get(2).token().hash(), "r2", completion(BuildState.SUCCEEDED, 0)))));
+    for (int i = 0; i < 2; i++) {
+      Build b = Database.await(f.store.reads().get(c.get(i).id())).orElseThrow();
+      assertThat(b.usage().path("oomKills").asInt()).isEqualTo(i + 1);
+      assertThat(b.usage().path("memoryLimitBytes").asLong()).isEqualTo(536870912L);
+      assertThat(b.usage().path("cpuThrottledSeconds").asDouble()).isEqualTo(1.5);
+    }
+    assertThat(Database.await(f.store.reads().get(c.get(2).id())).orElseThrow().usage())
+        .as("nothing sent, nothing stored")
+        .isNull();
   }
 }

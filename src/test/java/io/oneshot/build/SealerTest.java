@@ -9,7 +9,7 @@ import org.junit.jupiter.api.Test;
 class SealerTest {
   private static final Sealer.Key K1 = new Sealer.Key("k1", "a".repeat(32));
   private static final Sealer.Key K2 = new Sealer.Key("k2", "b".repeat(32));
-  private static final Sealer.Context C = Sealer.workspaceState("ws", 1);
+  private static final Sealer.Context C = Sealer.workspaceState("team-a", "ws", 1);
 
   @Test
   void aSealedValueOpensWithItsContextAndNamesItsKey() {
@@ -24,15 +24,19 @@ class SealerTest {
   @Test
   void aSealedValueOpensOnlyWhereItBelongs() {
     Sealer s = new Sealer(List.of(K1));
-    // A workspace's state, moved to another version or another workspace, does not open.
-    String state = s.seal("{\"serial\": 3}", Sealer.workspaceState("team-a", 3));
-    assertThat(s.open(state, Sealer.workspaceState("team-a", 3))).isEqualTo("{\"serial\": 3}");
+    // A workspace's state, moved to another version, another workspace or another route's
+    // workspace of the same name, does not open.
+    String state = s.seal("{\"serial\": 3}", Sealer.workspaceState("r", "team-a", 3));
+    assertThat(s.open(state, Sealer.workspaceState("r", "team-a", 3))).isEqualTo("{\"serial\": 3}");
     for (Sealer.Context elsewhere :
         List.of(
-            Sealer.workspaceState("team-a", 4),
-            Sealer.workspaceState("team-b", 3),
+            Sealer.workspaceState("r", "team-a", 4),
+            Sealer.workspaceState("r", "team-b", 3),
+            Sealer.workspaceState("other", "team-a", 3),
             // Parts are kept apart: "team-a" + "3" is not "team-a3" + "".
-            new Sealer.Context(List.of("workspace", "team-a3", "version", "", "state"), "x"),
+            new Sealer.Context(List.of("workspace", "team-a3", "version", "", "state"), null, "x"),
+            // Bound to its route, it does not open with what a state sealed before routes was.
+            new Sealer.Context(List.of("workspace", "team-a", "version", "3", "state"), null, "x"),
             Sealer.sensitive(3))) {
       assertThatThrownBy(() -> s.open(state, elsewhere))
           .as("%s", elsewhere)
@@ -43,7 +47,7 @@ class SealerTest {
     assertThat(s.open(values, Sealer.sensitive(1))).isEqualTo("{\"K\": \"v\"}");
     assertThatThrownBy(() -> s.open(values, Sealer.sensitive(2)))
         .isInstanceOf(Sealer.SealedException.class);
-    assertThatThrownBy(() -> s.open(values, Sealer.workspaceState("1", 1)))
+    assertThatThrownBy(() -> s.open(values, Sealer.workspaceState("r", "1", 1)))
         .isInstanceOf(Sealer.SealedException.class);
   }
 
@@ -52,10 +56,29 @@ class SealerTest {
     Sealer s = new Sealer(List.of(K1));
     String oldState = s.sealV1("{\"serial\": 1}", "workspace-state");
     assertThat(oldState).startsWith("oneshot-sealed:v1:k1:");
-    assertThat(s.open(oldState, Sealer.workspaceState("any", 7))).isEqualTo("{\"serial\": 1}");
+    assertThat(s.open(oldState, Sealer.workspaceState("r", "any", 7))).isEqualTo("{\"serial\": 1}");
     String oldValues = s.sealV1("{\"K\": \"v\"}", Sealer.buildContext(5));
     assertThat(s.open(oldValues, Sealer.sensitive(5))).isEqualTo("{\"K\": \"v\"}");
     assertThatThrownBy(() -> s.open(oldValues, Sealer.sensitive(6)))
+        .isInstanceOf(Sealer.SealedException.class);
+  }
+
+  @Test
+  void aStateSealedBeforeWorkspacesBelongedToRoutesOpensOnItsWorkspaceAndVersionAlone() {
+    Sealer s = new Sealer(List.of(K1));
+    // As a state was sealed then: the workspace and version, no route.
+    String before =
+        s.seal(
+            "{\"serial\": 2}",
+            new Sealer.Context(List.of("workspace", "net", "version", "2", "state"), null, "x"));
+    assertThat(before).startsWith("oneshot-sealed:v2:k1:");
+    // The migration gives it its writing build's route; any route's context opens it there.
+    assertThat(s.open(before, Sealer.workspaceState("team-a", "net", 2)))
+        .isEqualTo("{\"serial\": 2}");
+    // Still bound to its workspace and version.
+    assertThatThrownBy(() -> s.open(before, Sealer.workspaceState("team-a", "net", 3)))
+        .isInstanceOf(Sealer.SealedException.class);
+    assertThatThrownBy(() -> s.open(before, Sealer.workspaceState("team-a", "web", 2)))
         .isInstanceOf(Sealer.SealedException.class);
   }
 

@@ -29,6 +29,38 @@ class StalePlanTest {
     }
   }
 
+  /**
+   * A connection plans the claim once and keeps the plan: planning it on every call cost more than
+   * running it (QueueStore#CLAIM_BEGIN), and PostgreSQL's own choice, by estimated cost, planned
+   * every claim anew over 50 routes and a deep queue.
+   */
+  @Test
+  void aConnectionPlansTheClaimOnceAndKeepsThePlan() {
+    f = new StoreFixture("routes: [{name: a, maxConcurrent: 100000}]");
+    f.enqueueNoops(20);
+    Database one = Database.open(f.vertx, io.oneshot.testing.TestDatabase.url(), 1, "test");
+    try {
+      BuildStore store = new BuildStore(one.pool());
+      for (int i = 0; i < 8; i++) {
+        assertThat(Database.await(store.queue().claim(100, "test", StoreFixture.tokens(1))))
+            .hasSize(1);
+      }
+      io.vertx.sqlclient.Row plans =
+          Database.await(
+                  one.pool()
+                      .query(
+                          "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                              + " WHERE statement LIKE '%claimed AS (%'")
+                      .execute())
+              .iterator()
+              .next();
+      assertThat(plans.getLong("custom_plans")).isZero();
+      assertThat(plans.getLong("generic_plans")).isEqualTo(8);
+    } finally {
+      one.close();
+    }
+  }
+
   @Test
   void theLaunchRecordFindsItsBuildsByPrimaryKeyWhenTheStatisticsPredateTheBurst()
       throws Exception {
@@ -306,7 +338,9 @@ class StalePlanTest {
             + texts("'done'", 6)
             + ", "
             + texts("'r'", 6)
-            + ", '1s')",
+            + ", '1s', "
+            + texts("NULL", 6)
+            + ")",
         6,
         byToken);
     planAndRun(

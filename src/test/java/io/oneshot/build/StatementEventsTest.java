@@ -147,7 +147,7 @@ class StatementEventsTest {
           "EXECUTE complete(ARRAY["
               + hex
               + "], ARRAY['succeeded'], ARRAY[0], ARRAY[NULL], ARRAY['{}'], ARRAY['done'],"
-              + " ARRAY['r0'], '1s')");
+              + " ARRAY['r0'], '1s', ARRAY[NULL])");
       assertThat(Sql.transitions(c.get(0).id())).endsWith("running>succeeded");
       s.execute(
           "UPDATE oneshot.builds SET status = 'failed', finished_at = now() WHERE id = "

@@ -276,4 +276,34 @@ class TransitionGuardsTest {
         .isEqualTo("route gone no longer exists in the dispatcher's configuration");
     assertThat(row(kept).get("status")).isEqualTo("pending");
   }
+
+  /**
+   * A route gone from the configuration whose workspaces hold state is named, with how many
+   * workspaces, so that the dispatcher can say at start that their state stays under the old name.
+   */
+  @Test
+  void aRemovedRouteWhoseWorkspacesHoldStateIsNamed() {
+    f = new StoreFixture("routes: [{name: a}, {name: gone, tags: {old: \"yes\"}}]");
+    for (String ws : List.of("w1", "w2", "w2")) {
+      long id = Database.await(f.store.queue().enqueue("{\"old\": \"yes\"}", SCRIPT, 0, ws)).id();
+      Sql.exec(
+          "INSERT INTO oneshot.workspace_states (route, workspace, version, build_id, attempt,"
+              + " state, bytes) VALUES ('gone', ?, (SELECT count(*) + 1 FROM"
+              + " oneshot.workspace_states WHERE workspace = ?), ?, 1, '{}', 2)",
+          ws,
+          ws,
+          id);
+    }
+    assertThat(Database.await(f.store.routeMirror().strandedWorkspaces(f.config.routes())))
+        .isEmpty();
+    StoreFixture narrower = new StoreFixture("routes: [{name: a}]", false);
+    try {
+      assertThat(
+              Database.await(
+                  narrower.store.routeMirror().strandedWorkspaces(narrower.config.routes())))
+          .containsExactly(java.util.Map.entry("gone", 2L));
+    } finally {
+      narrower.close();
+    }
+  }
 }

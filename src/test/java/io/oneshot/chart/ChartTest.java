@@ -79,7 +79,13 @@ class ChartTest {
           "/secrets patch",
           "/secrets delete",
           "/events list",
-          "/events watch");
+          "/events watch",
+          "apps/deployments create",
+          "apps/deployments list",
+          "apps/deployments watch",
+          "apps/deployments update",
+          "apps/deployments patch",
+          "apps/deployments delete");
 
   @TempDir Path tmp;
 
@@ -118,14 +124,17 @@ class ChartTest {
             "ConfigMap",
             "Deployment",
             "PodDisruptionBudget",
+            "PriorityClass",
             "Role",
             "RoleBinding",
             "Service",
             "ServiceAccount");
-    // Cluster-wide, the dispatcher may review tokens (a build pod's runner proof), nothing else.
+    // Cluster-wide, the dispatcher may review tokens (a build pod's runner proof) and read the
+    // balloons' PriorityClass, nothing else.
     assertThat(
             Chart.roleAccess(objs.stream().filter(o -> o.getKind().equals("ClusterRole")).toList()))
-        .containsExactly("authentication.k8s.io/tokenreviews create");
+        .containsExactly(
+            "authentication.k8s.io/tokenreviews create", "scheduling.k8s.io/priorityclasses get");
 
     Deployment d = one(objs, Deployment.class, "oneshot");
     assertThat(d.getSpec().getReplicas()).isEqualTo(2);
@@ -334,6 +343,10 @@ class ChartTest {
     assertThat(config.launcher().kind()).isEqualTo("kubernetes");
     assertThat(config.api().publicUrl()).isEqualTo("http://oneshot.oneshot.svc:8080");
     assertThat(config.dispatch().maxConcurrent()).isEqualTo(10);
+    assertThat(config.allTeams())
+        .containsExactly(
+            new OneshotConfig.Team("main", 3, 2, null, null),
+            new OneshotConfig.Team("labs", 1, 0, 2, null));
     assertThat(config.routes())
         .extracting(
             OneshotConfig.Route::name, OneshotConfig.Route::maxConcurrent, r -> r.namespace())
@@ -342,6 +355,11 @@ class ChartTest {
             org.assertj.core.groups.Tuple.tuple("experimental", 2, "builds-experimental"),
             org.assertj.core.groups.Tuple.tuple("demo", 2, "builds-demo"));
     assertThat(config.routes().get(0).tags()).isEqualTo(Map.of("org", "default"));
+    assertThat(config.routes().get(0).warm().schedule()).hasSize(1);
+    assertThat(config.routes().get(0).warm().max()).isEqualTo(6);
+    assertThat(config.routes().get(1).warm()).isEqualTo(OneshotConfig.Warm.NONE);
+    assertThat(config.launcher().kubernetes().balloonPriorityClass())
+        .isEqualTo("oneshot-oneshot-balloon");
     assertThat(config.routes().get(2).retryAfterAcquire()).isTrue();
     assertThat(config.routes().get(1).timeout()).isEqualTo(java.time.Duration.ofMinutes(30));
 
@@ -631,6 +649,64 @@ class ChartTest {
     assertThat(pod.getAutomountServiceAccountToken()).isFalse();
   }
 
+  @Test
+  void balloonsRunBelowEveryBuildAndBuildsAtTheChartsClassUnlessTheirTemplateNamesOne()
+      throws IOException {
+    List<HasMetadata> objs = render(t -> t.withValuesFile(ORGS));
+    var balloon =
+        one(
+            objs,
+            io.fabric8.kubernetes.api.model.scheduling.v1.PriorityClass.class,
+            "oneshot-oneshot-balloon");
+    var build =
+        one(
+            objs,
+            io.fabric8.kubernetes.api.model.scheduling.v1.PriorityClass.class,
+            "oneshot-oneshot-build");
+    assertThat(balloon.getValue()).isEqualTo(-1);
+    assertThat(balloon.getPreemptionPolicy()).isEqualTo("Never");
+    assertThat(balloon.getGlobalDefault()).isFalse();
+    assertThat(build.getValue()).isZero();
+    assertThat(build.getPreemptionPolicy()).isEqualTo("PreemptLowerPriority");
+    ConfigMap templates = one(objs, ConfigMap.class, "oneshot-job-templates");
+    Job job = K8S.unmarshal(templates.getData().get("script.yaml"), Job.class);
+    assertThat(job.getSpec().getTemplate().getSpec().getPriorityClassName())
+        .isEqualTo("oneshot-oneshot-build");
+    // A template's own class is kept; without the chart's classes, none is set.
+    Path own = tmp.resolve("own-class.yaml");
+    Files.writeString(
+        own,
+        "jobTemplates: {script.yaml: {spec: {template: {spec: {priorityClassName: ci-builds}}}}}\n");
+    job =
+        K8S.unmarshal(
+            one(render(t -> t.withValuesFile(own)), ConfigMap.class, "oneshot-job-templates")
+                .getData()
+                .get("script.yaml"),
+            Job.class);
+    assertThat(job.getSpec().getTemplate().getSpec().getPriorityClassName()).isEqualTo("ci-builds");
+    List<HasMetadata> none =
+        render(
+            t ->
+                t.set("priorityClasses.create", "false")
+                    .set("priorityClasses.balloonName", "platform-overprovisioning"));
+    assertThat(kinds(none)).doesNotContain("PriorityClass");
+    job =
+        K8S.unmarshal(
+            one(none, ConfigMap.class, "oneshot-job-templates").getData().get("script.yaml"),
+            Job.class);
+    assertThat(job.getSpec().getTemplate().getSpec().getPriorityClassName()).isNull();
+    assertThat(
+            tree(one(none, ConfigMap.class, "oneshot-config").getData().get("oneshot.yaml"))
+                .path("launcher")
+                .path("kubernetes")
+                .path("balloonPriorityClass")
+                .asText())
+        .isEqualTo("platform-overprovisioning");
+    assertThatThrownBy(() -> render(t -> t.set("priorityClasses.build", "-5")))
+        .hasMessageContaining(
+            "priorityClasses.balloon (-1) must be below priorityClasses.build (-5)");
+  }
+
   /** Values the chart's schema (or its templates) refuse at helm time, naming the key. */
   @ParameterizedTest(name = "{0}")
   @CsvSource(
@@ -651,6 +727,10 @@ class ChartTest {
           a source without its Secret     | sources: [{name: c, kind: coder, routes: [{route: default, organization: o}]}] | at '/sources/0': missing property 'databaseSecret'
           a source of an unknown kind     | sources: [{name: c, kind: kafka, databaseSecret: {name: s, key: url}, routes: [default]}] | at '/sources/0/kind': value must be one of 'coder', 'postgres'
           CA certificates from two places | extraCaCerts: {secret: s, configMap: c}                    | at '/extraCaCerts': 'not' failed
+          a balloon class not below 0     | priorityClasses: {balloon: 0}                              | at '/priorityClasses/balloon': maximum: got 0, want -1
+          warm room with an unknown field | routes: [{name: a, template: script.yaml, warm: {idel: 2}}] | at '/routes/0/warm': additional properties 'idel' not allowed
+          a period without its length     | routes: [{name: a, template: script.yaml, warm: {schedule: [{cron: "0 9 * * *", balloons: 3}]}}] | at '/routes/0/warm/schedule/0': missing property 'length'
+          a negative scale factor         | routes: [{name: a, template: script.yaml, warm: {scaleFactor: -1}}] | at '/routes/0/warm/scaleFactor': minimum: got -1, want 0
           """)
   void malformedValuesAreRefusedAtHelmTimeNamingTheKey(String what, String values, String message)
       throws IOException {
@@ -686,6 +766,15 @@ class ChartTest {
     expected.removeAll(Set.of("databaseUrl", "databaseUrlEnv"));
     expected.add("databaseSecret");
     assertThat(sourceFields).isEqualTo(expected);
+    Set<String> teamFields = new TreeSet<>();
+    schema
+        .path("properties")
+        .path("teams")
+        .path("items")
+        .path("properties")
+        .fieldNames()
+        .forEachRemaining(teamFields::add);
+    assertThat(teamFields).isEqualTo(new TreeSet<>(ConfigLoader.TEAM_FIELDS));
   }
 
   /** The extension points of the dispatcher's pod, and an extra object, as values. */

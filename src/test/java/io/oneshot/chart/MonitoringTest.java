@@ -81,7 +81,8 @@ class MonitoringTest {
                 .launcherYaml(
                     "{kind: kubernetes, kubernetes: {namespace: team-a, templateDir: job-templates}}")
                 .routes(
-                    "routes: [{name: a, template: script.yaml, namespace: team-a, maxAttempts: 2}]\n"
+                    "routes: [{name: a, template: script.yaml, namespace: team-a, maxAttempts: 2,"
+                        + " warm: {idle: 1}}]\n"
                         + "sources: [{name: coder, kind: coder, databaseUrl: '"
                         + new io.oneshot.testing.CoderDatabase().url
                         + "', routes: [{route: a, organization: acme}]}]")
@@ -288,7 +289,17 @@ class MonitoringTest {
             "oneshot_build_duration_seconds_bucket",
             "oneshot_runner_conflicts_total",
             "jvm_memory_used_bytes",
-            "jvm_gc_collection_seconds_sum");
+            "jvm_gc_collection_seconds_sum",
+            "oneshot_balloons_wanted",
+            "oneshot_balloons",
+            "oneshot_balloon_seconds_total",
+            "oneshot_balloon_preemptions_total",
+            "oneshot_team_running",
+            "oneshot_team_share",
+            "oneshot_team_borrowed",
+            "oneshot_team_queued",
+            "oneshot_team_held",
+            "oneshot_route_held");
     List<String> variables = new ArrayList<>();
     dashboard.path("templating").path("list").forEach(v -> variables.add(v.path("name").asText()));
     assertThat(variables).contains("namespace", "job");

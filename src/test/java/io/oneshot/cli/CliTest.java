@@ -39,6 +39,9 @@ class CliTest {
   @BeforeEach
   void empty() {
     Sql.emptyBuilds();
+    // A test that failed while a route was held would leave the next ones waiting on it.
+    Sql.exec("UPDATE oneshot.routes SET held_at = NULL, held_by = NULL, held_why = NULL");
+    Sql.exec("UPDATE oneshot.teams SET held_at = NULL, held_by = NULL, held_why = NULL");
   }
 
   /** What a command printed and returned. */
@@ -50,7 +53,8 @@ class CliTest {
 
   private static Run oneshot(String... args) {
     List<String> all = new ArrayList<>(List.of(args));
-    boolean client = !List.of("dev", "dispatcher", "provisionerd", "migrate").contains(args[0]);
+    boolean client =
+        !List.of("dev", "dispatcher", "provisionerd", "migrate", "help").contains(args[0]);
     if (client && !all.contains("--url") && !all.contains("--help")) {
       all.addAll(List.of("--url", t.api.base(), "--token", TestServer.ADMIN_TOKEN));
     }
@@ -60,6 +64,78 @@ class CliTest {
         Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
             .execute(all.toArray(String[]::new));
     return new Run(code, out.toString(), err.toString());
+  }
+
+  @Test
+  void routesHoldAndReleaseSayWhatTheyDidAndTheHoldShowsInTheTable() {
+    Run held = oneshot("routes", "hold", "b", "--why", "state migration until 14:00");
+    assertThat(held.code()).as(held.err()).isZero();
+    assertThat(held.out())
+        .isEqualTo(
+            "Route b is held: none of its builds is claimed until oneshot routes release b.\n");
+    Run routes = oneshot("routes");
+    assertThat(routes.out())
+        .containsPattern(
+            "Route b is HELD by admin since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d \\S+: state"
+                + " migration until 14:00 \\(its queued builds"
+                + " wait; oneshot routes release b\\)")
+        // No teams configured: every route is a team of its own, and no table says so.
+        .doesNotContain("WEIGHT");
+    assertThat(oneshot("routes", "-o", "json").json().get(1).path("held").path("by").asText())
+        .isEqualTo("admin");
+    Run released = oneshot("routes", "release", "b");
+    assertThat(released.out()).startsWith("Route b is released (held by admin since ");
+    assertThat(oneshot("routes", "release", "b").out()).isEqualTo("Route b was not held.\n");
+    assertThat(oneshot("routes").out()).doesNotContain("HELD");
+
+    // A route is its own team when it names none.
+    assertThat(oneshot("routes", "hold", "c", "--team", "--why", "x").out())
+        .startsWith("Team c is held");
+    assertThat(oneshot("routes").out()).contains("Team c is HELD by admin");
+    assertThat(oneshot("routes", "release", "c", "--team").out()).startsWith("Team c is released");
+
+    Run noWhy = oneshot("routes", "hold", "b");
+    assertThat(noWhy.code()).isEqualTo(Main.USAGE);
+    assertThat(noWhy.err()).contains("Missing required option: '--why=TEXT'");
+    Run unknown = oneshot("routes", "hold", "nope", "--why", "x");
+    assertThat(unknown.code()).isNotZero();
+    assertThat(unknown.err()).contains("route nope");
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.routes WHERE held_at IS NOT NULL")).isZero();
+  }
+
+  @Test
+  void theTeamsTableShowsEachTeamsShareUseAndBorrowing() {
+    JsonNode teams =
+        Json.tree(
+            """
+            [{"name": "platform", "weight": 2, "guaranteed": 4, "borrowLimit": 10,
+              "maxConcurrent": null, "share": 26.7, "running": 30, "queued": 120, "borrowed": 3,
+              "routes": ["web", "api"], "held": null},
+             {"name": "solo", "weight": 1, "guaranteed": 0, "borrowLimit": null,
+              "maxConcurrent": 5, "share": 13.3, "running": 5, "queued": 0, "borrowed": 0,
+              "routes": ["solo"], "held": {"at": "2026-12-06T10:00:00.000Z", "by": "ops",
+              "why": "upgrade"}}]
+            """);
+    assertThat(RoutesCommand.configured(teams)).isTrue();
+    assertThat(RoutesCommand.teams(teams).lines().toList())
+        .containsExactly(
+            "TEAM         WEIGHT  SHARE  GUARANTEED  BORROW LIMIT  LIMIT  RUNNING  BORROWED  QUEUED "
+                + " ROUTES",
+            "platform     2       26.7   4           10            -      30       3         120   "
+                + "  web, api",
+            "solo (HELD)  1       13.3   -           -             5      5        0         0     "
+                + "  solo");
+    assertThat(RoutesCommand.held(Json.tree("[]"), teams, java.time.ZoneOffset.UTC))
+        .isEqualTo(
+            "Team solo is HELD by ops since 2026-12-06 10:00:00 UTC: upgrade (its queued builds"
+                + " wait; oneshot routes release solo --team)\n");
+    // Routes that each are a team of their own, of weight 1, are no configuration of teams.
+    assertThat(
+            RoutesCommand.configured(
+                Json.tree(
+                    "[{\"name\": \"a\", \"weight\": 1, \"guaranteed\": 0, \"borrowLimit\": null,"
+                        + " \"maxConcurrent\": null, \"routes\": [\"a\"]}]")))
+        .isFalse();
   }
 
   @Test
@@ -123,14 +199,105 @@ class CliTest {
         .contains("[oneshot] script exited with code 0");
   }
 
+  /**
+   * {@code logs -f} of a build that had already ended prints its log from {@code --after}, then
+   * says how it ended and that it had ended before; its exit code is the build's.
+   */
+  @Test
+  void followingAnEndedBuildSaysItHadEnded() {
+    Run r =
+        oneshot("submit", "--script", "echo one; echo two; exit 3", "--tag", "team=b", "--wait");
+    assertThat(r.code()).isEqualTo(Main.BUILD_FAILED);
+    long id =
+        oneshot("builds", "list", "-o", "json").json().path("builds").get(0).path("id").asLong();
+    List<String> all =
+        oneshot("builds", "logs", Long.toString(id), "-o", "json").out().lines().toList();
+    long one =
+        all.stream()
+            .map(Json::tree)
+            .filter(l -> l.path("text").asText().equals("one"))
+            .findFirst()
+            .orElseThrow()
+            .path("seq")
+            .asLong();
+    Run f = oneshot("builds", "logs", Long.toString(id), "-f", "--after", Long.toString(one));
+    assertThat(f.code()).isEqualTo(Main.BUILD_FAILED);
+    assertThat(f.out()).doesNotContain("one\n").contains("two\n");
+    assertThat(f.err())
+        .containsPattern(
+            "build " + id + " failed after \\S+ \\(waited \\S+, ran \\S+, exit code 3\\)")
+        .containsPattern(
+            "\\(it had ended before -f began, at \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d ");
+    // Followed while it ran, it says nothing of the kind.
+    Run live = oneshot("submit", "--script", "echo live", "--tag", "team=b", "-o", "json");
+    Run followed = oneshot("builds", "logs", live.json().path("id").asText(), "-f");
+    assertThat(followed.code()).isZero();
+    assertThat(followed.out()).contains("live\n");
+    assertThat(followed.err()).contains(" succeeded in ").doesNotContain("had ended");
+  }
+
+  @Test
+  void buildsAreListedByTagWorkspaceAndAge() {
+    long a = t.api.submitScript("{\"team\": \"b\"}", "true");
+    long b = t.api.submitScript("{\"team\": \"c\"}", "true");
+    Sql.exec("UPDATE oneshot.builds SET created_at = now() - interval '3 hours' WHERE id = ?", b);
+    assertThat(ids(oneshot("builds", "list", "--tag", "team=b", "-o", "json"))).containsExactly(a);
+    assertThat(ids(oneshot("builds", "list", "--tag", "team=c", "-o", "json"))).containsExactly(b);
+    assertThat(ids(oneshot("builds", "list", "--since", "2h", "-o", "json"))).containsExactly(a);
+    assertThat(ids(oneshot("builds", "list", "--since", "4h", "-o", "json")))
+        .containsExactlyInAnyOrder(a, b);
+    String then = java.time.Instant.now().minus(java.time.Duration.ofHours(2)).toString();
+    assertThat(ids(oneshot("builds", "list", "--since", then, "-o", "json"))).containsExactly(a);
+    Sql.exec("UPDATE oneshot.builds SET workspace = 'w1' WHERE id = ?", b);
+    assertThat(ids(oneshot("builds", "list", "--workspace", "w1", "-o", "json")))
+        .containsExactly(b);
+  }
+
+  private static List<Long> ids(Run r) {
+    assertThat(r.code()).as(r.err()).isZero();
+    List<Long> ids = new ArrayList<>();
+    r.json().path("builds").forEach(b -> ids.add(b.path("id").asLong()));
+    return ids;
+  }
+
+  /** A terraform build without a workspace keeps no state, and submit says so before it queues. */
+  @Test
+  void terraformWithoutAWorkspaceIsWarnedOf(@TempDir Path dir) throws Exception {
+    Files.writeString(dir.resolve("main.tf"), "output \"x\" { value = 1 }\n");
+    Run none = oneshot("submit", "--terraform", dir.toString(), "--tag", "team=c");
+    assertThat(none.code()).as(none.err()).isZero();
+    assertThat(none.err())
+        .startsWith("warning: no --workspace: terraform's state is not kept after this build");
+    Run kept =
+        oneshot("submit", "--terraform", dir.toString(), "--tag", "team=c", "--workspace", "w");
+    assertThat(kept.code()).as(kept.err()).isZero();
+    assertThat(kept.err()).doesNotContain("warning");
+    assertThat(oneshot("submit", "--script", "true", "--tag", "team=c").err())
+        .doesNotContain("warning");
+  }
+
   @Test
   void cancelWaitEndsWithTheCanceledExitCode() {
-    Run submitted = oneshot("submit", "--script", "sleep 600", "-o", "json");
+    // The script takes 2 s to stop once told, so that the second cancel below finds it running.
+    Run submitted =
+        oneshot(
+            "submit", "--script", "trap 'sleep 2; exit 0' TERM; sleep 600 & wait", "-o", "json");
     long id = submitted.json().path("id").asLong();
     await().atMost(30, TimeUnit.SECONDS).until(() -> TestServer.status(id).equals("running"));
+    assertThat(oneshot("builds", "cancel", Long.toString(id)).code()).isZero();
     Run canceled = oneshot("builds", "cancel", Long.toString(id), "--wait");
     assertThat(canceled.code()).as(canceled.err()).isEqualTo(Main.CANCELED);
     assertThat(canceled.err()).contains("build " + id + " canceled");
+    // The timeline says who asked, once however often it was asked.
+    assertThat(
+            Sql.count(
+                "SELECT count(*) FROM oneshot.build_events WHERE build_id = ?"
+                    + " AND from_status = 'running' AND to_status = 'running'"
+                    + " AND reason = 'cancel asked for by admin'",
+                id))
+        .isEqualTo(1);
+    assertThat(oneshot("builds", "show", Long.toString(id)).out())
+        .contains("cancel asked for by admin");
   }
 
   /**
@@ -204,8 +371,78 @@ class CliTest {
     assertThat(line.path("stream").asText()).isEqualTo("stdout");
 
     Run routes = oneshot("routes");
-    assertThat(routes.out()).startsWith("ROUTE").contains("team=a");
+    assertThat(routes.out()).startsWith("ROUTE").contains("team=a").doesNotContain("BALLOONS");
     assertThat(oneshot("routes", "-o", "json").json()).hasSize(3);
+    // A warm route's balloons, as the leader records them: a table of their own.
+    Sql.exec(
+        "INSERT INTO oneshot.route_warmth VALUES ('b', 4, 'idle 4 -> 4', 3, 1, NULL, now()),"
+            + " ('c', 2, 'idle 2 -> 2', 0, 0, 'PriorityClass x does not exist', now())");
+    Sql.exec("INSERT INTO oneshot.balloon_usage VALUES ('b', date_trunc('hour', now()), 5400, 7)");
+    // GET /api/v1/routes answers from a snapshot at most a second old.
+    String warm =
+        await()
+            .atMost(10, TimeUnit.SECONDS)
+            .until(() -> oneshot("routes").out(), out -> out.contains("BALLOONS"));
+    assertThat(warm)
+        .contains("BALLOONS")
+        .containsPattern("(?m)^b +3/4 +1 +1\\.5 h +7 +idle 4 -> 4$")
+        .containsPattern(
+            "(?m)^c +0/2 +0 +0\\.0 h +0 +NOT KEPT: PriorityClass x does not exist \\(idle 2 -> 2\\)$");
+    JsonNode b = oneshot("routes", "-o", "json").json().get(1).path("warm");
+    assertThat(b.path("pending").asInt()).isEqualTo(1);
+    assertThat(b.path("balloonHours").asDouble()).isEqualTo(1.5);
+  }
+
+  /**
+   * {@code oneshot workspaces}: one name on two routes is two workspaces, each listed with its
+   * route; a name alone that is on several routes is a usage error naming them; the state is
+   * written as stored.
+   */
+  @Test
+  void workspacesAreListedByRouteAndTheirStateReadBack(@TempDir Path dir) throws Exception {
+    Files.writeString(
+        dir.resolve("main.tf"), "resource \"terraform_data\" \"net\" { input = \"cli\" }\n");
+    for (String team : List.of("a", "b")) {
+      Run made =
+          oneshot(
+              "submit",
+              "--terraform",
+              dir.toString(),
+              "--tag",
+              "team=" + team,
+              "--workspace",
+              "net",
+              "--wait");
+      assertThat(made.code()).as(made.err()).isZero();
+    }
+
+    Run list = oneshot("workspaces", "list");
+    assertThat(list.code()).as(list.err()).isZero();
+    assertThat(list.out())
+        .startsWith("WORKSPACE  ROUTE  LATEST  VERSIONS  CHANGED")
+        .containsPattern("\nnet +a +1 +1 ")
+        .containsPattern("\nnet +b +1 +1 ");
+    assertThat(oneshot("workspaces", "list", "-o", "json").json().path("workspaces")).hasSize(2);
+
+    Run which = oneshot("workspaces", "versions", "net");
+    assertThat(which.code()).isEqualTo(Main.USAGE);
+    assertThat(which.err())
+        .contains("route: workspace net is on routes a, b; say which")
+        .contains("--route");
+    Run versions = oneshot("workspaces", "versions", "net", "--route", "b");
+    assertThat(versions.code()).as(versions.err()).isZero();
+    assertThat(versions.out())
+        .startsWith("Workspace net of route b\nVERSION")
+        .containsPattern("\n1 +\\d+/1 +1 +[0-9a-f-]{36} +\\d+ B +final ");
+
+    Run state = oneshot("workspaces", "state", "net", "--route", "a");
+    assertThat(state.code()).as(state.err()).isZero();
+    JsonNode tf = Json.tree(state.out());
+    assertThat(tf.path("serial").asInt()).isPositive();
+    assertThat(tf.path("resources").get(0).path("type").asText()).isEqualTo("terraform_data");
+    Run none = oneshot("workspaces", "state", "net", "--route", "a", "--version", "9");
+    assertThat(none.code()).isEqualTo(Main.USAGE);
+    assertThat(none.err()).contains("state of workspace net of route a at version 9");
   }
 
   @Test
@@ -312,11 +549,7 @@ class CliTest {
 
   @Test
   void everyCommandsHelpTeachesWithExamples() {
-    List<List<String>> commands = new ArrayList<>();
-    commandsOf(
-        Main.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(new StringWriter())),
-        List.of(),
-        commands);
+    List<List<String>> commands = commands(false);
     assertThat(commands).contains(List.of("builds", "rerun"), List.of("submit"));
     for (List<String> cmd : commands) {
       List<String> args = new ArrayList<>(cmd);
@@ -335,12 +568,7 @@ class CliTest {
    */
   @Test
   void helpWrapsBetweenWordsAndNeverInsideAPathOrAName() {
-    List<List<String>> commands = new ArrayList<>();
-    commands.add(List.of());
-    commandsOf(
-        Main.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(new StringWriter())),
-        List.of(),
-        commands);
+    List<List<String>> commands = commands(true);
     List<String> cut = new ArrayList<>();
     for (List<String> cmd : commands) {
       java.util.Set<String> whole = java.util.Set.copyOf(words(help(cmd, 1000)));
@@ -357,13 +585,32 @@ class CliTest {
   }
 
   private static String help(List<String> cmd, int width) {
+    picocli.CommandLine cl = command(cmd);
+    cl.setUsageHelpWidth(width);
+    return cl.getUsageMessage(picocli.CommandLine.Help.Ansi.OFF);
+  }
+
+  /** The command {@code cmd} names ({@code [builds, list]}), in a command line of its own. */
+  private static picocli.CommandLine command(List<String> cmd) {
     picocli.CommandLine cl =
         Main.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(new StringWriter()));
-    cl.setUsageHelpWidth(width);
     for (String name : cmd) {
       cl = cl.getSubcommands().get(name);
     }
-    return cl.getUsageMessage(picocli.CommandLine.Help.Ansi.OFF);
+    return cl;
+  }
+
+  /** Every command's path but help's, with the top command's (empty) first when {@code root}. */
+  private static List<List<String>> commands(boolean root) {
+    List<List<String>> commands = new ArrayList<>();
+    if (root) {
+      commands.add(List.of());
+    }
+    commandsOf(
+        Main.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(new StringWriter())),
+        List.of(),
+        commands);
+    return commands;
   }
 
   private static List<String> words(String text) {
@@ -383,8 +630,97 @@ class CliTest {
     }
   }
 
+  /**
+   * An example is one line at any width, so that it copies whole from an 80-column terminal; the
+   * footer's prose still wraps between words.
+   */
+  @Test
+  void examplesAreNeverWrappedAndProseIs() {
+    List<List<String>> commands = commands(true);
+    int examples = 0;
+    for (List<String> cmd : commands) {
+      picocli.CommandLine cl = command(cmd);
+      List<String> shown = help(cmd, 80).lines().toList();
+      for (String line : cl.getCommandSpec().usageMessage().footer()) {
+        if (line.startsWith("  ")) {
+          assertThat(shown).as("oneshot " + String.join(" ", cmd) + " --help").contains(line);
+          examples += line.length() > 80 ? 1 : 0;
+        }
+      }
+    }
+    // Some examples are longer than 80 columns, or this test would show nothing.
+    assertThat(examples).isPositive();
+    assertThat(Main.wrap("one two three four", 9)).isEqualTo("one two\nthree\nfour\n");
+    assertThat(help(List.of(), 80).lines())
+        .contains(
+            "Exit codes: 0 success, 1 build failed, 2 usage error, 3 build canceled, 4 cannot")
+        .allMatch(l -> l.length() <= 80 || l.startsWith("  "));
+  }
+
+  /**
+   * Each command's summary, as its parent's command list shows it, is one sentence on one line: the
+   * list of {@code oneshot --help} reads as a table of contents.
+   */
+  @Test
+  void everyCommandIsSummedUpInOneLine() {
+    List<List<String>> commands = commands(false);
+    for (List<String> cmd : commands) {
+      picocli.CommandLine cl = command(cmd);
+      String[] header = cl.getCommandSpec().usageMessage().header();
+      assertThat(header).as(String.join(" ", cmd)).hasSize(1);
+      assertThat(header[0]).as(String.join(" ", cmd)).endsWith(".").hasSizeLessThanOrEqualTo(60);
+    }
+    String top = help(List.of(), 80);
+    String list = top.substring(top.indexOf("Commands:"), top.indexOf("Examples:"));
+    // Every line of the list names a command: none is a summary's second line.
+    assertThat(list.lines().skip(1).filter(l -> !l.isBlank()))
+        .allMatch(l -> l.matches("  [a-z]+ +[A-Z].*\\."));
+  }
+
+  @Test
+  void helpNamesTheCommandItsWholePathNames() {
+    Run path = oneshot("help", "builds", "list");
+    assertThat(path.code()).isZero();
+    assertThat(path.out()).isEqualTo(oneshot("builds", "list", "--help").out());
+    assertThat(path.out()).contains("Usage: oneshot builds list");
+    Run top = oneshot("top", "--help");
+    assertThat(top.out()).contains("Usage: oneshot top ").doesNotContain("oneshot routes [");
+    Run nope = oneshot("help", "builds", "nope");
+    assertThat(nope.code()).isEqualTo(Main.USAGE);
+    assertThat(nope.err())
+        .startsWith(
+            "error: no command oneshot builds nope; its commands are list, show, logs, cancel,"
+                + " rerun, input\n");
+  }
+
+  @Test
+  void timesArePrintedToTheSecondInOneFormat() {
+    java.time.Instant at = java.time.Instant.parse("2026-12-06T19:10:05.123456Z");
+    assertThat(Text.at(at, java.time.ZoneOffset.UTC)).isEqualTo("2026-12-06 19:10:05 UTC");
+    assertThat(Text.at(at, java.time.ZoneId.of("Europe/Paris")))
+        .isEqualTo("2026-12-06 20:10:05 +01:00");
+    assertThat(Text.at(Json.tree("null"), java.time.ZoneOffset.UTC)).isEqualTo("-");
+    long id = t.api.submitScript("{\"team\": \"b\"}", "true");
+    Run show = oneshot("builds", "show", Long.toString(id), "--utc");
+    assertThat(show.out())
+        .containsPattern("  created +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC\n");
+  }
+
   @Test
   void usageErrorsSayWhatIsWrongInALineAndPointToTheHelp(@TempDir Path dir) throws Exception {
+    Run notANumber = oneshot("builds", "show", "abc");
+    assertThat(notANumber.code()).isEqualTo(Main.USAGE);
+    assertThat(notANumber.err()).startsWith("error: ID: 'abc' is not a whole number\n");
+    Run nothing = oneshot("submit");
+    assertThat(nothing.err())
+        .startsWith("error: Missing required argument (specify one of these): (--script=CMD");
+    Run badName = oneshot("tokens", "create", "BadName", "--role", "viewer", "--route", "a");
+    assertThat(badName.code()).isEqualTo(Main.USAGE);
+    assertThat(badName.err())
+        .startsWith("error: name: 'BadName' is not a token name: lower-case letters, digits");
+    Run since = oneshot("builds", "list", "--since", "5x");
+    assertThat(since.code()).isEqualTo(Main.USAGE);
+    assertThat(since.err()).startsWith("error: --since: '5x' is neither a duration");
     Run tag = oneshot("submit", "--script", "true", "--tag", "x");
     assertThat(tag.code()).isEqualTo(Main.USAGE);
     assertThat(tag.err().lines())
@@ -531,6 +867,39 @@ class CliTest {
     assertThat(withKeys.out().lines().findFirst().orElseThrow())
         .endsWith("; state and sensitive values sealed with key k2 (1 older to open with)");
     assertThat(withKeys.out()).doesNotContain("s".repeat(32));
+  }
+
+  /**
+   * The chart's rendered configuration names files of the dispatcher's pod: checked outside the
+   * cluster, those are named as not read, and the rest is checked as ever.
+   */
+  @Test
+  void dispatcherCheckOutsideThePodSaysWhatItCouldNotRead(@TempDir Path dir) throws Exception {
+    Path config = dir.resolve("oneshot.yaml");
+    String pod = dir.resolve("pod-only").toString();
+    Files.writeString(
+        config,
+        """
+        api: {publicUrl: "http://oneshot:8080", adminTokenFile: %s/admin-token}
+        encryption: {keysFile: %s/keys}
+        launcher: {kind: kubernetes, kubernetes: {templateDir: %s/templates}}
+        routes:
+          - {name: a, tags: {org: a}, template: job.yaml}
+        """
+            .formatted(pod, pod, pod));
+    Run r = oneshot("dispatcher", "--config", config.toString(), "--check");
+    assertThat(r.code()).as(r.err()).isZero();
+    assertThat(r.out())
+        .contains(": valid; launcher kubernetes; global limit 100; encryption keys from a file not")
+        .contains("Not on this machine, not read: api.adminTokenFile " + pod + "/admin-token.")
+        .contains("Not on this machine, not read: encryption.keysFile " + pod + "/keys.")
+        .contains("Not on this machine, not read: launcher.kubernetes.templateDir " + pod);
+    // What is wrong is still wrong.
+    Files.writeString(
+        config, Files.readString(config).replace("{org: a}", "{org: a}, maxConcurrent: -1"));
+    Run bad = oneshot("dispatcher", "--config", config.toString(), "--check");
+    assertThat(bad.code()).isEqualTo(Main.USAGE);
+    assertThat(bad.err()).contains("routes[0].maxConcurrent");
   }
 
   @Test

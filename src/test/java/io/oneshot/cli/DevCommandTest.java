@@ -199,6 +199,19 @@ class DevCommandTest {
               "port "
                   + taken.getLocalPort()
                   + " on 127.0.0.1 is in use; pass --port with another one");
+      // Said before anything is made: no embedded PostgreSQL started, no data directory left.
+      StringWriter out = new StringWriter();
+      int embedded =
+          Main.commandLine(new PrintWriter(out, true), new PrintWriter(new StringWriter(), true))
+              .execute(
+                  "dev",
+                  "--data-dir",
+                  tmp.resolve("e").toString(),
+                  "--port",
+                  Integer.toString(taken.getLocalPort()));
+      assertThat(embedded).isEqualTo(Main.USAGE);
+      assertThat(out.toString()).doesNotContain("PostgreSQL");
+      assertThat(tmp.resolve("e")).doesNotExist();
     }
   }
 

@@ -106,11 +106,76 @@ class ConfigLoaderTest {
         "routes[0].maxConcurent: unknown field (did you mean maxConcurrent?); known fields: name,"
             + " tags, template, maxConcurrent, timeout, launchTimeout, hangTimeout, lease,"
             + " cancelGrace, drainGrace, passEnv, network, maxAttempts, retryAfterAcquire, namespace, untagged,"
-            + " retention");
+            + " retention, warm, pod, team");
     refused(
         "dispatc: {}\n" + ROUTES,
         "dispatc: unknown field (did you mean dispatch?); known fields: database, api, dispatch,"
-            + " limits, launcher, logging, retention, routes, sources, encryption");
+            + " limits, launcher, logging, retention, routes, sources, encryption, teams");
+  }
+
+  @Test
+  void teamsAreReadWithTheirRoutesAndEveryRouteIsInOne() {
+    OneshotConfig c =
+        parse(
+            """
+            dispatch: {maxConcurrent: 40}
+            teams:
+              - {name: platform, weight: 2, guaranteed: 4, borrowLimit: 10, maxConcurrent: 30}
+            routes:
+              - {name: p1, tags: {t: p1}, team: platform}
+              - {name: solo, tags: {t: solo}}
+              - {name: p2, tags: {t: p2}, team: platform}
+            """);
+    assertThat(c.teams()).containsExactly(new OneshotConfig.Team("platform", 2, 4, 10, 30));
+    // A route that names no team is a team of its own, of weight 1, in the order of first routes.
+    assertThat(c.allTeams())
+        .containsExactly(
+            new OneshotConfig.Team("platform", 2, 4, 10, 30),
+            new OneshotConfig.Team("solo", 1, 0, null, null));
+  }
+
+  @Test
+  void teamsThatCannotBeKeptAreRefusedNamingTheField() {
+    refused(
+        """
+        dispatch: {maxConcurrent: 10}
+        teams:
+          - {name: a, weight: 0, guaranteed: 8}
+          - {name: a, guaranteed: 4}
+          - {name: lonely}
+          - {name: solo}
+          - {name: Bad}
+          - {weight: 2}
+          - {name: b, borrowLimit: -1, maxConcurrent: x, wieght: 3}
+        routes:
+          - {name: r1, tags: {t: r1}, team: a}
+          - {name: r2, tags: {t: r2}, team: nope}
+          - {name: solo, tags: {t: solo}}
+          - {name: r3, tags: {t: r3}, team: b}
+          - {name: r4, tags: {t: r4}, team: Bad}
+        """,
+        """
+        11 problems:
+          teams[0].weight: must be an integer from 1 to 1000, got 0
+          teams[1].name: duplicate team 'a' (also teams[0])
+          teams[4].name: must be 1 to 32 lowercase letters, digits or '-', starting and ending\
+         with a letter or digit, got "Bad"
+          teams[5].name: is required
+          teams[6].wieght: unknown field (did you mean weight?); known fields: name, weight,\
+         guaranteed, borrowLimit, maxConcurrent
+          teams[6].borrowLimit: must be an integer from 0 to 100000, got -1
+          teams[6].maxConcurrent: must be an integer from 0 to 100000, got "x"
+          teams: guarantee 12 slots together, more than dispatch.maxConcurrent (10): a guarantee\
+         must be one the global limit can keep
+          routes[1].team: names no team in teams (Bad, a, b, lonely, solo), got "nope"
+          teams[2].name: no route names team lonely
+          teams[3].name: route solo names no team, so it is a team of its own of that name: give\
+         this team another name, or put the route in it (team: solo)\
+        """);
+    refused(
+        "teams: {name: a}\n" + ROUTES,
+        "teams: must be a list of teams like {name: platform, weight: 2, guaranteed: 4,"
+            + " borrowLimit: 10}, got {\"name\":\"a\"}");
   }
 
   @Test
@@ -127,7 +192,8 @@ class ConfigLoaderTest {
         7 problems:
           dispatch.pollIntervl: unknown field (did you mean pollInterval?); known fields:\
          maxConcurrent, claimBatch, pollInterval, wakeOnNotify, rescueInterval,\
-         listenerHealthInterval, heartbeatInterval, leaderInterval, shutdownGrace, launchRetry
+         listenerHealthInterval, heartbeatInterval, leaderInterval, shutdownGrace, launchRetry,\
+         warmInterval
           dispatch.maxConcurrent: must be an integer from 1 to 100000, got "many"
           api.publicUrl: is required with launcher.kind kubernetes: the URL pods reach the API at,\
          like http://oneshot.oneshot.svc:8080
@@ -496,5 +562,175 @@ class ConfigLoaderTest {
             + " openssl rand -base64 32)\n"
             + "  encryption.keys[1]: key id bad id: letters, digits, '.', '_' and '-', at most 64\n"
             + "  encryption.keys[2]: needs an id and a secret");
+  }
+
+  private static final String KUBE =
+      "api: {publicUrl: \"http://127.0.0.1:8080\"}\nlauncher: {kind: kubernetes}\n";
+
+  @Test
+  void aRoutesWarmRoomIsReadWithItsDefaults() {
+    OneshotConfig c =
+        parse(
+            KUBE
+                + "routes:\n"
+                + "  - name: a\n"
+                + "    template: script.yaml\n"
+                + "    maxConcurrent: 20\n"
+                + "    warm:\n"
+                + "      idle: 2\n"
+                + "      scaleFactor: 0.5\n"
+                + "      max: 12\n"
+                + "      schedule:\n"
+                + "        - {cron: \"30 8 * * 1-5\", length: 90m, timeZone: Europe/Berlin, balloons: 10}\n"
+                + "      forecast: {}\n");
+    OneshotConfig.Warm w = c.routes().get(0).warm();
+    assertThat(w.idle()).isEqualTo(2);
+    assertThat(w.scaleFactor()).isEqualTo(0.5);
+    assertThat(w.max()).isEqualTo(12);
+    assertThat(w.schedule())
+        .containsExactly(
+            new OneshotConfig.Period(
+                "30 8 * * 1-5", Duration.ofMinutes(90), java.time.ZoneId.of("Europe/Berlin"), 10));
+    assertThat(w.forecast()).isEqualTo(new OneshotConfig.Forecast(4, 75, Duration.ofMinutes(15)));
+    assertThat(w.command()).isEqualTo(OneshotConfig.Warm.DEFAULT_COMMAND);
+    assertThat(c.dispatch().warmInterval()).isEqualTo(Duration.ofSeconds(15));
+    assertThat(c.launcher().kubernetes().balloonPriorityClass()).isEqualTo("oneshot-balloon");
+  }
+
+  @Test
+  void badWarmRoomIsRefusedNamingEachField() {
+    assertThatThrownBy(
+            () ->
+                parse(
+                    KUBE
+                        + "dispatch: {warmInterval: 1m}\n"
+                        + "retention: {age: 7d}\n"
+                        + "routes:\n"
+                        + "  - name: a\n"
+                        + "    template: script.yaml\n"
+                        + "    maxConcurrent: 5\n"
+                        + "    warm:\n"
+                        + "      idle: -1\n"
+                        + "      max: 6\n"
+                        + "      scaleFactor: lots\n"
+                        + "      schedule:\n"
+                        + "        - {cron: \"30 25 * * *\", length: 90m, timeZone: Mars/Olympus,"
+                        + " balloons: 3}\n"
+                        + "        - {cron: \"0 9 * * *\"}\n"
+                        + "      forecast: {weeks: 2, ahead: 2d}\n"
+                        + "      command: []\n"
+                        + "      idel: 3\n"))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("12 problems")
+        .hasMessageContaining(
+            "dispatch.warmInterval: must be at most 30s: a schedule period that begins waits no"
+                + " longer than this for its balloons, got \"1m\"")
+        .hasMessageContaining("routes[0].warm.idel: unknown field (did you mean idle?)")
+        .hasMessageContaining("routes[0].warm.idle: must be an integer from 0 to 10000, got -1")
+        .hasMessageContaining(
+            "routes[0].warm.scaleFactor: must be a number from 0.0 to 100.0, got \"lots\"")
+        .hasMessageContaining(
+            "routes[0].warm.schedule[0].cron: must be a cron expression of five fields (minute"
+                + " hour day-of-month month day-of-week):")
+        .hasMessageContaining(
+            "routes[0].warm.schedule[0].timeZone: must be a time zone of the tz database, like"
+                + " Europe/Berlin or UTC, got \"Mars/Olympus\"")
+        .hasMessageContaining(
+            "routes[0].warm.schedule[1].length: is required: how long the period lasts, like 90m")
+        .hasMessageContaining(
+            "routes[0].warm.schedule[1].balloons: is required: how many balloons the period keeps")
+        .hasMessageContaining("routes[0].warm.forecast.ahead: must be at most 24h, got \"48h\"")
+        .hasMessageContaining(
+            "routes[0].warm.forecast.weeks: reads 2 weeks of the route's builds, but retention.age"
+                + " keeps 168h: keep at least 384h")
+        .hasMessageContaining(
+            "routes[0].warm.max: must not exceed the route's maxConcurrent (5): a balloon is room"
+                + " for a build the route could start, got 6")
+        .hasMessageContaining("routes[0].warm.command: must name a program: what a balloon runs");
+  }
+
+  @Test
+  void warmRoomNeedsTheKubernetesLauncher() {
+    refused(
+        "routes: [{name: a, warm: {idle: 1}}]",
+        "routes[0].warm: needs launcher.kind kubernetes: warm room is pods of the route's shape"
+            + " held on its nodes (the local launcher runs builds as processes here)");
+    // A warm block that keeps nothing is no balloon: the local launcher takes it.
+    assertThat(parse("routes: [{name: a, warm: {idle: 0}}]").routes().get(0).warm().any())
+        .isFalse();
+  }
+
+  @Test
+  void aRoutesPodRulesAreReadAndBadOnesRefusedNamingEachField() {
+    OneshotConfig c =
+        parse(
+            KUBE
+                + "routes:\n"
+                + "  - name: a\n"
+                + "    template: script.yaml\n"
+                + "    pod:\n"
+                + "      maxRequests: {cpu: 2, memory: 4Gi}\n"
+                + "      images: ghcr.io/acme/*\n"
+                + "      nodeSelector: {pool: [gpu]}\n"
+                + "      serviceAccounts: [builder]\n");
+    OneshotConfig.PodRules p = c.routes().get(0).pod();
+    assertThat(p.overLimit()).isEqualTo("clamp");
+    assertThat(p.maxRequests()).isEqualTo(Map.of("cpu", "2", "memory", "4Gi"));
+    assertThat(p.maxLimits()).isEmpty();
+    assertThat(p.images()).containsExactly("ghcr.io/acme/*");
+    assertThat(p.nodeSelector()).isEqualTo(Map.of("pool", java.util.List.of("gpu")));
+    assertThat(p.serviceAccounts()).containsExactly("builder");
+    assertThat(parse(KUBE + "routes: [{name: a, template: script.yaml}]").routes().get(0).pod())
+        .isNull();
+    assertThatThrownBy(
+            () ->
+                parse(
+                    KUBE
+                        + "routes:\n"
+                        + "  - name: a\n"
+                        + "    template: script.yaml\n"
+                        + "    pod:\n"
+                        + "      overLimit: shrug\n"
+                        + "      maxRequests: {cpu: lots, \"Memory\": 1Gi}\n"
+                        + "      labels: {\"oneshot.io/build\": [\"*\"]}\n"
+                        + "      annotations: {\"kubernetes.io/x\": [\"*\"]}\n"
+                        + "      serviceAccounts: [Root]\n"
+                        + "      privileged: true\n"))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("7 problems")
+        .hasMessageContaining("routes[0].pod.privileged: unknown field")
+        .hasMessageContaining("routes[0].pod.overLimit: must be clamp")
+        .hasMessageContaining(
+            "routes[0].pod.maxRequests.cpu: must be a quantity like 500m, 2, 512Mi or 4Gi, got \"lots\"")
+        .hasMessageContaining("routes[0].pod.maxRequests.Memory: is not a resource name")
+        .hasMessageContaining(
+            "routes[0].pod.labels.oneshot.io/build: keys under oneshot.io/ are oneshot's own (a"
+                + " build's identity): no build may set them")
+        .hasMessageContaining(
+            "routes[0].pod.annotations.kubernetes.io/x: keys under kubernetes.io/ are reserved by"
+                + " Kubernetes")
+        .hasMessageContaining("routes[0].pod.serviceAccounts[0]: must be a ServiceAccount's name");
+    refused(
+        "routes: [{name: a, pod: {images: [x]}}]",
+        "routes[0].pod: needs launcher.kind kubernetes: a build's pod settings are for the Job's"
+            + " pod (the local launcher runs builds as processes here)");
+  }
+
+  @Test
+  void quantitiesAndGlobsMeanWhatKubernetesAndTheDocsSay() {
+    assertThat(Quantities.parse("500m")).isEqualByComparingTo("0.5");
+    assertThat(Quantities.parse("1.5Gi")).isEqualByComparingTo(String.valueOf(3L << 29));
+    assertThat(Quantities.parse("2")).isEqualByComparingTo("2");
+    assertThat(Quantities.parse("1e3")).isEqualByComparingTo("1000");
+    assertThat(Quantities.parse("2M")).isEqualByComparingTo("2000000");
+    assertThat(Quantities.parse("1.")).isEqualByComparingTo("1");
+    assertThat(Quantities.parse("-1")).isNull();
+    assertThat(Quantities.parse("1 Gi")).isNull();
+    assertThat(Quantities.parse("1GB")).isNull();
+    String r = Globs.toRegex("ghcr.io/acme/*:1.?");
+    assertThat("ghcr.io/acme/tools:1.4").matches(r);
+    assertThat("ghcr.io/acme/tools:1.10").doesNotMatch(r);
+    assertThat("ghcrXio/acme/tools:1.4").as("a dot is a dot").doesNotMatch(r);
+    assertThat("x.ghcr.io/acme/t:1.4").as("anchored").doesNotMatch(r);
   }
 }

@@ -247,9 +247,10 @@ class DispatcherTest {
 
   /**
    * A launch's thread ends once the launcher has answered, and its record goes on without it
-   * (docs/performance.md, "The launch record without its thread"): stopping the dispatcher waits
-   * for the records under way, so a stop between a launch and its record's commit still records it,
-   * and the rescuer of the next start has nothing to adopt.
+   * (docs/performance.md, its history: "The launch record in a table of its own, without a
+   * thread"): stopping the dispatcher waits for the records under way, so a stop between a launch
+   * and its record's commit still records it, and the rescuer of the next start has nothing to
+   * adopt.
    */
   @Test
   void stoppingWaitsForTheLaunchRecordsUnderWay() throws Exception {

@@ -171,6 +171,14 @@ class TerraformTest {
             "CHECKPOINT_DISABLE=1",
             "TF_PLUGIN_CACHE_DIR=" + cache.toAbsolutePath());
     assertThat(cache).isDirectory();
+    // Without a workspace, the log says the state is not kept.
+    assertThat(log(id))
+        .anySatisfy(
+            l -> {
+              assertThat(l.get("level")).isEqualTo("warn");
+              assertThat((String) l.get("text"))
+                  .startsWith("no workspace: terraform's state is not kept");
+            });
   }
 
   @Test
@@ -195,6 +203,7 @@ class TerraformTest {
               assertThat((String) l.get("text")).contains("terraform_data.a: Creation complete");
             });
     assertThat(log(first)).extracting(l -> l.get("stage")).contains("init", "plan", "apply");
+    assertThat(logged(first, "no workspace")).isFalse();
 
     long second = submit("{}", "ws-apply", MODULE, "apply");
     assertThat(awaitEnd(second)).isEqualTo("succeeded");

@@ -31,10 +31,13 @@ class MemoryCgroupTest {
     MemoryCgroup m = MemoryCgroup.find(self, tmp.resolve("sys")).orElseThrow();
     assertThat(m.oomKills()).isEqualTo(2);
     assertThat(m.limitBytes()).contains(314572800L);
-    assertThat(m.note(1))
+    assertThat(m.note(1, 42, null))
         .isEqualTo(
-            "the kernel's OOM killer killed 1 process of the build (the container's memory limit"
-                + " is 300 MiB): it needs a higher memory limit");
+            "the kernel's OOM killer killed 1 process of the build: it hit its memory limit of 300"
+                + " MiB (its route's template's); rerun it with more: oneshot builds rerun 42"
+                + " --memory 600Mi");
+    assertThat(m.note(1, 42, "limits.memory 300Mi"))
+        .contains("it hit its memory limit of 300 MiB (it asked for limits.memory 300Mi)");
   }
 
   @Test
@@ -52,7 +55,7 @@ class MemoryCgroupTest {
     write("sys/memory/memory.limit_in_bytes", "314572800\n");
     MemoryCgroup m = MemoryCgroup.find(self, tmp.resolve("sys")).orElseThrow();
     assertThat(m.oomKills()).isEqualTo(3);
-    assertThat(m.note(2)).contains("killed 2 processes").contains("300 MiB");
+    assertThat(m.note(2, 7, null)).contains("killed 2 processes").contains("300 MiB");
   }
 
   @Test
@@ -66,7 +69,7 @@ class MemoryCgroupTest {
     MemoryCgroup m = MemoryCgroup.find(self, tmp.resolve("sys")).orElseThrow();
     assertThat(m.oomKills()).as("its own cgroup's, not the root's").isEqualTo(1);
     assertThat(m.limitBytes()).isEmpty();
-    assertThat(m.note(1)).contains("no memory limit is set");
+    assertThat(m.note(1, 7, null)).contains("no memory limit is set");
   }
 
   @Test

@@ -48,17 +48,34 @@ public final class Limits {
 
   /**
    * Replays every status change in commit order and returns the most builds that were launching or
-   * running at once: under {@code global}, {@code route:<name>} and {@code ws:<workspace>}. Needs
-   * {@link #track()} before the run.
+   * running at once: under {@code global}, {@code route:<name>}, {@code team:<name>} (a route's
+   * team as the routes table names it now, its own name when none) and {@code
+   * ws:<route>/<workspace>}. Needs {@link #track()} before the run.
    */
   public static Map<String, Integer> maxConcurrency() {
+    return replay(c -> {});
+  }
+
+  /**
+   * A build's claim in the replay: its team, and every team's live builds right after it (the
+   * claimed one counted).
+   */
+  public record Claim(String team, Map<String, Integer> liveByTeam) {}
+
+  /**
+   * {@link #maxConcurrency()}, telling {@code onClaim} of each claim (a change to launching from
+   * pending) with what was live at that point of the commit order.
+   */
+  public static Map<String, Integer> replay(java.util.function.Consumer<Claim> onClaim) {
     List<Map<String, Object>> events;
     try {
       events =
           Sql.rows(
               """
-              SELECT e.id, e.from_status, e.to_status, b.route, b.workspace, c.seq
+              SELECT e.id, e.from_status, e.to_status, b.route, b.workspace, c.seq,
+                     coalesce(r.team, b.route) AS team
               FROM oneshot.build_events e JOIN oneshot.builds b ON b.id = e.build_id
+              LEFT JOIN oneshot.routes r ON r.name = b.route
               LEFT JOIN oneshot_audit.commit_order c ON c.event_id = e.id
               WHERE e.from_status IS DISTINCT FROM e.to_status
               ORDER BY c.seq
@@ -80,13 +97,24 @@ public final class Limits {
             "event " + e.get("id") + " was written before Limits.track(): its commit is unknown");
       }
       int delta = nowLive ? 1 : -1;
-      List<String> keys = new ArrayList<>(List.of("global", "route:" + e.get("route")));
+      List<String> keys =
+          new ArrayList<>(List.of("global", "route:" + e.get("route"), "team:" + e.get("team")));
       if (e.get("workspace") != null) {
-        keys.add("ws:" + e.get("workspace"));
+        keys.add("ws:" + e.get("route") + "/" + e.get("workspace"));
       }
       for (String k : keys) {
         int v = live.merge(k, delta, Integer::sum);
         max.merge(k, v, Math::max);
+      }
+      if ("pending".equals(e.get("from_status")) && "launching".equals(e.get("to_status"))) {
+        Map<String, Integer> teams = new HashMap<>();
+        live.forEach(
+            (k, v) -> {
+              if (k.startsWith("team:")) {
+                teams.put(k.substring(5), v);
+              }
+            });
+        onClaim.accept(new Claim((String) e.get("team"), teams));
       }
     }
     return max;

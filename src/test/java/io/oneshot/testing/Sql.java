@@ -79,7 +79,7 @@ public final class Sql {
   /** The builds and every table that refers to them, in one TRUNCATE. */
   private static final String TRUNCATE_BUILDS =
       "TRUNCATE oneshot.workspace_states, oneshot.build_logs, oneshot.build_events,"
-          + " oneshot.build_launches, oneshot.builds";
+          + " oneshot.build_launches, oneshot.builds, oneshot.route_warmth, oneshot.balloon_usage";
 
   /**
    * Runs {@code sql} again when PostgreSQL chose it as a deadlock's victim. A TRUNCATE of several
@@ -167,7 +167,7 @@ public final class Sql {
     execBesideTheServer(
         TRUNCATE_BUILDS
             + " RESTART IDENTITY;"
-            + " DELETE FROM oneshot.routes; DELETE FROM oneshot.api_tokens;"
+            + " DELETE FROM oneshot.routes; DELETE FROM oneshot.teams; DELETE FROM oneshot.api_tokens;"
             // The audit trail refuses deletes: a reset (tests only) sets its guard aside.
             + " ALTER TABLE oneshot.audit DISABLE TRIGGER audit_append_only;"
             + " TRUNCATE oneshot.audit RESTART IDENTITY;"

@@ -37,7 +37,7 @@ public final class StoreFixture implements AutoCloseable {
             "test",
             Map.of());
     if (fresh) {
-      Database.await(store.routeMirror().write(config.routes(), config.limits()));
+      Database.await(store.routeMirror().write(config));
     }
   }
 

@@ -62,6 +62,7 @@ public final class TestServer implements AutoCloseable {
     private boolean keepQueue;
     private String api;
     private String launcherYaml;
+    private java.time.InstantSource clock = java.time.InstantSource.system();
 
     public Builder dispatch(String dispatch) {
       this.dispatch = dispatch;
@@ -132,6 +133,12 @@ public final class TestServer implements AutoCloseable {
       return this;
     }
 
+    /** The clock warm capacity reads its schedule periods and forecasts at. */
+    public Builder clock(java.time.InstantSource clock) {
+      this.clock = clock;
+      return this;
+    }
+
     /** Starts on the queue as it is, instead of emptying it first. */
     public Builder keepQueue() {
       this.keepQueue = true;
@@ -181,7 +188,13 @@ public final class TestServer implements AutoCloseable {
       Path runDir = TempDirs.make("oneshot-runs");
       OneshotConfig config = config(runDir);
       OneshotServer s =
-          launchers == null ? OneshotServer.start(config) : OneshotServer.start(config, launchers);
+          OneshotServer.start(
+              config,
+              launchers != null
+                  ? launchers
+                  : (vertx, c) ->
+                      OneshotServer.embedding.apply(OneshotServer.launcherFor(vertx, c)),
+              clock);
       return new TestServer(s, config, runDir);
     }
   }

@@ -7,6 +7,7 @@ import static org.awaitility.Awaitility.await;
 import io.oneshot.testing.Api;
 import io.oneshot.testing.Browser;
 import io.oneshot.testing.Heavy;
+import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -117,7 +118,11 @@ class ConsoleBrowserTest {
     d.get(t.api.base() + "/ui/");
     shown(By.id("token"));
     browser.screenshot("1-sign-in");
+    // Signed out, the page shows neither the navigation nor "Sign out".
+    assertThat(d.findElement(By.id("nav")).isDisplayed()).isFalse();
+    assertThat(d.findElement(By.id("sign-out")).isDisplayed()).isFalse();
     signIn(TestServer.ADMIN_TOKEN);
+    assertThat(d.findElement(By.id("nav")).isDisplayed()).isTrue();
 
     // The overview: the route's running build and its queued one.
     By card = By.cssSelector("[data-route='web']");
@@ -133,6 +138,24 @@ class ConsoleBrowserTest {
                         .getText()
                         .equals("1"));
     waitUp().until(x -> x.findElement(card).getText().contains("team=web"));
+    // A warm route's balloons, as the leader records them, and their cost over the last day.
+    Sql.exec(
+        "INSERT INTO oneshot.route_warmth VALUES ('web', 3, 'idle 3 -> 3', 2, 1, NULL, now())");
+    Sql.exec(
+        "INSERT INTO oneshot.balloon_usage VALUES ('web', date_trunc('hour', now()), 9000, 4)");
+    By balloons = By.cssSelector("[data-route='web'] [data-k='balloons']");
+    waitUp().until(x -> x.findElement(balloons).getText().equals("2 / 3, 1 pending"));
+    assertThat(d.findElement(balloons).getAttribute("title")).isEqualTo("idle 3 -> 3");
+    assertThat(
+            d.findElement(By.cssSelector("[data-route='web'] [data-k='balloon-cost']")).getText())
+        .isEqualTo("2.5 balloon-h, 4 builds took one");
+    Sql.exec("UPDATE oneshot.route_warmth SET trouble = 'PriorityClass x does not exist'");
+    waitUp()
+        .until(
+            x ->
+                x.findElement(By.cssSelector("[data-route='web'] [data-k='warm-trouble']"))
+                    .getText()
+                    .equals("balloons not kept: PriorityClass x does not exist"));
     browser.screenshot("2-overview");
 
     // The builds list shows both, with their statuses.
@@ -140,6 +163,29 @@ class ConsoleBrowserTest {
     shown(By.cssSelector("tr[data-build='" + queued + "'] [data-status='pending']"));
     shown(By.cssSelector("tr[data-build='" + running + "'] [data-status='running']"));
     browser.screenshot("3-builds");
+
+    // A queued build has no log yet, and says so: not "following the log live", no "Jump to first
+    // error"; its enqueue is no attempt; its times are to the second, in the zone the header says.
+    d.get(t.api.base() + "/ui/#/builds/" + queued);
+    waitUp().until(x -> x.findElement(By.id("log-state")).getText().startsWith("no log yet"));
+    assertThat(d.findElement(By.id("first-error")).isDisplayed()).isFalse();
+    List<WebElement> enqueued = shown(By.cssSelector("#events tr")).findElements(By.tagName("td"));
+    assertThat(enqueued.get(0).getText()).matches("\\d\\d:\\d\\d:\\d\\d");
+    assertThat(enqueued.get(1).getText()).isEmpty();
+    String zone = "(UTC|[+-]\\d\\d:\\d\\d)";
+    String createdAt =
+        d.findElement(By.xpath("//dt[.='created']/following-sibling::dd[1]")).getText();
+    assertThat(createdAt).matches("\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d " + zone);
+    assertThat(d.findElement(By.id("times")).getText()).isEqualTo("Times: local");
+    d.findElement(By.id("times")).click();
+    waitUp().until(x -> x.findElement(By.id("times")).getText().equals("Times: UTC"));
+    waitUp()
+        .until(
+            x ->
+                x.findElement(By.xpath("//dt[.='created']/following-sibling::dd[1]"))
+                    .getText()
+                    .endsWith(" UTC"));
+    d.findElement(By.id("times")).click();
 
     // A build: its log arrives while the page is open.
     d.get(t.api.base() + "/ui/#/builds/" + running);
@@ -199,6 +245,82 @@ class ConsoleBrowserTest {
                 .status())
         .isEqualTo(403);
     assertThat(status(queued)).isNotEqualTo("canceled");
+  }
+
+  /**
+   * Fair share on the overview: the teams' table, and an operator holding a route and a team with a
+   * reason, which a queued build then gives as why it waits, and releasing them; a viewer is
+   * offered neither.
+   */
+  @Test
+  void anOperatorHoldsARouteAndATeamFromTheOverviewAndReleasesThem() {
+    t.close();
+    t =
+        TestServer.with()
+            .dispatch("maxConcurrent: 3")
+            .routes(
+                """
+                teams: [{name: platform, weight: 2}]
+                routes:
+                  - {name: web, tags: {team: web}, team: platform}
+                  - {name: api, tags: {team: api}, team: platform}
+                  - {name: solo, tags: {team: solo}}
+                """)
+            .start();
+    browser = Browser.start("console");
+    d = browser.driver;
+    signIn(TestServer.ADMIN_TOKEN);
+    WebElement platform = shown(By.cssSelector("#teams tr[data-team=platform]"));
+    assertThat(platform.findElement(By.cssSelector("[data-k=share]")).getText()).isEqualTo("2");
+
+    click(By.cssSelector("[data-route=web] [data-k=hold]"));
+    shown(By.id("hold-why")).sendKeys("state migration until 14:00");
+    browser.screenshot("20-hold-a-route");
+    d.findElement(By.id("hold-ok")).click();
+    WebElement held = shown(By.cssSelector("[data-route=web] [data-k=held]"));
+    assertThat(held.getText()).contains("held by admin").contains("state migration until 14:00");
+    browser.screenshot("21-a-held-route");
+    long waiting = t.api.submitScript("{\"team\": \"web\"}", "echo held");
+    d.get(t.api.base() + "/ui/#/builds/" + waiting);
+    waitUp()
+        .until(
+            x ->
+                x.findElement(By.tagName("main"))
+                    .getText()
+                    .contains("route web is held by admin since"));
+    assertThat(status(waiting)).isEqualTo("pending");
+
+    d.get(t.api.base() + "/ui/#/");
+    click(By.cssSelector("[data-route=web] [data-k=release]"));
+    await().atMost(30, TimeUnit.SECONDS).until(() -> !status(waiting).equals("pending"));
+    shown(By.cssSelector("[data-route=web] [data-k=hold]"));
+
+    click(By.cssSelector("#teams tr[data-team=platform] [data-k=hold]"));
+    shown(By.id("hold-why")).sendKeys("cluster upgrade");
+    d.findElement(By.id("hold-ok")).click();
+    assertThat(shown(By.cssSelector("#teams tr[data-team=platform] [data-k=held]")).getText())
+        .contains("cluster upgrade");
+    assertThat(shown(By.cssSelector("[data-route=api] [data-k=team-held]")).getText())
+        .contains("its team platform is held by admin");
+    assertThat(t.api.get("/api/v1/teams").json().get(0).path("held").path("by").asText())
+        .isEqualTo("admin");
+    browser.screenshot("22-a-held-team");
+    click(By.cssSelector("#teams tr[data-team=platform] [data-k=release]"));
+    shown(By.cssSelector("#teams tr[data-team=platform] [data-k=hold]"));
+    assertThat(t.api.get("/api/v1/teams").json().get(0).path("held").isNull()).isTrue();
+
+    // A viewer sees the holds but is offered no button.
+    String viewer =
+        t.api
+            .post(
+                "/api/v1/tokens", "{\"name\": \"eyes\", \"role\": \"viewer\", \"routes\": [\"*\"]}")
+            .json()
+            .path("token")
+            .asText();
+    d.findElement(By.id("sign-out")).click();
+    signIn(viewer);
+    shown(By.cssSelector("#teams tr[data-team=platform]"));
+    assertThat(d.findElements(By.cssSelector("[data-k=hold], [data-k=release]"))).isEmpty();
   }
 
   @Test
@@ -288,11 +410,15 @@ class ConsoleBrowserTest {
     d.switchTo().activeElement().sendKeys(Keys.ENTER);
     waitUp().until(x -> x.findElement(By.tagName("h1")).getText().startsWith("Build #" + queued));
 
-    // Workspaces, in the dark: the workspace's two versions, each from its build, downloadable.
+    // Workspaces, in the dark: the workspace (its route's, and named with it), its two versions,
+    // each from its build, downloadable.
     browser.darkMode(true);
     d.get(t.api.base() + "/ui/#/workspaces");
+    assertThat(shown(By.cssSelector("#workspaces tbody tr")).getText()).startsWith("net batch ");
     click(By.linkText("net"));
     waitUp().until(x -> x.findElements(By.cssSelector("#versions tbody tr")).size() == 2);
+    assertThat(d.getCurrentUrl()).endsWith("#/workspaces/batch/net");
+    assertThat(d.findElement(By.id("workspace-route")).getText()).isEqualTo("route batch");
     assertThat(
             d.findElements(By.cssSelector("#versions tbody tr a")).stream()
                 .map(WebElement::getText)
@@ -318,8 +444,11 @@ class ConsoleBrowserTest {
     assertThat(created.status()).as(created.text()).isEqualTo(201);
     click(By.id("sign-out"));
     signIn(created.json().path("token").asText());
+    // By its name alone, as a link from before workspaces were their route's: the one route that
+    // has it.
     d.get(t.api.base() + "/ui/#/workspaces/net");
     waitUp().until(x -> x.findElements(By.cssSelector("#versions tbody tr")).size() == 2);
+    assertThat(d.findElement(By.id("workspace-route")).getText()).isEqualTo("route batch");
     assertThat(d.findElements(By.cssSelector("#versions button"))).isEmpty();
   }
 
@@ -328,5 +457,46 @@ class ConsoleBrowserTest {
     return d.findElements(By.cssSelector("#log .line .text")).stream()
         .map(WebElement::getText)
         .toList();
+  }
+
+  /**
+   * A build that hit its memory limit says so on its page, with the rerun that asks for twice as
+   * much in one click; the rerun is held to its route's rules like any submit (this route takes no
+   * pod settings, and the page says why).
+   */
+  @Test
+  void aBuildThatHitItsMemoryLimitOffersARerunWithMore() {
+    long id = t.api.submitScript("{\"team\": \"web\"}", "echo done");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(id).equals("succeeded"));
+    // What provisionerd reports when a process of the build was killed at a 256Mi limit.
+    Sql.exec(
+        "UPDATE oneshot.builds SET usage = '{\"oomKills\": 1, \"memoryLimitBytes\": 268435456,"
+            + " \"cpuThrottledSeconds\": 4.2, \"cpuLimitCores\": 0.5}' WHERE id = ?",
+        id);
+    browser = Browser.start("console-limits");
+    d = browser.driver;
+    signIn(TestServer.ADMIN_TOKEN);
+    d.get(t.api.base() + "/ui/#/builds/" + id);
+    assertThat(shown(By.id("oom")).getText())
+        .startsWith("This build hit its 256Mi memory limit: the kernel killed 1 process.");
+    assertThat(shown(By.id("throttled")).getText())
+        .isEqualTo("Throttled for 4.2 s by its CPU limit of 500m.");
+    assertThat(d.findElement(By.id("rerun-more")).getText()).isEqualTo("Rerun with 512Mi");
+    browser.screenshot("limits-hit");
+    click(By.id("rerun-more"));
+    assertThat(shown(By.cssSelector(".notice")).getText())
+        .contains("input.pod: route web takes no pod settings from its builds");
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).as("nothing written").isEqualTo(1);
+
+    // A failed build says why once: its reason, not the same words again as its error.
+    long failed = t.api.submitScript("{\"team\": \"web\"}", "exit 3");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(failed).equals("failed"));
+    d.get(t.api.base() + "/ui/#/builds/" + failed);
+    waitUp().until(x -> badge().equals("failed"));
+    assertThat(d.findElement(By.id("reason")).getText()).isEqualTo("script exited with code 3");
+    assertThat(
+            d.findElement(By.tagName("h1"))
+                .findElements(By.xpath("following-sibling::p[@class='error']")))
+        .isEmpty();
   }
 }

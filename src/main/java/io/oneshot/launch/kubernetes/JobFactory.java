@@ -175,9 +175,90 @@ final class JobFactory {
     env.add(POD_NAME);
     env.add(POD_UID);
     c.setEnv(env);
+    if (a.pod() != null) {
+      own(io.oneshot.api.Json.tree(a.pod()), podMeta, pod, c, labels(a));
+    }
     containers.set(p.container, c);
     pod.setContainers(containers);
     return job;
+  }
+
+  /**
+   * A build's own pod settings (input.pod, as its enqueue let them through its route's rules) on
+   * copies of what they change: the provisionerd container's requests, limits and image, node
+   * selector entries and tolerations added to the template's, labels and annotations added to the
+   * pod's (oneshot's labels last: a build's never replace them), the service account. Nothing else
+   * of the pod: its security context, volumes and environment stay the template's and oneshot's.
+   */
+  private static void own(
+      com.fasterxml.jackson.databind.JsonNode own,
+      ObjectMeta podMeta,
+      PodSpec pod,
+      Container c,
+      Map<String, String> identity) {
+    com.fasterxml.jackson.databind.JsonNode res = own.path("resources");
+    if (res.isObject()) {
+      io.fabric8.kubernetes.api.model.ResourceRequirements r =
+          new io.fabric8.kubernetes.api.model.ResourceRequirements();
+      io.fabric8.kubernetes.api.model.ResourceRequirements was = c.getResources();
+      r.setRequests(quantities(was == null ? null : was.getRequests(), res.path("requests")));
+      r.setLimits(quantities(was == null ? null : was.getLimits(), res.path("limits")));
+      r.setClaims(was == null ? null : was.getClaims());
+      c.setResources(r);
+    }
+    if (own.path("image").isTextual()) {
+      c.setImage(own.path("image").asText());
+    }
+    if (own.path("nodeSelector").isObject()) {
+      pod.setNodeSelector(merged(pod.getNodeSelector(), strings(own.path("nodeSelector"))));
+    }
+    if (own.path("tolerations").isArray()) {
+      List<io.fabric8.kubernetes.api.model.Toleration> t =
+          pod.getTolerations() == null ? new ArrayList<>() : new ArrayList<>(pod.getTolerations());
+      for (com.fasterxml.jackson.databind.JsonNode n : own.path("tolerations")) {
+        t.add(
+            new io.fabric8.kubernetes.api.model.Toleration(
+                n.path("effect").isTextual() ? n.path("effect").asText() : null,
+                n.path("key").asText(),
+                n.path("operator").isTextual() ? n.path("operator").asText() : null,
+                n.path("tolerationSeconds").isNumber()
+                    ? n.path("tolerationSeconds").asLong()
+                    : null,
+                n.path("value").isTextual() ? n.path("value").asText() : null));
+      }
+      pod.setTolerations(t);
+    }
+    if (own.path("labels").isObject()) {
+      podMeta.setLabels(merged(merged(podMeta.getLabels(), strings(own.path("labels"))), identity));
+    }
+    if (own.path("annotations").isObject()) {
+      podMeta.setAnnotations(merged(podMeta.getAnnotations(), strings(own.path("annotations"))));
+    }
+    if (own.path("serviceAccount").isTextual()) {
+      pod.setServiceAccountName(own.path("serviceAccount").asText());
+    }
+  }
+
+  private static Map<String, io.fabric8.kubernetes.api.model.Quantity> quantities(
+      Map<String, io.fabric8.kubernetes.api.model.Quantity> template,
+      com.fasterxml.jackson.databind.JsonNode own) {
+    Map<String, io.fabric8.kubernetes.api.model.Quantity> out = new LinkedHashMap<>();
+    if (template != null) {
+      out.putAll(template);
+    }
+    own.properties()
+        .forEach(
+            e ->
+                out.put(
+                    e.getKey(),
+                    new io.fabric8.kubernetes.api.model.Quantity(e.getValue().asText())));
+    return out.isEmpty() ? null : out;
+  }
+
+  private static Map<String, String> strings(com.fasterxml.jackson.databind.JsonNode obj) {
+    Map<String, String> out = new LinkedHashMap<>();
+    obj.properties().forEach(e -> out.put(e.getKey(), e.getValue().asText()));
+    return out;
   }
 
   private static final EnvVar POD_NAME = fieldRef("ONESHOT_POD_NAME", "metadata.name");
@@ -309,6 +390,33 @@ final class JobFactory {
     return new Prepared(job, index, List.copyOf(env));
   }
 
+  /** The route's template's provisionerd container's requests and limits, as written. */
+  java.util.Map<String, java.util.Map<String, String>> templateResources(
+      OneshotConfig.Route route) {
+    Container c =
+        templates.get(route.template()).getSpec().getTemplate().getSpec().getContainers().stream()
+            .filter(x -> JobTemplates.CONTAINER.equals(x.getName()))
+            .findFirst()
+            .orElseThrow();
+    java.util.Map<String, java.util.Map<String, String>> out = new LinkedHashMap<>();
+    if (c.getResources() != null) {
+      if (c.getResources().getRequests() != null) {
+        out.put("requests", amounts(c.getResources().getRequests()));
+      }
+      if (c.getResources().getLimits() != null) {
+        out.put("limits", amounts(c.getResources().getLimits()));
+      }
+    }
+    return out;
+  }
+
+  private static java.util.Map<String, String> amounts(
+      java.util.Map<String, io.fabric8.kubernetes.api.model.Quantity> q) {
+    java.util.Map<String, String> out = new java.util.TreeMap<>();
+    q.forEach((k, v) -> out.put(k, v.getAmount() + (v.getFormat() == null ? "" : v.getFormat())));
+    return out;
+  }
+
   private static EnvVar fieldRef(String name, String path) {
     return new EnvVarBuilder()
         .withName(name)
@@ -388,6 +496,11 @@ final class JobFactory {
    * in with the attempt's numbers.
    */
   String jobJson(Attempt a) {
+    if (a.pod() != null) {
+      // A build's own pod settings: its Job is made whole (the route's JSON templates are of its
+      // route's pod alone).
+      return serialization.asJson(job(a));
+    }
     Optional<JsonTemplate> t = json(a).job();
     return t.isPresent()
         ? t.get().fill(List.of(Long.toString(a.buildId()), Integer.toString(a.attempt())))

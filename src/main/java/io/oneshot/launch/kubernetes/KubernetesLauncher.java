@@ -70,6 +70,7 @@ public final class KubernetesLauncher implements Launcher {
   private final RateLimiter limiter;
   private final int launchesInFlight;
   private final ClusterWatch watch;
+  private final Balloons balloons;
   private final DroppedFields dropped = new DroppedFields();
   private final ApiReachability api;
   private volatile AttemptEvents events = AttemptEvents.NONE;
@@ -97,7 +98,9 @@ public final class KubernetesLauncher implements Launcher {
       JobFactory factory,
       RateLimiter limiter,
       int launchesInFlight,
-      Set<String> namespaces) {
+      Set<String> namespaces,
+      BalloonFactory balloonFactory,
+      List<OneshotConfig.Route> routes) {
     this.client = client;
     this.factory = factory;
     this.limiter = limiter;
@@ -108,6 +111,10 @@ public final class KubernetesLauncher implements Launcher {
     int timeout = client.getConfiguration().getRequestTimeout();
     this.requestTimeoutMs = timeout > 0 ? timeout : 10_000;
     this.watch = new ClusterWatch(client, namespaces, api);
+    this.balloons =
+        balloonFactory == null
+            ? null
+            : new Balloons(client, balloonFactory, this::call, routes, watch);
   }
 
   /**
@@ -130,7 +137,9 @@ public final class KubernetesLauncher implements Launcher {
         new JobFactory(templates, k.namespace(), k.ttlSecondsAfterFinished(), serialization),
         new RateLimiter(k.qps(), k.burst()),
         k.launchesInFlight(),
-        namespaces);
+        namespaces,
+        new BalloonFactory(templates, k.namespace(), k.balloonPriorityClass(), serialization),
+        config.routes());
   }
 
   /**
@@ -194,6 +203,17 @@ public final class KubernetesLauncher implements Launcher {
   }
 
   @Override
+  public Map<String, Map<String, String>> templateResources(OneshotConfig.Route route) {
+    return route.template() == null ? Map.of() : factory.templateResources(route);
+  }
+
+  /** The routes' balloons: Deployments of placeholder pods of each warm route's shape. */
+  @Override
+  public Optional<io.oneshot.launch.WarmRoom> warmRoom() {
+    return Optional.ofNullable(balloons);
+  }
+
+  @Override
   public Optional<Reachability> reachability() {
     return Optional.of(api.state());
   }
@@ -205,7 +225,13 @@ public final class KubernetesLauncher implements Launcher {
 
   @Override
   public List<String> warnings() {
-    return dropped.warnings();
+    String balloonTrouble = balloons == null ? null : balloons.lastTrouble();
+    if (balloonTrouble == null) {
+      return dropped.warnings();
+    }
+    List<String> all = new ArrayList<>(dropped.warnings());
+    all.add("balloons are not kept: " + balloonTrouble);
+    return all;
   }
 
   /**
@@ -871,6 +897,9 @@ public final class KubernetesLauncher implements Launcher {
 
   @Override
   public void close() {
+    if (balloons != null) {
+      balloons.close();
+    }
     watch.close();
     client.close();
   }

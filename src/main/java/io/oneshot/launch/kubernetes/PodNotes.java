@@ -91,6 +91,12 @@ final class PodNotes {
     return pod.getStatus() != null && "Running".equals(pod.getStatus().getPhase());
   }
 
+  /** The build of an attempt's name ({@code oneshot-BUILD-ATTEMPT}). */
+  private static String buildOf(String attempt) {
+    String[] parts = attempt.split("-");
+    return parts.length == 3 ? parts[1] : "ID";
+  }
+
   List<Note> pod(String attempt, Pod pod) {
     List<Note> out = new ArrayList<>();
     String name = pod.getMetadata().getName();
@@ -180,9 +186,18 @@ final class PodNotes {
                   attempt,
                   "oom_killed",
                   Note.error(
-                      "container provisionerd was OOMKilled (exit code "
-                          + t.getExitCode()
-                          + "): it needs a higher memory limit in the Job template")));
+                      Integer.valueOf(137).equals(t.getExitCode())
+                          ? "container provisionerd was OOMKilled (exit code 137): the pod hit its"
+                              + " memory limit (what the build asked for, or its route's"
+                              + " template's); rerun it with more: oneshot builds rerun "
+                              + buildOf(attempt)
+                              + " --memory <more>"
+                          // containerd says OOMKilled of a container in whose cgroup any process
+                          // was killed for memory; provisionerd, not killed, said which and why.
+                          : "a process in container provisionerd was killed for memory (the"
+                              + " kubelet says OOMKilled; provisionerd exited with code "
+                              + t.getExitCode()
+                              + " and reported the build)")));
         } else if (t.getExitCode() != null && t.getExitCode() != 0) {
           out.add(
               Note.warn(

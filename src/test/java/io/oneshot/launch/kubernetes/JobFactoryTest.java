@@ -330,4 +330,87 @@ class JobFactoryTest {
                         + " drainGrace: 59s}]"))
         .hasMessageContaining("routes[0].drainGrace: must be at least 1m");
   }
+
+  /**
+   * A build's own pod settings reach its Job's pod and nothing else: the container's sizes and
+   * image, node selector entries, tolerations, labels and annotations added to the template's,
+   * oneshot's identity kept, the security context, volumes and token as the template and oneshot
+   * make them; and the Job sent is the Job made (the route's JSON templates are not used for it).
+   */
+  @Test
+  void aBuildsOwnPodSettingsReachItsPodAndNothingElse() throws Exception {
+    Files.copy(Path.of("job-templates/script.yaml"), dir.resolve("script.yaml"));
+    OneshotConfig c = config("routes: [{name: org-a, template: script.yaml, namespace: team-a}]");
+    String own =
+        """
+        {"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "2Gi", "cpu": "2"}},
+         "image": "ghcr.io/acme/tools:1.4",
+         "nodeSelector": {"pool": "gpu"},
+         "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+                         {"key": "spot", "value": "yes", "effect": "NoExecute", "tolerationSeconds": 30}],
+         "labels": {"cost-center": "4711", "oneshot.io/build": "999"},
+         "annotations": {"example.com/note": "hi"},
+         "serviceAccount": "builder"}
+        """;
+    Attempt a =
+        new Attempt(
+            42,
+            1,
+            Attempt.nameOf(42, 1),
+            c.routes().get(0),
+            BuildToken.generate(),
+            "http://oneshot.oneshot.svc:8080",
+            own);
+    JobFactory f = factory(c);
+    Job job = f.job(a);
+    PodSpec pod = job.getSpec().getTemplate().getSpec();
+    Container p = pod.getContainers().get(0);
+    assertThat(p.getImage()).isEqualTo("ghcr.io/acme/tools:1.4");
+    assertThat(p.getResources().getRequests())
+        .containsEntry("memory", new io.fabric8.kubernetes.api.model.Quantity("1Gi"))
+        .as("the template's own request stays")
+        .containsEntry("cpu", new io.fabric8.kubernetes.api.model.Quantity("100m"));
+    assertThat(p.getResources().getLimits())
+        .containsEntry("memory", new io.fabric8.kubernetes.api.model.Quantity("2Gi"))
+        .containsEntry("cpu", new io.fabric8.kubernetes.api.model.Quantity("2"));
+    assertThat(pod.getNodeSelector()).isEqualTo(Map.of("pool", "gpu"));
+    assertThat(pod.getTolerations()).hasSize(2);
+    assertThat(pod.getTolerations().get(1).getTolerationSeconds()).isEqualTo(30L);
+    assertThat(pod.getTolerations().get(1).getValue()).isEqualTo("yes");
+    assertThat(pod.getTolerations().get(0).getOperator()).isEqualTo("Exists");
+    assertThat(job.getSpec().getTemplate().getMetadata().getLabels())
+        .containsEntry("cost-center", "4711")
+        .as("oneshot's identity is its own")
+        .containsEntry("oneshot.io/build", "42");
+    assertThat(job.getSpec().getTemplate().getMetadata().getAnnotations())
+        .containsEntry("example.com/note", "hi");
+    assertThat(pod.getServiceAccountName()).isEqualTo("builder");
+    // What a build cannot change: the token stays unmounted, the security context, the volumes.
+    assertThat(pod.getAutomountServiceAccountToken()).isFalse();
+    assertThat(pod.getSecurityContext().getRunAsNonRoot()).isTrue();
+    assertThat(p.getSecurityContext().getAllowPrivilegeEscalation()).isFalse();
+    assertThat(pod.getVolumes())
+        .extracting(v -> v.getName())
+        .containsExactly("work", "tmp", "oneshot-runner-proof");
+    // The route's prepared Job is untouched: the next attempt without settings has the template's.
+    Job plain =
+        f.job(
+            new Attempt(
+                43,
+                1,
+                Attempt.nameOf(43, 1),
+                c.routes().get(0),
+                BuildToken.generate(),
+                "http://oneshot.oneshot.svc:8080"));
+    PodSpec plainPod = plain.getSpec().getTemplate().getSpec();
+    assertThat(plainPod.getContainers().get(0).getImage())
+        .isEqualTo("ghcr.io/oneshot-dev/oneshot:0.1.0");
+    assertThat(plainPod.getNodeSelector()).isNullOrEmpty();
+    assertThat(plainPod.getTolerations()).isNullOrEmpty();
+    assertThat(plainPod.getServiceAccountName()).isEqualTo("oneshot-build");
+    assertThat(plainPod.getContainers().get(0).getResources().getLimits())
+        .containsEntry("memory", new io.fabric8.kubernetes.api.model.Quantity("512Mi"));
+    // The JSON sent is this Job.
+    assertThat(SER.unmarshal(f.jobJson(a), Job.class)).isEqualTo(job);
+  }
 }

@@ -58,25 +58,10 @@ class RealNodeTest {
   private TestServer start(String routes, UnaryOperator<String> template) throws IOException {
     Path dir = k.templates(tmp.resolve("templates"), template);
     t =
-        TestServer.with()
-            .api(
-                "{listen: \"127.0.0.1:%d\", publicUrl: \"http://127.0.0.1:%d\", adminToken: \"%s\"}"
-                    .formatted(port, port, TestServer.ADMIN_TOKEN))
-            .launcherYaml(
-                "{kind: kubernetes, kubernetes: {namespace: %s, templateDir: %s, ttlSecondsAfterFinished: 600}}"
-                    .formatted(ns, dir))
+        k.server(ns, dir, port, "ttlSecondsAfterFinished: 600")
             .dispatch(
                 "maxConcurrent: 6, pollInterval: 200ms, rescueInterval: 300ms, heartbeatInterval: 300ms")
             .routes(routes)
-            .launchers(
-                (vertx, cfg) -> {
-                  try {
-                    Config c = Config.fromKubeconfig(Files.readString(k.kubeconfig));
-                    return KubernetesLauncher.create(cfg, KubernetesLauncher.client(vertx, c, cfg));
-                  } catch (IOException e) {
-                    throw new java.io.UncheckedIOException(e);
-                  }
-                })
             .start();
     return t;
   }
@@ -107,6 +92,26 @@ class RealNodeTest {
         .getItems();
   }
 
+  /**
+   * {@code kubectl logs} of the build's Job, once the kubelet has said its container started: a
+   * build can end (provisionerd reported to the API) before the kubelet's next status update leaves
+   * "ContainerCreating", and until then kubectl refuses the logs (seen on a node just started).
+   */
+  private String logsOf(long id) {
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () ->
+                podsOf(id).stream()
+                    .flatMap(p -> p.getStatus().getContainerStatuses().stream())
+                    .anyMatch(
+                        c ->
+                            c.getName().equals("provisionerd")
+                                && (c.getState().getRunning() != null
+                                    || c.getState().getTerminated() != null)));
+    return k.kubectl("logs", "-n", ns, "job/oneshot-" + id + "-1");
+  }
+
   private static String awaitEnd(long id) {
     await()
         .atMost(3, TimeUnit.MINUTES)
@@ -129,8 +134,7 @@ class RealNodeTest {
       assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
       assertThat(jobsOf(id)).as("one Job per build").hasSize(1);
       assertThat(podsOf(id)).as("one pod per build").hasSize(1);
-      String logs = k.kubectl("logs", "-n", ns, "job/oneshot-" + id + "-1");
-      assertThat(logs).contains("from-pod-" + i);
+      assertThat(logsOf(id)).contains("from-pod-" + i);
     }
   }
 
@@ -404,7 +408,7 @@ class RealNodeTest {
     assertThat(error(id)).contains("OOMKilled");
     await().atMost(30, TimeUnit.SECONDS).until(() -> troubles("scripts", "oom_killed") == 1);
     assertThat(jobsOf(id)).as("kept for kubectl logs").hasSize(1);
-    assertThat(k.kubectl("logs", "-n", ns, "job/oneshot-" + id + "-1")).contains("hog");
+    assertThat(logsOf(id)).contains("hog");
   }
 
   /**
@@ -552,20 +556,39 @@ class RealNodeTest {
     assertThat(pdb).as("the build pods' budget, in the version 1.20 serves").isNotNull();
     Config account = k.configFor(ns, "oneshot");
     Path dir = k.templates(tmp.resolve("templates"), UnaryOperator.identity());
+    // The route keeps a balloon, at the chart's PriorityClass for them.
     t =
-        TestServer.with()
-            .api(
-                "{listen: \"127.0.0.1:%d\", publicUrl: \"http://127.0.0.1:%d\", adminToken: \"%s\"}"
-                    .formatted(port, port, TestServer.ADMIN_TOKEN))
-            .launcherYaml(
-                "{kind: kubernetes, kubernetes: {namespace: %s, templateDir: %s}}"
-                    .formatted(ns, dir))
-            .dispatch("pollInterval: 200ms, rescueInterval: 300ms, heartbeatInterval: 300ms")
-            .routes(ROUTES)
-            .launchers(
-                (vertx, cfg) ->
-                    KubernetesLauncher.create(cfg, KubernetesLauncher.client(vertx, account, cfg)))
+        k.server(ns, dir, port, "balloonPriorityClass: oneshot-" + ns + "-balloon", account)
+            .dispatch(
+                "pollInterval: 200ms, rescueInterval: 300ms, heartbeatInterval: 300ms,"
+                    + " warmInterval: 1s")
+            .routes(ROUTES.replace("maxAttempts: 2}", "maxAttempts: 2, warm: {idle: 1}}"))
             .start();
+    await()
+        .atMost(2, TimeUnit.MINUTES)
+        .until(
+            () ->
+                k
+                    .admin
+                    .pods()
+                    .inNamespace(ns)
+                    .withLabel("oneshot.io/balloons", "scripts")
+                    .list()
+                    .getItems()
+                    .stream()
+                    .anyMatch(p -> "Running".equals(p.getStatus().getPhase())));
+    assertThat(
+            k.admin
+                .pods()
+                .inNamespace(ns)
+                .withLabel("oneshot.io/balloons", "scripts")
+                .list()
+                .getItems()
+                .get(0)
+                .getSpec()
+                .getPriority())
+        .as("the balloon's priority, the chart's class for them")
+        .isEqualTo(-1);
     long id =
         t.api.submitScript(
             "{\"team\": \"a\"}",

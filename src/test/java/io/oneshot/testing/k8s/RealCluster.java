@@ -204,6 +204,92 @@ public final class RealCluster {
         .build();
   }
 
+  /**
+   * A test server that launches into {@code namespace} of this cluster, from the templates in
+   * {@code templates} ({@link #templates}), as the admin: its API on the host's loopback at {@code
+   * port}, where the build pods (on the host's network) reach it. {@code kubernetes}: more settings
+   * of {@code launcher.kubernetes} (flow YAML pairs, or empty). The rest is the builder's.
+   */
+  public io.oneshot.testing.TestServer.Builder server(
+      String namespace, Path templates, int port, String kubernetes) {
+    try {
+      return server(
+          namespace,
+          templates,
+          port,
+          kubernetes,
+          Config.fromKubeconfig(Files.readString(kubeconfig)));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** {@link #server(String, Path, int, String)}, its launcher's client configured as {@code as}. */
+  public io.oneshot.testing.TestServer.Builder server(
+      String namespace, Path templates, int port, String kubernetes, Config as) {
+    return io.oneshot.testing.TestServer.with()
+        .api(
+            "{listen: \"127.0.0.1:%d\", publicUrl: \"http://127.0.0.1:%d\", adminToken: \"%s\"}"
+                .formatted(port, port, io.oneshot.testing.TestServer.ADMIN_TOKEN))
+        .launcherYaml(
+            "{kind: kubernetes, kubernetes: {namespace: %s, templateDir: %s%s}}"
+                .formatted(namespace, templates, kubernetes.isEmpty() ? "" : ", " + kubernetes))
+        .launchers(
+            (vertx, cfg) ->
+                io.oneshot.launch.kubernetes.KubernetesLauncher.create(
+                    cfg, io.oneshot.launch.kubernetes.KubernetesLauncher.client(vertx, as, cfg)));
+  }
+
+  /** The extended resource tests give the node as its room: one per build or balloon. */
+  public static final String ROOM = "oneshot.io/room";
+
+  /**
+   * Gives the node {@code n} of {@link #ROOM} (a PATCH of its status, as a device plugin or an
+   * operator advertises an extended resource) and waits until its allocatable has them, which is
+   * what the scheduler counts: "the node is full" is then exact, whatever else runs here.
+   */
+  public void room(int n) {
+    String node = admin.nodes().list().getItems().get(0).getMetadata().getName();
+    admin
+        .nodes()
+        .withName(node)
+        .subresource("status")
+        .patch(
+            io.fabric8.kubernetes.client.dsl.base.PatchContext.of(
+                io.fabric8.kubernetes.client.dsl.base.PatchType.JSON_MERGE),
+            "{\"status\": {\"capacity\": {\"" + ROOM + "\": \"" + n + "\"}}}");
+    org.awaitility.Awaitility.await("the node's room is " + n)
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () -> {
+              var q = admin.nodes().withName(node).get().getStatus().getAllocatable().get(ROOM);
+              return q != null && q.getNumericalAmount().intValue() == n;
+            });
+  }
+
+  /** The PriorityClass balloons run at unless a test names another, as the chart makes it. */
+  public static final String BALLOON_CLASS = "oneshot-balloon";
+
+  /** Makes {@link #BALLOON_CLASS} (value -1, preempting nothing) unless it is there. */
+  public void balloonClass() {
+    if (admin.scheduling().v1().priorityClasses().withName(BALLOON_CLASS).get() == null) {
+      admin
+          .scheduling()
+          .v1()
+          .priorityClasses()
+          .resource(
+              new io.fabric8.kubernetes.api.model.scheduling.v1.PriorityClassBuilder()
+                  .withNewMetadata()
+                  .withName(BALLOON_CLASS)
+                  .endMetadata()
+                  .withValue(-1)
+                  .withPreemptionPolicy("Never")
+                  .withDescription("oneshot's balloons (tests and benchmarks)")
+                  .build())
+          .create();
+    }
+  }
+
   /** The cluster's address, as clients reach it. */
   public String server() {
     return admin.getMasterUrl().toString();

@@ -3,9 +3,9 @@
 -- has none until its next attempt is launched), and whether the rescuer removed that attempt.
 -- Transition: none (read).
 SELECT b.id, b.status, b.route, b.tags::text AS tags, b.workspace, b.priority, b.attempt,
-       b.input->>'provisioner' AS provisioner, b.reason, b.created_at, b.claimed_at, l.launched_at,
+       b.input->>'provisioner' AS provisioner, (b.input->'pod')::text AS pod, b.reason, b.created_at, b.claimed_at, l.launched_at,
        b.started_at, b.heartbeat_at, b.cancel_requested_at, b.finished_at, b.exit_code, b.error,
-       b.outputs::text AS outputs, coalesce(l.kind, b.launch_kind) AS launch_kind,
+       b.outputs::text AS outputs, b.usage::text AS usage, coalesce(l.kind, b.launch_kind) AS launch_kind,
        coalesce(l.name, b.launch_name) AS launch_name, l.namespace AS launch_namespace,
        b.launch_pod, l.removed_at AS launch_removed_at, l.removed_why AS launch_removed_why,
        b.state_read_version, b.state_written_version, b.runner_id,

@@ -1,6 +1,10 @@
 -- The routes with their queues, for GET /api/v1/routes and oneshot routes: queued, running, the
--- oldest wait, and wait percentiles over the last hour's claims. Transition: none (read).
+-- oldest wait, and wait percentiles over the last hour's claims; for a warm route, its balloons as
+-- the leader last counted and saw them (db/017_warm_capacity.sql) and their cost over the last day;
+-- its team and an operator's hold on it (db/019_fair_share.sql).
+-- Transition: none (read).
 SELECT r.name, r.tags::text AS tags, r.template, r.max_concurrent,
+       coalesce(r.team, r.name) AS team, r.held_at, r.held_by, r.held_why,
        (SELECT count(*) FROM oneshot.builds b
         WHERE b.route = r.name AND b.status = 'pending') AS queued,
        (SELECT count(*) FROM oneshot.builds b
@@ -8,8 +12,16 @@ SELECT r.name, r.tags::text AS tags, r.template, r.max_concurrent,
        (SELECT (extract(epoch FROM clock_timestamp() - b.created_at) * 1000)::bigint
         FROM oneshot.builds b WHERE b.route = r.name AND b.status = 'pending'
         ORDER BY b.id LIMIT 1) AS oldest,
-       w.p50, w.p95
+       w.p50, w.p95,
+       h.wanted AS warm_wanted, h.why AS warm_why, h.running AS warm_running,
+       h.pending AS warm_pending, h.trouble AS warm_trouble,
+       (extract(epoch FROM h.updated_at) * 1000)::bigint AS warm_at,
+       (SELECT coalesce(sum(u.balloon_seconds), 0) / 3600.0 FROM oneshot.balloon_usage u
+        WHERE u.route = r.name AND u.hour > clock_timestamp() - interval '1 day') AS warm_hours,
+       (SELECT coalesce(sum(u.preemptions), 0) FROM oneshot.balloon_usage u
+        WHERE u.route = r.name AND u.hour > clock_timestamp() - interval '1 day')::int AS warm_preemptions
 FROM oneshot.routes r
+LEFT JOIN oneshot.route_warmth h ON h.route = r.name
 LEFT JOIN LATERAL (
   -- The last 1,000 claims of the hour at most: the cost stays flat however busy the route.
   SELECT (percentile_cont(0.5) WITHIN GROUP (ORDER BY c.waited) * 1000)::bigint AS p50,

@@ -26,7 +26,7 @@ WITH old AS (
         CASE WHEN x.workspace IS NULL OR x.input->>'provisioner' <> 'terraform' THEN NULL
              ELSE coalesce(x.state_read_version,
                            (SELECT max(w.version) FROM oneshot.workspace_states w
-                            WHERE w.workspace = x.workspace), 0) END
+                            WHERE w.route = x.route AND w.workspace = x.workspace), 0) END
   FROM old
   WHERE x.id = old.id AND (x.runner_id IS NULL OR x.runner_id = $2)
   RETURNING x.id, x.attempt, x.route, x.workspace, x.input::text AS input, x.sealed,
@@ -44,4 +44,4 @@ FROM old
 LEFT JOIN b ON b.id = old.id
 LEFT JOIN oneshot.routes r ON r.name = b.route
 LEFT JOIN oneshot.workspace_states w
-  ON w.workspace = b.workspace AND w.version = b.state_read_version
+  ON w.route = b.route AND w.workspace = b.workspace AND w.version = b.state_read_version

@@ -24,12 +24,12 @@ WITH after_commit AS MATERIALIZED (
          set_config('oneshot.events', 'written', true) AS events
 ), i AS (
   SELECT * FROM unnest($1::bytea[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
-                       $7::text[]) WITH ORDINALITY
-    AS i(token_hash, status, exit_code, error, outputs, reason, runner_id, call)
+                       $7::text[], $9::text[]) WITH ORDINALITY
+    AS i(token_hash, status, exit_code, error, outputs, reason, runner_id, usage, call)
 ), ended AS (
   UPDATE oneshot.builds x
   SET status = i.status, finished_at = clock_timestamp(), exit_code = i.exit_code, error = i.error,
-      outputs = i.outputs::jsonb, reason = i.reason
+      outputs = i.outputs::jsonb, reason = i.reason, usage = i.usage::jsonb
   FROM after_commit, i
   WHERE x.token_hash = i.token_hash
     AND x.status NOT IN ('pending', 'launching', 'succeeded', 'failed', 'canceled')

@@ -1,5 +1,5 @@
--- The state of one version of a workspace (the latest when $2 is null), with its version (what the
--- sealed state is bound to). Transition: none (read).
+-- The state of one version of route $1's workspace $2 (the latest when $3 is null), with its
+-- version (what the sealed state is bound to). Transition: none (read).
 SELECT state, version FROM oneshot.workspace_states
-WHERE workspace = $1 AND ($2::int IS NULL OR version = $2)
+WHERE route = $1 AND workspace = $2 AND ($3::int IS NULL OR version = $3)
 ORDER BY version DESC LIMIT 1

@@ -1,16 +1,17 @@
--- Stores the running attempt's terraform state as its workspace's next version, or updates the
--- version this attempt already wrote (terraform writes state as it goes). Within an attempt the state
--- only moves forward: a lower serial, or a lineage other than the one the attempt stored first or
--- started from, is refused (terraform keeps the lineage of the state it is given, and only starts one
--- where there was none, which is noted). $2 is the state as stored (sealed when encryption keys are
--- configured, bound to workspace and version $8, which state/next-version gave), $7 its size before
--- sealing; it is stored as version $8 or not at all (the attempt's version moved meanwhile: nothing
--- is stored, and the caller seals it again). Transition: none (workspace state).
+-- Stores the running attempt's terraform state as the next version of its route's workspace, or
+-- updates the version this attempt already wrote (terraform writes state as it goes). Within an
+-- attempt the state only moves forward: a lower serial, or a lineage other than the one the attempt
+-- stored first or started from, is refused (terraform keeps the lineage of the state it is given, and
+-- only starts one where there was none, which is noted). $2 is the state as stored (sealed when
+-- encryption keys are configured, bound to route, workspace and version $8, which
+-- state/next-version gave), $7 its size before sealing; it is stored as version $8 or not at all (the
+-- attempt's version moved meanwhile: nothing is stored, and the caller seals it again).
+-- Transition: none (workspace state).
 -- Guards (the fence on state uploads): token_hash = $1, status = 'running', runner_id = $6 (only the
 -- bound runner of the running attempt writes; an old attempt's token and another runner's id match
 -- nothing), workspace IS NOT NULL; then the serial and lineage checks of "verdict".
 WITH b AS (
-  SELECT id, attempt, workspace, state_read_version FROM oneshot.builds
+  SELECT id, attempt, route, workspace, state_read_version FROM oneshot.builds
   WHERE token_hash = $1 AND status = 'running' AND runner_id = $6 AND workspace IS NOT NULL
   FOR UPDATE
 ), mine AS (
@@ -18,10 +19,11 @@ WITH b AS (
   JOIN b ON s.build_id = b.id AND s.attempt = b.attempt
 ), base AS (
   SELECT s.version, s.serial, s.lineage FROM oneshot.workspace_states s
-  JOIN b ON s.workspace = b.workspace AND s.version = b.state_read_version
+  JOIN b ON s.route = b.route AND s.workspace = b.workspace AND s.version = b.state_read_version
 ), prev AS (
   SELECT s.version, s.lineage FROM oneshot.workspace_states s
-  JOIN b ON s.workspace = b.workspace AND NOT (s.build_id = b.id AND s.attempt = b.attempt)
+  JOIN b ON s.route = b.route AND s.workspace = b.workspace
+    AND NOT (s.build_id = b.id AND s.attempt = b.attempt)
   ORDER BY s.version DESC LIMIT 1
 ), verdict AS (
   SELECT
@@ -49,13 +51,13 @@ WITH b AS (
   FROM b
 ), v AS (
   INSERT INTO oneshot.workspace_states AS s
-    (workspace, version, build_id, attempt, state, bytes, serial, lineage, final)
-  SELECT b.workspace, $8::int, b.id, b.attempt, $2, $7, $3, $4, $5
+    (route, workspace, version, build_id, attempt, state, bytes, serial, lineage, final)
+  SELECT b.route, b.workspace, $8::int, b.id, b.attempt, $2, $7, $3, $4, $5
   FROM b, verdict
   WHERE verdict.refused IS NULL
     AND (EXISTS (SELECT 1 FROM mine)
          OR $8::int = coalesce((SELECT max(w.version) FROM oneshot.workspace_states w
-                                WHERE w.workspace = b.workspace), 0) + 1)
+                                WHERE w.route = b.route AND w.workspace = b.workspace), 0) + 1)
   ON CONFLICT (build_id, attempt) DO UPDATE
     SET state = excluded.state, bytes = excluded.bytes, serial = excluded.serial,
         lineage = excluded.lineage, final = excluded.final, updated_at = clock_timestamp()

@@ -1,3 +1,4 @@
--- A workspace's state versions, newest first, without the states. Transition: none (read).
+-- The state versions of route $1's workspace $2, newest first, without the states.
+-- Transition: none (read).
 SELECT version, build_id, attempt, bytes, serial, lineage, final, created_at, updated_at
-FROM oneshot.workspace_states WHERE workspace = $1 ORDER BY version DESC
+FROM oneshot.workspace_states WHERE route = $1 AND workspace = $2 ORDER BY version DESC
