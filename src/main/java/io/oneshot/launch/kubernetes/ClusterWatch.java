@@ -275,6 +275,14 @@ final class ClusterWatch {
     if (ref.isEmpty()) {
       return;
     }
+    // The two informers are two watches: a pod can be heard of before its Job (the scheduler's
+    // "cannot be scheduled" comes a few milliseconds after the pod is made, and on a busy node the
+    // Jobs' watch lags). What its pods said then was kept back; it is said now (each note once).
+    for (Pod pod : podsOf(job.getMetadata().getNamespace(), job.getMetadata().getName())) {
+      if (ref.equals(refOf(pod))) {
+        podNotes(ref.get(), pod);
+      }
+    }
     notes.job(job).forEach(n -> events.note(ref.get(), n));
     if (JobStatus.finished(job)) {
       events.changed(ref.get());
@@ -318,16 +326,25 @@ final class ClusterWatch {
     }
     // A pod whose Job is gone (deleted: a cancel, a build failed at its launch timeout) says
     // nothing more of the attempt: its last status updates would be said, and counted, twice.
-    boolean jobKnown = cachedJob(pod.getMetadata().getNamespace(), ref.get().name()) != null;
-    if (jobKnown && notes.firstSeen(pod)) {
-      events.runsIn(ref.get(), pod.getMetadata().getName());
-    }
-    if (jobKnown) {
-      notes.pod(ref.get().name(), pod).forEach(n -> events.note(ref.get(), n));
+    // A pod whose Job is not in the cache yet is said when the Job is (onJob).
+    if (cachedJob(pod.getMetadata().getNamespace(), ref.get().name()) != null) {
+      podNotes(ref.get(), pod);
     }
     if (JobStatus.exited(pod) || pod.getMetadata().getDeletionTimestamp() != null) {
       events.changed(ref.get());
     }
+  }
+
+  /**
+   * What a pod of a known Job says of its attempt: where it runs, why it waits or ended. One at a
+   * time: the pods' informer and the Jobs' (which says what a pod heard of first said) must not
+   * give one build's notes out of order.
+   */
+  private synchronized void podNotes(AttemptRef ref, Pod pod) {
+    if (notes.firstSeen(pod)) {
+      events.runsIn(ref, pod.getMetadata().getName());
+    }
+    notes.pod(ref.name(), pod).forEach(n -> events.note(ref, n));
   }
 
   /** The attempt an object belongs to, from its labels. */

@@ -172,10 +172,20 @@ class KubernetesLauncherTest {
               "{\"team\": \"" + team + "\"}",
               "echo from-pod-" + i + "; exit " + (i % 10 == 0 ? 4 : 0)));
     }
-    await()
-        .atMost(5, TimeUnit.MINUTES)
-        .until(
-            () -> Sql.count("SELECT count(*) FROM oneshot.builds WHERE finished_at IS NULL") == 0);
+    try {
+      await()
+          .atMost(5, TimeUnit.MINUTES)
+          .until(
+              () ->
+                  Sql.count("SELECT count(*) FROM oneshot.builds WHERE finished_at IS NULL") == 0);
+    } catch (org.awaitility.core.ConditionTimeoutException e) {
+      StringBuilder open = new StringBuilder();
+      for (var row : Sql.rows("SELECT id FROM oneshot.builds WHERE finished_at IS NULL")) {
+        long id = ((Number) row.get("id")).longValue();
+        open.append("\n  build ").append(id).append(": ").append(where(id));
+      }
+      throw new AssertionError("builds not ended within 5 minutes:" + open, e);
+    }
     for (int i = 0; i < 100; i++) {
       long id = ids.get(i);
       assertThat(status(id)).as("build %d", id).isEqualTo(i % 10 == 0 ? "failed" : "succeeded");
