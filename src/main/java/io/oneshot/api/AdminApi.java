@@ -78,7 +78,8 @@ final class AdminApi {
     this.metrics = metrics;
     this.followers = followers;
     this.draining = draining;
-    this.routeStatus = new Snapshot<>(store.reads()::routes, Duration.ofSeconds(1));
+    this.routeStatus =
+        new Snapshot<>(() -> store.reads().routes(globalLimit), Duration.ofSeconds(1));
   }
 
   /** The routes' status is read again at the next ask (a hold or release changed it). */

@@ -13,6 +13,7 @@ import java.util.Map;
  * @param stateWritten the workspace state version it wrote, if any
  * @param runner the provisionerd the current attempt is bound to (its first acquire), if any
  * @param rerunOf the build this one reruns, if it is a rerun (and the original is still kept)
+ * @param what what it runs, in a line for a list: a script's command, terraform's transition
  */
 public record Build(
     long id,
@@ -24,6 +25,7 @@ public record Build(
     Long rerunOf,
     int attempt,
     String provisioner,
+    String what,
     @com.fasterxml.jackson.annotation.JsonInclude(
             com.fasterxml.jackson.annotation.JsonInclude.Include.NON_NULL)
         JsonNode pod,
@@ -93,6 +95,7 @@ public record Build(
         rerunOf,
         attempt,
         provisioner,
+        what,
         pod,
         why,
         createdAt,
@@ -113,4 +116,30 @@ public record Build(
         submittedBy,
         timeline);
   }
+
+  /**
+   * A build's {@code what} from reads/build's column: a script's command without the shell that
+   * runs it ({@code sh -c}), its first line, at most 120 characters; {@code terraform apply} or
+   * {@code terraform destroy}; null for anything else.
+   */
+  static String what(String provisioner, String raw) {
+    if (raw == null) {
+      return null;
+    }
+    if ("terraform".equals(provisioner)) {
+      return "terraform " + raw;
+    }
+    String s = SHELL.matcher(raw).replaceFirst("");
+    String line =
+        s.lines().map(String::strip).filter(x -> !x.isEmpty()).findFirst().orElse("").strip();
+    boolean more = line.length() > 120 || s.strip().length() > line.length();
+    if (line.length() > 120) {
+      line = line.substring(0, 119);
+    }
+    return more ? line + "…" : line;
+  }
+
+  /** {@code sh -c}, {@code /bin/bash -ec} and the like before a script's text. */
+  private static final java.util.regex.Pattern SHELL =
+      java.util.regex.Pattern.compile("^\\s*(/\\S*/)?(ba|da|z|k)?sh\\s+-[a-z]*c[a-z]*\\s+");
 }

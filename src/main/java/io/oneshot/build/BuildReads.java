@@ -181,6 +181,21 @@ public final class BuildReads {
                 r.getString("team_held_why")));
   }
 
+  /**
+   * A claim's reason with how long the build was queued before it ("claimed by the dispatcher after
+   * 6m39s queued, behind build 10 of workspace net"): said from a second up.
+   */
+  static String queued(String reason, Long queuedMs, Long behind, String workspace) {
+    if (queuedMs == null || queuedMs < 1000) {
+      return reason;
+    }
+    return (reason == null ? "claimed" : reason)
+        + " after "
+        + io.oneshot.config.Units.format(java.time.Duration.ofSeconds(queuedMs / 1000))
+        + " queued"
+        + (behind == null ? "" : ", behind build " + behind + " of workspace " + workspace);
+  }
+
   public Future<List<BuildEvent>> events(long id) {
     return pool.preparedQuery(EVENTS.text())
         .execute(Tuple.of(id))
@@ -195,7 +210,11 @@ public final class BuildReads {
                         r.getInteger("attempt"),
                         from == null ? null : BuildState.ofWire(from),
                         BuildState.ofWire(r.getString("to_status")),
-                        r.getString("reason")));
+                        queued(
+                            r.getString("reason"),
+                            r.getLong("queued_ms"),
+                            r.getLong("behind_build"),
+                            r.getString("behind_workspace"))));
               }
               return out;
             });
@@ -302,9 +321,23 @@ public final class BuildReads {
             });
   }
 
-  /** A route's workspace with state: its latest version, how many it has, when it last changed. */
+  /**
+   * A route's workspace: its latest state version, how many it has, when it last changed (null, 0
+   * and null before its first state); the build that holds it (its earliest unfinished one, null
+   * when none) with that build's status, since when it is busy, and how many builds wait behind it
+   * (the first five of them in {@code waitingBuilds}).
+   */
   public record WorkspaceSummary(
-      String route, String workspace, int latest, long versions, Instant updatedAt) {}
+      String route,
+      String workspace,
+      Integer latest,
+      long versions,
+      Instant updatedAt,
+      Long heldBy,
+      String heldByStatus,
+      Instant busySince,
+      long waiting,
+      List<Long> waitingBuilds) {}
 
   public Future<List<WorkspaceSummary>> workspaces(java.util.Set<String> routes) {
     return readPool
@@ -320,7 +353,14 @@ public final class BuildReads {
                         r.getString("workspace"),
                         r.getInteger("latest"),
                         r.getLong("versions"),
-                        Rows.instant(r, "updated_at")));
+                        Rows.instant(r, "updated_at"),
+                        r.getLong("holder"),
+                        r.getString("holder_status"),
+                        Rows.instant(r, "busy_since"),
+                        r.getLong("waiting"),
+                        r.getArrayOfLongs("waiting_ids") == null
+                            ? List.of()
+                            : List.of(r.getArrayOfLongs("waiting_ids"))));
               }
               return out;
             });
@@ -328,9 +368,12 @@ public final class BuildReads {
 
   /**
    * A route with its queue: what {@code GET /api/v1/routes} and {@code oneshot routes} show. The
-   * wait percentiles are over builds claimed in the last hour (null when there were none); {@code
-   * team}: the team it shares a weight with (its own name when it names none); {@code held}: an
-   * operator's hold on the route itself (null: none; its team's is the team's).
+   * wait percentiles are over builds claimed in the last hour (null when there were none), the run
+   * percentiles (from provisionerd's acquire to the end) and the counts of builds that succeeded or
+   * failed ({@code finishedLastHour}) and failed over those that ended in the last hour; {@code
+   * oldestQueuedReason}: why the oldest queued build waits (null when not asked for); {@code team}:
+   * the team it shares a weight with (its own name when it names none); {@code held}: an operator's
+   * hold on the route itself (null: none; its team's is the team's).
    */
   public record RouteStatus(
       String name,
@@ -340,11 +383,40 @@ public final class BuildReads {
       long queued,
       long running,
       Long oldestQueuedMs,
+      Long oldestQueuedId,
+      String oldestQueuedReason,
       Long waitP50Ms,
       Long waitP95Ms,
+      Long runP50Ms,
+      Long runP95Ms,
+      long finishedLastHour,
+      long failedLastHour,
       Warm warm,
       String team,
-      ShareStore.Hold held) {}
+      ShareStore.Hold held) {
+
+    RouteStatus withOldestQueuedReason(String why) {
+      return new RouteStatus(
+          name,
+          tags,
+          template,
+          maxConcurrent,
+          queued,
+          running,
+          oldestQueuedMs,
+          oldestQueuedId,
+          why,
+          waitP50Ms,
+          waitP95Ms,
+          runP50Ms,
+          runP95Ms,
+          finishedLastHour,
+          failedLastHour,
+          warm,
+          team,
+          held);
+    }
+  }
 
   /**
    * A warm route's balloons as the leader last counted ({@code wanted}, {@code why}) and saw them
@@ -361,6 +433,35 @@ public final class BuildReads {
       Instant countedAt,
       double balloonHours,
       int preemptions) {}
+
+  /**
+   * {@link #routes()}, each with why its oldest queued build waits ({@link WaitReasons}; {@code
+   * globalLimit}: {@code dispatch.maxConcurrent}).
+   */
+  public Future<List<RouteStatus>> routes(int globalLimit) {
+    return routes()
+        .compose(
+            list -> {
+              Long[] oldest =
+                  list.stream()
+                      .map(RouteStatus::oldestQueuedId)
+                      .filter(java.util.Objects::nonNull)
+                      .toArray(Long[]::new);
+              if (oldest.length == 0) {
+                return Future.succeededFuture(list);
+              }
+              return waiting(oldest, globalLimit)
+                  .map(
+                      why ->
+                          list.stream()
+                              .map(
+                                  r ->
+                                      r.oldestQueuedId() == null
+                                          ? r
+                                          : r.withOldestQueuedReason(why.get(r.oldestQueuedId())))
+                              .toList());
+            });
+  }
 
   public Future<List<RouteStatus>> routes() {
     return readPool
@@ -379,8 +480,14 @@ public final class BuildReads {
                         r.getLong("queued"),
                         r.getLong("running"),
                         r.getLong("oldest"),
+                        r.getLong("oldest_id"),
+                        null,
                         r.getLong("p50"),
                         r.getLong("p95"),
+                        r.getLong("run_p50"),
+                        r.getLong("run_p95"),
+                        r.getLong("finished"),
+                        r.getLong("failed"),
                         r.getInteger("warm_wanted") == null
                             ? null
                             : new Warm(

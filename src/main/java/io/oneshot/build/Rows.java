@@ -63,6 +63,7 @@ final class Rows {
         r.getLong("rerun_of"),
         r.getInteger("attempt"),
         r.getString("provisioner"),
+        Build.what(r.getString("provisioner"), r.getString("what")),
         r.getString("pod") == null ? null : Json.tree(r.getString("pod")),
         r.getString("reason"),
         instant(r, "created_at"),

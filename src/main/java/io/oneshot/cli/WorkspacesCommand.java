@@ -49,11 +49,13 @@ final class WorkspacesCommand implements Callable<Integer> {
 
   @Command(
       name = "list",
-      header = "Lists the workspaces with state.",
+      header = "Lists the workspaces: their state, and the builds that hold them or wait.",
       mixinStandardHelpOptions = true,
       description = {
-        "Lists the workspaces with state on the routes the token covers, newest change first: the"
-            + " route, the latest version, how many versions, when it last changed."
+        "Lists the workspaces on the routes the token covers, busy ones first, then by newest"
+            + " change: the route, the latest state version, how many versions, when it last"
+            + " changed, the build that holds it (its earliest unfinished one) and how many wait"
+            + " behind that build."
       },
       footer = {"", "Examples:", "  oneshot workspaces list", "  oneshot workspaces list -o json"})
   static final class ListWorkspaces implements Callable<Integer> {
@@ -70,18 +72,27 @@ final class WorkspacesCommand implements Callable<Integer> {
       }
       List<List<String>> rows = new ArrayList<>();
       for (JsonNode w : list.path("workspaces")) {
+        JsonNode held = w.path("heldBy");
         rows.add(
             List.of(
                 w.path("workspace").asText(),
                 w.path("route").asText(),
-                w.path("latest").asText(),
+                w.path("latest").isNumber() ? w.path("latest").asText() : "-",
                 w.path("versions").asText(),
-                Text.at(w.path("updatedAt"), client.zone())));
+                w.path("updatedAt").isTextual() ? Text.at(w.path("updatedAt"), client.zone()) : "-",
+                held.isNumber()
+                    ? "build " + held.asText() + " (" + w.path("heldByStatus").asText() + ")"
+                    : "-",
+                w.path("waiting").asText()));
       }
       if (rows.isEmpty()) {
-        out.println("No workspace has state yet.");
+        out.println("No workspace has state or an unfinished build yet.");
       } else {
-        out.print(Text.table(List.of("WORKSPACE", "ROUTE", "LATEST", "VERSIONS", "CHANGED"), rows));
+        out.print(
+            Text.table(
+                List.of(
+                    "WORKSPACE", "ROUTE", "LATEST", "VERSIONS", "CHANGED", "HELD BY", "WAITING"),
+                rows));
       }
       out.flush();
       return Main.OK;

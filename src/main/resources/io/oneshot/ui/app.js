@@ -265,23 +265,50 @@ async function loadMe() {
 
 // ---- pages -----------------------------------------------------------------------------------
 
-function sparkline(points, limit) {
-  const w = 300, hgt = 48, pad = 2;
+/**
+ * A route's last hour as a chart: queued and running builds a minute at a time, the route's limit
+ * dashed, with its scale on the left and its time along the bottom; the legend says now and peak.
+ */
+function queueChart(points, limit) {
+  const w = 320, hgt = 120, left = 26, right = 6, top = 8, bottom = 100;
   const max = Math.max(1, limit || 0, ...points.map((p) => Math.max(p.queued, p.running)));
-  const svg = s("svg", { class: "spark", viewBox: `0 0 ${w} ${hgt}`, preserveAspectRatio: "none", role: "img" });
-  const x = (i) => (points.length < 2 ? w : (i * w) / (points.length - 1));
-  const y = (v) => hgt - pad - ((hgt - 2 * pad) * v) / max;
-  if (limit) svg.append(s("line", { class: "limit", x1: 0, x2: w, y1: y(limit), y2: y(limit) }));
+  const svg = s("svg", { class: "chart", viewBox: `0 0 ${w} ${hgt}`, role: "img" });
+  const x = (i) => left + (points.length < 2 ? w - left - right : (i * (w - left - right)) / (points.length - 1));
+  const y = (v) => bottom - ((bottom - top) * v) / max;
+  const text = (tx, ty, anchor, str) => {
+    const t = s("text", { x: tx, y: ty, "text-anchor": anchor });
+    t.textContent = str;
+    return t;
+  };
+  svg.append(s("line", { class: "axis", x1: left, x2: w - right, y1: bottom, y2: bottom }));
+  svg.append(s("line", { class: "axis", x1: left, x2: left, y1: top, y2: bottom }));
+  svg.append(text(left - 4, bottom + 3, "end", "0"), text(left - 4, top + 3, "end", String(max)));
+  if (limit && limit < max) svg.append(text(left - 4, y(limit) + 3, "end", String(limit)));
+  svg.append(text(left, hgt - 4, "start", "−60 min"), text((left + w - right) / 2, hgt - 4, "middle", "−30 min"),
+    text(w - right, hgt - 4, "end", "now"));
+  if (limit) svg.append(s("line", { class: "limit", x1: left, x2: w - right, y1: y(limit), y2: y(limit) }));
   for (const key of ["queued", "running"]) {
     const d = points.map((p, i) => (i ? "L" : "M") + x(i).toFixed(1) + " " + y(p[key]).toFixed(1)).join(" ");
     if (points.length) svg.append(s("path", { class: key, d }));
   }
+  const last = points.length ? points[points.length - 1] : { queued: 0, running: 0 };
   const peakQ = Math.max(0, ...points.map((p) => p.queued));
   const peakR = Math.max(0, ...points.map((p) => p.running));
   const title = s("title", {});
-  title.textContent = `last hour: queued peaked at ${peakQ}, running at ${peakR}`;
+  title.textContent = `last hour: queued peaked at ${peakQ}, running at ${peakR}` + (limit ? ` of ${limit}` : "");
   svg.prepend(title);
-  return svg;
+  return h("figure", { class: "chart-box" }, svg,
+    h("figcaption", { class: "legend" },
+      h("span", { class: "q", "data-k": "chart-queued" }, "queued " + last.queued + " (peak " + peakQ + ")"),
+      h("span", { class: "r", "data-k": "chart-running" }, "running " + last.running + " (peak " + peakR + ")"),
+      limit ? h("span", { class: "l" }, "limit " + limit) : null));
+}
+
+/** "3 of 40 (7.5%)" of the builds that ended in the last hour; "none ended" when none did. */
+function failureRate(r) {
+  if (!r.finishedLastHour) return "none ended";
+  const pct = (100 * r.failedLastHour) / r.finishedLastHour;
+  return r.failedLastHour + " of " + r.finishedLastHour + " (" + (pct < 10 && pct > 0 ? pct.toFixed(1) : Math.round(pct)) + "%)";
 }
 
 /**
@@ -304,11 +331,13 @@ async function overview() {
   const root = h("div", {});
   view.replaceChildren(h("h1", {}, "Overview"), root);
   const render = async () => {
-    const [routes, ov, sources, teams] = await Promise.all([
+    const [routes, ov, sources, teams, running, launching] = await Promise.all([
       api("/api/v1/routes"),
       api("/api/v1/overview"),
       api("/api/v1/sources").catch(() => []),
       api("/api/v1/teams").catch(() => []),
+      api("/api/v1/builds?status=running&limit=50"),
+      api("/api/v1/builds?status=launching&limit=50"),
     ]);
     const health = ov.health || {};
     const k8s = health.kubernetes;
@@ -329,18 +358,38 @@ async function overview() {
       h("dl", { class: "stats" },
         h("dt", {}, "running"), h("dd", { "data-k": "running" }, r.running + " / " + r.maxConcurrent),
         h("dt", {}, "queued"), h("dd", { "data-k": "queued" }, String(r.queued)),
-        h("dt", {}, "oldest wait"), h("dd", {}, ms(r.oldestQueuedMs)),
+        h("dt", {}, "oldest wait"), h("dd", { "data-k": "oldest" }, ms(r.oldestQueuedMs),
+          r.oldestQueuedId ? [" (", h("a", { href: "#/builds/" + r.oldestQueuedId }, "#" + r.oldestQueuedId), ")"] : []),
         h("dt", {}, "wait p50 / p95"), h("dd", {}, ms(r.waitP50Ms) + " / " + ms(r.waitP95Ms)),
+        h("dt", {}, "run p50 / p95"), h("dd", { "data-k": "run" }, ms(r.runP50Ms) + " / " + ms(r.runP95Ms)),
+        h("dt", {}, "failed"), h("dd", { "data-k": "failed", class: r.failedLastHour ? "bad" : "" }, failureRate(r)),
         ...(r.team && r.team !== r.name ? [h("dt", {}, "team"), h("dd", { "data-k": "team" }, r.team)] : []),
         ...warmStats(r.warm)),
+      ...(r.oldestQueuedReason ? [h("p", { class: "why", "data-k": "queue-why" }, "#" + r.oldestQueuedId + " waits: " + r.oldestQueuedReason)] : []),
       ...(r.held ? [heldLine("routes", r.name, r.held, render)] : []),
       ...((teams || []).filter((t) => t.name === r.team && t.held && t.name !== r.name).map((t) =>
         h("p", { class: "warn", "data-k": "team-held" }, "its team " + t.name + " is held by " + t.held.by + " " + ago(t.held.at) + ": " + t.held.why))),
       ...(!r.held && me.may.hold ? [h("p", {}, h("button", { type: "button", class: "link", "data-k": "hold", onclick: () => holdOrRelease("routes", r.name, true, render) }, "Hold this route…"))] : []),
       ...(r.warm && r.warm.trouble ? [h("p", { class: "warn", "data-k": "warm-trouble" }, "balloons not kept: " + r.warm.trouble)] : []),
-      sparkline(byRoute[r.name] || [], r.maxConcurrent),
-      h("div", { class: "legend" }, h("span", { class: "q" }, "queued"), h("span", { class: "r" }, "running"), h("span", {}, "last hour"))));
-    const parts = [h("div", { class: "health" }, items), h("div", { class: "cards" }, cards)];
+      queueChart(byRoute[r.name] || [], r.maxConcurrent)));
+    const live = [...running.builds, ...launching.builds].sort((a, b) => a.id - b.id);
+    const parts = [h("div", { class: "health" }, items),
+      h("p", { class: "hint" }, "Run times, failures and charts cover the last hour."),
+      h("div", { class: "cards" }, cards),
+      h("h2", {}, "Running now"),
+      live.length === 0 ? h("p", { class: "muted", id: "running-none" }, "Nothing runs now.") :
+        h("div", { class: "table-wrap" }, h("table", { id: "running" },
+          h("thead", {}, h("tr", {}, ["build", "route", "status", "runs", "for", "where"].map((c) => h("th", {}, c)))),
+          h("tbody", {}, live.map((b) => h("tr", { "data-build": b.id },
+            h("td", {}, h("a", { href: "#/builds/" + b.id }, "#" + b.id)),
+            h("td", {}, b.route),
+            h("td", {}, statusBadge(b.status)),
+            h("td", {}, b.what ? h("code", { class: "what" }, b.what) : b.provisioner || ""),
+            h("td", { class: "num", title: "since " + when(b.startedAt || b.claimedAt) }, ms(between(b.startedAt || b.claimedAt, null))),
+            h("td", { class: "hide-narrow" }, b.status === "launching" ? b.reason || "" : (b.launch && b.launch.pod) || (b.launch && b.launch.name) || "")))))),
+      (running.builds.length === 50 || launching.builds.length === 50)
+        ? h("p", { class: "muted" }, h("a", { href: "#/builds?status=running" }, "More in the builds list")) : null,
+    ];
     if (teamsConfigured(teams)) {
       parts.push(h("h2", {}, "Teams"));
       parts.push(h("p", { class: "hint" }, "When the global limit of " + ov.globalLimit + " is contended, free slots go to teams by weight; a team may borrow what others leave idle, and gets its share back as their builds end."));
@@ -370,7 +419,7 @@ async function overview() {
             h("td", { class: "num" }, t ? String(t.waiting) : ""), h("td", { class: "num" }, t ? String(t.inFlight) : "")));
         })))));
     }
-    root.replaceChildren(...parts);
+    root.replaceChildren(...parts.filter(Boolean));
   };
   return every(5000, render);
 }
@@ -415,6 +464,7 @@ async function builds(query) {
   view.replaceChildren(h("h1", {}, "Builds"), form, err,
     h("div", { class: "table-wrap" }, h("table", { id: "builds" },
       h("thead", {}, h("tr", {}, h("th", {}, "build"), h("th", {}, "status"), h("th", {}, "route"),
+        h("th", { class: "hide-narrow" }, "runs"),
         h("th", { class: "hide-narrow" }, "tags"), h("th", { class: "hide-narrow" }, "workspace"),
         h("th", {}, "created"), h("th", { class: "hide-narrow" }, "took"), h("th", { class: "hide-narrow" }, "reason"))),
       body)),
@@ -441,12 +491,16 @@ async function builds(query) {
       h("td", {}, statusBadge(b.status),
         b.status === "pending" && b.reason ? h("div", { class: "why show-narrow" }, b.reason) : null),
       h("td", {}, b.route),
+      h("td", { class: "hide-narrow" }, b.what ? h("code", { class: "what", title: b.what }, b.what) : b.provisioner || ""),
       h("td", { class: "hide-narrow" }, chips(b.tags)),
       h("td", { class: "hide-narrow" }, b.workspace || ""),
-      h("td", { title: when(b.createdAt) }, ago(b.createdAt)),
-      h("td", { class: "hide-narrow num" }, b.finishedAt ? ms(between(b.createdAt, b.finishedAt)) : ""),
+      h("td", { class: "nowrap", title: when(b.createdAt) }, ago(b.createdAt)),
+      // An ended build took from its enqueue to its end; a live one has been running (or
+      // launching) this long so far.
+      h("td", { class: "hide-narrow num nowrap", "data-k": "took" }, b.finishedAt ? ms(between(b.createdAt, b.finishedAt))
+        : b.startedAt || b.claimedAt ? ms(between(b.startedAt || b.claimedAt, null)) + " so far" : ""),
       h("td", { class: "hide-narrow" + (b.status === "pending" ? " why" : "") }, b.reason || ""))));
-    if (list.length === 0) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No build matches.")));
+    if (list.length === 0) body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No build matches.")));
     const base = new URLSearchParams(q);
     base.delete("before");
     const links = [];
@@ -586,6 +640,12 @@ async function buildPage(id) {
           }
         } }, "Cancel")
       : null;
+    const ended = ["succeeded", "failed", "canceled"].includes(b.status);
+    const rerunWhy = me.may.cancel === "no" ? "A " + me.role + " token may not rerun builds." : "This token may rerun only the builds it submitted.";
+    const rerun = ended
+      ? [h("button", { type: "button", id: "rerun", disabled: !mayCancel, title: mayCancel ? null : rerunWhy, onclick: () => rerunBuild(b, false, head) }, "Rerun"),
+        h("button", { type: "button", id: "rerun-changed", class: "link", disabled: !mayCancel, title: mayCancel ? null : rerunWhy, onclick: () => rerunBuild(b, true, head) }, "Rerun with changes…")]
+      : [];
     const launch = b.launch || {};
     // A Job the rescuer deleted is no longer there for kubectl: say when and why it went instead.
     const kubectl = launch.kind === "kubernetes" && launch.name && !launch.removedAt
@@ -597,13 +657,15 @@ async function buildPage(id) {
       : h("span", { class: "muted" }, "none");
     head.replaceChildren();
     append(head, [
-      h("h1", {}, "Build #" + b.id, statusBadge(b.status), cancel, cancelable && !mayCancel ? h("span", { class: "muted", id: "cancel-why" }, why) : null),
+      h("h1", {}, "Build #" + b.id, statusBadge(b.status), cancel, ...rerun, cancelable && !mayCancel ? h("span", { class: "muted", id: "cancel-why" }, why) : null),
+      b.rerunOf ? h("p", { class: "muted" }, "a rerun of ", h("a", { href: "#/builds/" + b.rerunOf }, "#" + b.rerunOf)) : null,
       h("p", { class: "reason", id: "reason" }, b.reason || ""),
       b.error && b.error !== b.reason ? h("p", { class: "error" }, b.error) : null,
       ...limitsHit(b, head),
       ...timelineBar(b),
       h("h2", {}, "Details"),
       h("dl", { class: "facts" },
+        h("dt", {}, "runs"), h("dd", { id: "what" }, b.what ? h("code", {}, b.what) : b.provisioner || "—"),
         h("dt", {}, "route"), h("dd", {}, b.route),
         h("dt", {}, "tags"), h("dd", {}, chips(b.tags)),
         h("dt", {}, "workspace"), h("dd", {}, b.workspace ? h("a", { href: workspaceHref(b.route, b.workspace) }, b.workspace) : "none"),
@@ -647,6 +709,62 @@ async function buildPage(id) {
     stopRefresh();
     stopLog();
   };
+}
+
+/**
+ * Reruns a finished build and opens the new one: as it was, or (changed) with the CPU, memory and
+ * image asked for in a dialog, as `oneshot builds rerun --cpu --memory --image` sends them. A
+ * refusal (the route does not allow a setting, a size over its maximum) is shown where it was
+ * asked.
+ */
+async function rerunBuild(b, changed, head) {
+  let pod = null;
+  if (changed) {
+    pod = await rerunDialog(b);
+    if (pod === null) return;
+  }
+  try {
+    const r = await api("/api/v1/builds/" + b.id + "/rerun", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(pod && Object.keys(pod).length ? { pod } : {}) });
+    location.hash = "#/builds/" + r.id;
+  } catch (e) {
+    head.prepend(notice(describe(e)));
+  }
+}
+
+/** The rerun dialog: resolves to the pod settings to change ({} for none), or null when kept. */
+function rerunDialog(b) {
+  const dialog = document.getElementById("rerun");
+  const [cpu, memory, image] = ["cpu", "memory", "image"].map((k) => document.getElementById("rerun-" + k));
+  const res = (b.pod && b.pod.resources) || {};
+  cpu.value = "";
+  memory.value = "";
+  image.value = "";
+  cpu.placeholder = (res.requests && res.requests.cpu) || "as its route's template";
+  memory.placeholder = (res.limits && res.limits.memory) || (res.requests && res.requests.memory) || "as its route's template";
+  image.placeholder = (b.pod && b.pod.image) || "as its route's template";
+  document.getElementById("rerun-title").textContent = "Rerun build #" + b.id + " with changes";
+  return new Promise((resolve) => {
+    document.getElementById("rerun-form").onsubmit = (ev) => {
+      ev.preventDefault();
+      const pod = {};
+      const requests = {}, limits = {};
+      if (cpu.value.trim()) requests.cpu = cpu.value.trim();
+      if (memory.value.trim()) requests.memory = limits.memory = memory.value.trim();
+      if (Object.keys(requests).length) pod.resources = { requests };
+      if (Object.keys(limits).length) pod.resources.limits = limits;
+      if (image.value.trim()) pod.image = image.value.trim();
+      dialog.close();
+      resolve(pod);
+    };
+    document.getElementById("rerun-no").onclick = () => {
+      dialog.close();
+      resolve(null);
+    };
+    dialog.oncancel = () => resolve(null);
+    dialog.showModal();
+    cpu.focus();
+  });
 }
 
 /**
@@ -742,17 +860,25 @@ function workspaceHref(route, name) {
 async function workspaces(first, second) {
   if (second) return workspacePage(first, second);
   if (first) return workspacePage(null, first);
-  const list = (await api("/api/v1/workspaces")).workspaces;
+  const box = h("div", {});
   view.replaceChildren(h("h1", {}, "Workspaces"),
-    list.length === 0 ? h("p", { class: "muted" }, "No workspace has state yet.") :
+    h("p", { class: "hint" }, "A workspace runs one build at a time: its earliest unfinished build holds it, and the others wait behind that one in order."),
+    box);
+  return every(5000, async () => {
+    const list = (await api("/api/v1/workspaces")).workspaces;
+    box.replaceChildren(list.length === 0 ? h("p", { class: "muted" }, "No workspace has state or an unfinished build yet.") :
       h("div", { class: "table-wrap" }, h("table", { id: "workspaces" },
-        h("thead", {}, h("tr", {}, h("th", {}, "workspace"), h("th", {}, "route"), h("th", {}, "latest version"), h("th", {}, "versions"), h("th", {}, "changed"))),
-        h("tbody", {}, list.map((w) => h("tr", {},
+        h("thead", {}, h("tr", {}, ["workspace", "route", "held by", "waiting", "latest version", "versions", "changed"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, list.map((w) => h("tr", { "data-workspace": w.route + "/" + w.workspace },
           h("td", {}, h("a", { href: workspaceHref(w.route, w.workspace) }, w.workspace)),
           h("td", {}, w.route),
-          h("td", { class: "num" }, String(w.latest)), h("td", { class: "num" }, String(w.versions)),
-          h("td", { title: when(w.updatedAt) }, ago(w.updatedAt))))))));
-  return () => {};
+          h("td", { "data-k": "held-by" }, w.heldBy ? [h("a", { href: "#/builds/" + w.heldBy }, "#" + w.heldBy), " ", statusBadge(w.heldByStatus),
+            h("span", { class: "muted" }, " for " + ms(between(w.busySince, null)))] : h("span", { class: "muted" }, "free")),
+          h("td", { "data-k": "waiting" }, w.waiting ? [String(w.waiting) + ": ",
+            w.waitingBuilds.map((id, i) => [i ? ", " : "", h("a", { href: "#/builds/" + id }, "#" + id)]), w.waiting > w.waitingBuilds.length ? ", …" : ""] : "0"),
+          h("td", { class: "num" }, w.latest ?? "—"), h("td", { class: "num" }, String(w.versions)),
+          h("td", { class: "nowrap", title: when(w.updatedAt) }, w.updatedAt ? ago(w.updatedAt) : "—")))))));
+  });
 }
 
 function workspaceQuery(route, name) {
@@ -761,13 +887,27 @@ function workspaceQuery(route, name) {
 
 async function workspacePage(route, name) {
   const body = h("div", {});
+  const recent = h("div", {});
   const of = h("p", { class: "muted", id: "workspace-route" }, route ? "route " + route : "");
-  view.replaceChildren(h("h1", {}, "Workspace " + name), of, body);
+  view.replaceChildren(h("h1", {}, "Workspace " + name), of, h("h2", {}, "Builds"), recent, h("h2", {}, "State versions"), body);
+  // Its latest builds, newest first: the one that holds it and those waiting behind it among them.
+  const stopBuilds = every(5000, async () => {
+    const list = (await api("/api/v1/builds?" + workspaceQuery(route, name) + "&limit=20")).builds;
+    recent.replaceChildren(list.length === 0 ? h("p", { class: "muted" }, "No build of this workspace yet.") :
+      h("div", { class: "table-wrap" }, h("table", { id: "workspace-builds" },
+        h("thead", {}, h("tr", {}, ["build", "status", "runs", "created", "reason"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, list.map((b) => h("tr", { "data-build": b.id },
+          h("td", {}, h("a", { href: "#/builds/" + b.id }, "#" + b.id)),
+          h("td", {}, statusBadge(b.status)),
+          h("td", {}, b.what ? h("code", { class: "what", title: b.what }, b.what) : b.provisioner || ""),
+          h("td", { class: "nowrap", title: when(b.createdAt) }, ago(b.createdAt)),
+          h("td", { class: b.status === "pending" ? "why" : "" }, b.reason || "")))))));
+  });
   try {
     const r = await api("/api/v1/workspaces/states?" + workspaceQuery(route, name));
     route = r.route;
     of.textContent = "route " + route;
-    body.replaceChildren(h("div", { class: "table-wrap" }, h("table", { id: "versions" },
+    body.replaceChildren(r.versions.length === 0 ? h("p", { class: "muted" }, "No state yet.") : h("div", { class: "table-wrap" }, h("table", { id: "versions" },
       h("thead", {}, h("tr", {}, h("th", {}, "version"), h("th", {}, "build"), h("th", {}, "serial"), h("th", {}, "size"), h("th", {}, "when"), h("th", {}, ""))),
       h("tbody", {}, r.versions.map((v) => h("tr", {},
         h("td", { class: "num" }, String(v.version)),
@@ -778,7 +918,7 @@ async function workspacePage(route, name) {
   } catch (e) {
     body.replaceChildren(notice(describe(e)));
   }
-  return () => {};
+  return stopBuilds;
 }
 
 async function download(route, name, version) {

@@ -296,10 +296,25 @@ class MetricsTest {
       ids.add(enqueue("{}"));
     }
     // Four builds claimed after waiting 1, 2, 3 and 11 s; one claimed two hours ago (not counted).
+    // Three of them ran 10, 20 and 30 s, and the last of those failed; the fourth was canceled
+    // before it ran.
     int[] waited = {1, 2, 3, 11};
+    String[] outcome = {"succeeded", "succeeded", "failed"};
+    for (int i = 0; i < 3; i++) {
+      Sql.exec("UPDATE oneshot.builds SET status = 'launching' WHERE id = ?", ids.get(i));
+      Sql.exec(
+          "UPDATE oneshot.builds SET status = 'running', runner_id = 'r' WHERE id = ?", ids.get(i));
+      Sql.exec(
+          "UPDATE oneshot.builds SET status = ?, finished_at = now(),"
+              + " started_at = now() - make_interval(secs => ?) WHERE id = ?",
+          outcome[i],
+          10 * (i + 1),
+          ids.get(i));
+    }
     for (int i = 0; i < 4; i++) {
       Sql.exec(
-          "UPDATE oneshot.builds SET status = 'canceled', finished_at = now(),"
+          "UPDATE oneshot.builds SET status = CASE WHEN status = 'pending' THEN 'canceled'"
+              + " ELSE status END, finished_at = coalesce(finished_at, now()),"
               + " created_at = now() - interval '20 minutes',"
               + " claimed_at = now() - interval '20 minutes' + make_interval(secs => ?)"
               + " WHERE id = ?",
@@ -316,6 +331,13 @@ class MetricsTest {
         ids.get(5));
 
     JsonNode route = t.api.get("/api/v1/routes").json().get(0);
+    assertThat(route.path("runP50Ms").asLong()).isEqualTo(20_000);
+    assertThat(route.path("runP95Ms").asLong()).isEqualTo(29_000);
+    assertThat(route.path("finishedLastHour").asLong()).isEqualTo(3);
+    assertThat(route.path("failedLastHour").asLong()).isEqualTo(1);
+    assertThat(route.path("oldestQueuedId").asLong()).isEqualTo(ids.get(5));
+    assertThat(route.path("oldestQueuedReason").asText())
+        .isEqualTo("route paused is at its limit 0/0; this build is next");
     assertThat(route.path("queued").asLong()).isEqualTo(1);
     assertThat(route.path("running").asLong()).isZero();
     assertThat(route.path("oldestQueuedMs").asLong()).isBetween(40_000L, 100_000L);

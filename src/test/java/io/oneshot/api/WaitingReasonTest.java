@@ -10,6 +10,7 @@ import io.oneshot.testing.RecordingLauncher;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
@@ -89,6 +90,95 @@ class WaitingReasonTest {
             t.api.get("/api/v1/builds/" + w4).json().path("events").get(0).path("reason").asText())
         .isEqualTo("enqueued");
     assertThat(status(w2)).isEqualTo("pending");
+  }
+
+  /** The reason of the build's claim (its step to launching) in its timeline. */
+  private String claimReason(long id) {
+    for (JsonNode e : t.api.get("/api/v1/builds/" + id).json().path("events")) {
+      if (e.path("from").asText().equals("pending") && e.path("to").asText().equals("launching")) {
+        return e.path("reason").asText();
+      }
+    }
+    throw new AssertionError("build " + id + " has no claim in its timeline");
+  }
+
+  /**
+   * Once claimed, a build's timeline still says how long it was queued and, when it waited for its
+   * workspace, behind which build: the reason it had while queued is computed, and gone.
+   */
+  @Test
+  void theTimelineKeepsHowLongABuildWaitedAndBehindWhichBuild() {
+    long w1 = submit("w", "ws-3");
+    awaitStatus(w1, "launching");
+    long w2 = submit("w", "ws-3");
+    long s1 = submit("s", null);
+    awaitStatus(s1, "launching");
+    long s2 = submit("s", null);
+    // Waits of two minutes, as a busy queue would have made them.
+    Sql.exec(
+        "UPDATE oneshot.build_events SET at = at - interval '2 minutes'"
+            + " WHERE build_id IN (?, ?) AND to_status = 'pending'",
+        w2,
+        s2);
+    assertThat(t.api.post("/api/v1/builds/" + w1 + "/cancel", "{}").status()).isEqualTo(202);
+    assertThat(t.api.post("/api/v1/builds/" + s1 + "/cancel", "{}").status()).isEqualTo(202);
+    awaitStatus(w2, "launching");
+    awaitStatus(s2, "launching");
+    assertThat(claimReason(w2))
+        .matches(
+            "claimed by the dispatcher after 2m(\\d+s)? queued, behind build "
+                + w1
+                + " of workspace ws-3");
+    assertThat(claimReason(s2)).matches("claimed by the dispatcher after 2m(\\d+s)? queued");
+    assertThat(claimReason(w1)).doesNotContain("behind");
+  }
+
+  /**
+   * A workspace without state yet is listed once it has an unfinished build: the build that holds
+   * it and those waiting behind it, busy workspaces first; the CLI says the same.
+   */
+  @Test
+  void theWorkspacesListSaysWhoHoldsEachAndWhoWaits() {
+    long w1 = submit("w", "ws-4");
+    awaitStatus(w1, "launching");
+    long w2 = submit("w", "ws-4");
+    long w3 = submit("w", "ws-4");
+    Sql.exec(
+        "INSERT INTO oneshot.workspace_states (route, workspace, version, build_id, attempt, state,"
+            + " bytes, final) VALUES ('wide', 'idle', 1, ?, 9, '', 0, true)",
+        w1);
+    JsonNode list = t.api.get("/api/v1/workspaces").json().path("workspaces");
+    assertThat(list).hasSize(2);
+    JsonNode busy = list.get(0);
+    assertThat(busy.path("workspace").asText()).isEqualTo("ws-4");
+    assertThat(busy.path("route").asText()).isEqualTo("wide");
+    assertThat(busy.path("heldBy").asLong()).isEqualTo(w1);
+    assertThat(busy.path("heldByStatus").asText()).isEqualTo("launching");
+    assertThat(busy.path("waiting").asLong()).isEqualTo(2);
+    assertThat(busy.path("waitingBuilds").toString()).isEqualTo("[" + w2 + "," + w3 + "]");
+    assertThat(busy.path("latest").isNull()).isTrue();
+    assertThat(busy.path("versions").asLong()).isZero();
+    JsonNode idle = list.get(1);
+    assertThat(idle.path("workspace").asText()).isEqualTo("idle");
+    assertThat(idle.path("heldBy").isNull()).isTrue();
+    assertThat(idle.path("latest").asInt()).isEqualTo(1);
+
+    java.io.StringWriter out = new java.io.StringWriter();
+    int code =
+        io.oneshot.cli.Main.commandLine(
+                new java.io.PrintWriter(out, true),
+                new java.io.PrintWriter(new java.io.StringWriter(), true))
+            .execute(
+                "workspaces", "list", "--url", t.api.base(), "--token", TestServer.ADMIN_TOKEN);
+    assertThat(code).isZero();
+    List<String> lines = out.toString().lines().toList();
+    assertThat(lines.get(0).split("\\s{2,}"))
+        .containsExactly(
+            "WORKSPACE", "ROUTE", "LATEST", "VERSIONS", "CHANGED", "HELD BY", "WAITING");
+    assertThat(lines.get(1))
+        .startsWith("ws-4")
+        .contains("build " + w1 + " (launching)")
+        .endsWith(" 2");
   }
 
   /** Each listed build's reason by id, from one page of {@code GET /api/v1/builds?query}. */

@@ -9,7 +9,15 @@ SELECT b.id, b.status, b.route, b.tags::text AS tags, b.workspace, b.priority, b
        coalesce(l.name, b.launch_name) AS launch_name, l.namespace AS launch_namespace,
        b.launch_pod, l.removed_at AS launch_removed_at, l.removed_why AS launch_removed_why,
        b.state_read_version, b.state_written_version, b.runner_id,
-       b.runner::text AS runner, b.runner_since, b.rerun_of, b.submitted_by
+       b.runner::text AS runner, b.runner_since, b.rerun_of, b.submitted_by,
+       -- What it runs, for a list (Build.what): a script's command (its first 300 characters),
+       -- terraform's transition.
+       CASE WHEN b.input->>'provisioner' = 'script' AND jsonb_typeof(b.input->'command') = 'array'
+              THEN left(array_to_string(
+                ARRAY(SELECT jsonb_array_elements_text(b.input->'command')), ' '), 300)
+            WHEN b.input->>'provisioner' = 'terraform'
+              THEN coalesce(b.input->>'transition', 'apply')
+       END AS what
 FROM oneshot.builds b
 LEFT JOIN oneshot.build_launches l
   ON l.build_id = b.id AND l.attempt = b.attempt AND b.status <> 'pending'

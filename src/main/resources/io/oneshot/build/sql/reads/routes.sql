@@ -1,5 +1,6 @@
 -- The routes with their queues, for GET /api/v1/routes and oneshot routes: queued, running, the
--- oldest wait, and wait percentiles over the last hour's claims; for a warm route, its balloons as
+-- oldest wait and its build, wait percentiles over the last hour's claims, run-time percentiles and
+-- failures over the last hour's ends; for a warm route, its balloons as
 -- the leader last counted and saw them (db/017_warm_capacity.sql) and their cost over the last day;
 -- its team and an operator's hold on it (db/019_fair_share.sql).
 -- Transition: none (read).
@@ -9,10 +10,8 @@ SELECT r.name, r.tags::text AS tags, r.template, r.max_concurrent,
         WHERE b.route = r.name AND b.status = 'pending') AS queued,
        (SELECT count(*) FROM oneshot.builds b
         WHERE b.route = r.name AND b.status IN ('launching', 'running')) AS running,
-       (SELECT (extract(epoch FROM clock_timestamp() - b.created_at) * 1000)::bigint
-        FROM oneshot.builds b WHERE b.route = r.name AND b.status = 'pending'
-        ORDER BY b.id LIMIT 1) AS oldest,
-       w.p50, w.p95,
+       o.oldest, o.oldest_id,
+       w.p50, w.p95, f.run_p50, f.run_p95, f.finished, f.failed,
        h.wanted AS warm_wanted, h.why AS warm_why, h.running AS warm_running,
        h.pending AS warm_pending, h.trouble AS warm_trouble,
        (extract(epoch FROM h.updated_at) * 1000)::bigint AS warm_at,
@@ -22,6 +21,27 @@ SELECT r.name, r.tags::text AS tags, r.template, r.max_concurrent,
         WHERE u.route = r.name AND u.hour > clock_timestamp() - interval '1 day')::int AS warm_preemptions
 FROM oneshot.routes r
 LEFT JOIN oneshot.route_warmth h ON h.route = r.name
+LEFT JOIN LATERAL (
+  SELECT (extract(epoch FROM clock_timestamp() - b.created_at) * 1000)::bigint AS oldest,
+         b.id AS oldest_id
+  FROM oneshot.builds b WHERE b.route = r.name AND b.status = 'pending'
+  ORDER BY b.id LIMIT 1
+) o ON true
+LEFT JOIN LATERAL (
+  -- The builds that ended in the last hour (the last 1,000 at most): how long they ran (from
+  -- provisionerd's acquire), and how many failed of those that ran to an outcome.
+  SELECT (percentile_cont(0.5) WITHIN GROUP (ORDER BY f.ran) * 1000)::bigint AS run_p50,
+         (percentile_cont(0.95) WITHIN GROUP (ORDER BY f.ran) * 1000)::bigint AS run_p95,
+         count(*) FILTER (WHERE f.status IN ('succeeded', 'failed')) AS finished,
+         count(*) FILTER (WHERE f.status = 'failed') AS failed
+  FROM (
+    SELECT f.status, extract(epoch FROM f.finished_at - f.started_at) AS ran
+    FROM oneshot.builds f
+    WHERE f.route = r.name AND f.finished_at > clock_timestamp() - interval '1 hour'
+    ORDER BY f.finished_at DESC
+    LIMIT 1000
+  ) f
+) f ON true
 LEFT JOIN LATERAL (
   -- The last 1,000 claims of the hour at most: the cost stays flat however busy the route.
   SELECT (percentile_cont(0.5) WITHIN GROUP (ORDER BY c.waited) * 1000)::bigint AS p50,
