@@ -734,7 +734,7 @@ async function rerunBuild(b, changed, head) {
 
 /** The rerun dialog: resolves to the pod settings to change ({} for none), or null when kept. */
 function rerunDialog(b) {
-  const dialog = document.getElementById("rerun");
+  const dialog = document.getElementById("rerun-dialog");
   const [cpu, memory, image] = ["cpu", "memory", "image"].map((k) => document.getElementById("rerun-" + k));
   const res = (b.pod && b.pod.resources) || {};
   cpu.value = "";

@@ -110,9 +110,10 @@ class WaitingReasonTest {
   void theTimelineKeepsHowLongABuildWaitedAndBehindWhichBuild() {
     long w1 = submit("w", "ws-3");
     awaitStatus(w1, "launching");
-    long w2 = submit("w", "ws-3");
-    long s1 = submit("s", null);
+    // A workspace of the same name on another route is another workspace.
+    long s1 = submit("s", "ws-3");
     awaitStatus(s1, "launching");
+    long w2 = submit("w", "ws-3");
     long s2 = submit("s", null);
     // Waits of two minutes, as a busy queue would have made them.
     Sql.exec(
@@ -120,8 +121,14 @@ class WaitingReasonTest {
             + " WHERE build_id IN (?, ?) AND to_status = 'pending'",
         w2,
         s2);
+    // w2 is claimed once its route is released, after both w1 and s1 have ended.
+    assertThat(t.api.post("/api/v1/routes/wide/hold", "{\"why\": \"a test\"}").status())
+        .isEqualTo(200);
     assertThat(t.api.post("/api/v1/builds/" + w1 + "/cancel", "{}").status()).isEqualTo(202);
+    awaitStatus(w1, "canceled");
     assertThat(t.api.post("/api/v1/builds/" + s1 + "/cancel", "{}").status()).isEqualTo(202);
+    awaitStatus(s1, "canceled");
+    assertThat(t.api.post("/api/v1/routes/wide/release", "{}").status()).isEqualTo(200);
     awaitStatus(w2, "launching");
     awaitStatus(s2, "launching");
     assertThat(claimReason(w2))

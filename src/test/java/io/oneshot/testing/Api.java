@@ -116,11 +116,17 @@ public final class Api {
 
   /** Enqueues a script build and returns its id. */
   public long submitScript(String tagsJson, String script) {
+    return submitScript(tagsJson, null, script);
+  }
+
+  /** Enqueues a script build on a workspace ({@code null}: none) and returns its id. */
+  public long submitScript(String tagsJson, String workspace, String script) {
     Response r =
         post(
             "/api/v1/builds",
             "{\"tags\": "
                 + tagsJson
+                + (workspace == null ? "" : ", \"workspace\": " + Json.write(workspace))
                 + ", \"input\": {\"provisioner\": \"script\", \"command\": [\"sh\", \"-c\", "
                 + Json.write(script)
                 + "]}}");

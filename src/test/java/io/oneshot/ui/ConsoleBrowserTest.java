@@ -138,6 +138,30 @@ class ConsoleBrowserTest {
                         .getText()
                         .equals("1"));
     waitUp().until(x -> x.findElement(card).getText().contains("team=web"));
+    // Why its oldest queued build waits, linked; what runs now, for how long; the chart's now.
+    waitUp()
+        .until(
+            x ->
+                x.findElement(By.cssSelector("[data-route='web'] [data-k='queue-why']"))
+                    .getText()
+                    .equals(
+                        "#"
+                            + queued
+                            + " waits: route web is at its limit 1/1; this build is next"));
+    assertThat(d.findElement(By.cssSelector("[data-route='web'] [data-k='oldest'] a")).getText())
+        .isEqualTo("#" + queued);
+    assertThat(d.findElement(By.cssSelector("[data-route='web'] [data-k='failed']")).getText())
+        .isEqualTo("none ended");
+    WebElement now = shown(By.cssSelector("#running tr[data-build='" + running + "']"));
+    assertThat(now.findElement(By.cssSelector("code.what")).getText())
+        .startsWith("echo 'first line'; while");
+    assertThat(now.findElements(By.tagName("td")).get(4).getText()).matches("[\\d.]+ (s|min).*");
+    waitUp()
+        .until(
+            x ->
+                x.findElement(By.cssSelector("[data-route='web'] [data-k='chart-running']"))
+                    .getText()
+                    .equals("running 1 (peak 1)"));
     // A warm route's balloons, as the leader records them, and their cost over the last day.
     Sql.exec(
         "INSERT INTO oneshot.route_warmth VALUES ('web', 3, 'idle 3 -> 3', 2, 1, NULL, now())");
@@ -158,10 +182,17 @@ class ConsoleBrowserTest {
                     .equals("balloons not kept: PriorityClass x does not exist"));
     browser.screenshot("2-overview");
 
-    // The builds list shows both, with their statuses.
+    // The builds list shows both, with their statuses, what each runs, and how long the running
+    // one has run so far.
     d.get(t.api.base() + "/ui/#/builds?route=web");
     shown(By.cssSelector("tr[data-build='" + queued + "'] [data-status='pending']"));
     shown(By.cssSelector("tr[data-build='" + running + "'] [data-status='running']"));
+    assertThat(d.findElement(By.cssSelector("tr[data-build='" + queued + "'] code.what")).getText())
+        .isEqualTo("echo next; exec sleep 600");
+    assertThat(
+            d.findElement(By.cssSelector("tr[data-build='" + running + "'] [data-k='took']"))
+                .getText())
+        .endsWith(" so far");
     browser.screenshot("3-builds");
 
     // A queued build has no log yet, and says so: not "following the log live", no "Jump to first
@@ -410,11 +441,23 @@ class ConsoleBrowserTest {
     d.switchTo().activeElement().sendKeys(Keys.ENTER);
     waitUp().until(x -> x.findElement(By.tagName("h1")).getText().startsWith("Build #" + queued));
 
-    // Workspaces, in the dark: the workspace (its route's, and named with it), its two versions,
+    // Workspaces, in the dark: a busy one first, with the build that holds it and the one waiting
+    // behind; then the workspace with state (its route's, and named with it), its two versions,
     // each from its build, downloadable.
+    long holder = t.api.submitScript("{}", "lock", "exec sleep 600");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(holder).equals("running"));
+    long behind = t.api.submitScript("{}", "lock", "echo after");
     browser.darkMode(true);
     d.get(t.api.base() + "/ui/#/workspaces");
-    assertThat(shown(By.cssSelector("#workspaces tbody tr")).getText()).startsWith("net batch ");
+    WebElement busy = shown(By.cssSelector("#workspaces tbody tr[data-workspace='batch/lock']"));
+    assertThat(d.findElements(By.cssSelector("#workspaces tbody tr")).get(0).getText())
+        .startsWith("lock batch ");
+    assertThat(busy.findElement(By.cssSelector("[data-k='held-by']")).getText())
+        .startsWith("#" + holder + " running for ");
+    assertThat(busy.findElement(By.cssSelector("[data-k='waiting']")).getText())
+        .isEqualTo("1: #" + behind);
+    assertThat(d.findElements(By.cssSelector("#workspaces tbody tr")).get(1).getText())
+        .startsWith("net batch free 0 ");
     click(By.linkText("net"));
     waitUp().until(x -> x.findElements(By.cssSelector("#versions tbody tr")).size() == 2);
     assertThat(d.getCurrentUrl()).endsWith("#/workspaces/batch/net");
@@ -487,6 +530,23 @@ class ConsoleBrowserTest {
     assertThat(shown(By.cssSelector(".notice")).getText())
         .contains("input.pod: route web takes no pod settings from its builds");
     assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).as("nothing written").isEqualTo(1);
+    // Rerun with changes: the same refusal, said where it was asked, and nothing written.
+    click(By.id("rerun-changed"));
+    shown(By.id("rerun-memory")).sendKeys("1Gi");
+    browser.screenshot("rerun-with-changes");
+    d.findElement(By.id("rerun-ok")).click();
+    waitUp().until(x -> x.findElements(By.cssSelector(".notice")).size() == 2);
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.builds")).as("nothing written").isEqualTo(1);
+    // Rerun as it was: a new build, its page opened, saying what it reruns.
+    click(By.id("rerun"));
+    waitUp().until(x -> !x.getCurrentUrl().endsWith("#/builds/" + id));
+    long rerun = Long.parseLong(d.getCurrentUrl().replaceAll(".*#/builds/", ""));
+    assertThat(Sql.value("SELECT rerun_of FROM oneshot.builds WHERE id = ?", rerun)).isEqualTo(id);
+    waitUp().until(x -> x.findElement(By.tagName("h1")).getText().startsWith("Build #" + rerun));
+    assertThat(shown(By.xpath("//p[starts-with(., 'a rerun of')]")).getText())
+        .isEqualTo("a rerun of #" + id);
+    assertThat(d.findElement(By.id("what")).getText()).isEqualTo("echo done");
+    await().atMost(60, TimeUnit.SECONDS).until(() -> status(rerun).equals("succeeded"));
 
     // A failed build says why once: its reason, not the same words again as its error.
     long failed = t.api.submitScript("{\"team\": \"web\"}", "exit 3");
@@ -498,5 +558,17 @@ class ConsoleBrowserTest {
             d.findElement(By.tagName("h1"))
                 .findElements(By.xpath("following-sibling::p[@class='error']")))
         .isEmpty();
+
+    // The overview counts them: one of the three that ended in the last hour failed.
+    d.get(t.api.base() + "/ui/#/");
+    waitUp()
+        .until(
+            x ->
+                x.findElement(By.cssSelector("[data-route='web'] [data-k='failed']"))
+                    .getText()
+                    .equals("1 of 3 (33%)"));
+    assertThat(d.findElement(By.cssSelector("[data-route='web'] [data-k='run']")).getText())
+        .matches("[\\d.]+ (ms|s) / [\\d.]+ (ms|s)");
+    assertThat(d.findElement(By.id("running-none")).getText()).isEqualTo("Nothing runs now.");
   }
 }
