@@ -166,18 +166,40 @@ public final class Sealer {
   }
 
   private String seal(String plain, byte[] aad, String prefix) {
-    if (plain == null || current == null) {
+    return seal(plain, aad, prefix, current);
+  }
+
+  /** The configured key ids, the sealing one first. */
+  public List<String> keyIds() {
+    return List.copyOf(keys.keySet());
+  }
+
+  /** A key's check value (db/020_key_checks.sql): bound to that key's id, sealed with that key. */
+  public static Context keyCheck(String keyId) {
+    return new Context(List.of("key-check", keyId), null, "key-check:" + keyId);
+  }
+
+  /** {@code plain} sealed with key {@code keyId} (which must be configured), bound to {@code c}. */
+  public String sealWith(String keyId, String plain, Context c) {
+    if (!keys.containsKey(keyId)) {
+      throw new IllegalArgumentException("no key " + keyId);
+    }
+    return seal(plain, c.aad(), PREFIX_V2, keyId);
+  }
+
+  private String seal(String plain, byte[] aad, String prefix, String keyId) {
+    if (plain == null || keyId == null) {
       return plain;
     }
     try {
       byte[] nonce = new byte[NONCE_BYTES];
       random.nextBytes(nonce);
       Cipher c = Cipher.getInstance("AES/GCM/NoPadding");
-      c.init(Cipher.ENCRYPT_MODE, keys.get(current), new GCMParameterSpec(TAG_BITS, nonce));
+      c.init(Cipher.ENCRYPT_MODE, keys.get(keyId), new GCMParameterSpec(TAG_BITS, nonce));
       c.updateAAD(aad);
       byte[] ct = c.doFinal(plain.getBytes(StandardCharsets.UTF_8));
       byte[] out = ByteBuffer.allocate(nonce.length + ct.length).put(nonce).put(ct).array();
-      return prefix + current + ":" + Base64.getEncoder().encodeToString(out);
+      return prefix + keyId + ":" + Base64.getEncoder().encodeToString(out);
     } catch (GeneralSecurityException e) {
       throw new IllegalStateException("AES-GCM is not available: " + e.getMessage(), e);
     }

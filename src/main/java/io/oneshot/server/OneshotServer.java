@@ -163,6 +163,7 @@ public final class OneshotServer implements AutoCloseable {
       BuildStore store = new BuildStore(db.pool(), db.readPool(), sealer);
       // Every statement parses against the schema now, or the start fails naming its file.
       Database.await(Sql.checkAll(db.pool()));
+      Database.await(io.oneshot.build.KeyChecks.verify(db.pool(), sealer));
       Metrics metrics = new Metrics();
       List<String> orphaned =
           Database.await(store.routeMirror().write(config, launcher::templateResources));

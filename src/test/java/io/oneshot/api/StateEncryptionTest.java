@@ -1,6 +1,7 @@
 package io.oneshot.api;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.oneshot.launch.Attempt;
 import io.oneshot.testing.Api;
@@ -106,6 +107,28 @@ class StateEncryptionTest {
     Api.Response lost = t.api.get("/api/v1/workspaces/state?workspace=ws&version=1");
     assertThat(lost.status()).isEqualTo(500);
     assertThat(lost.json().path("error").asText()).contains("key k1");
+  }
+
+  /**
+   * A key whose secret changed under the same id (its Secret made again) stops the start, saying
+   * so, before anything sealed with the old secret is needed; the key it had starts again.
+   */
+  @Test
+  void aKeyWhoseSecretChangedStopsTheStartSayingSo() {
+    start(K1, false);
+    build("ws", 1, "first-marker");
+    t.close();
+    t = null;
+    String changed = "{id: k1, secret: \"another-secret-of-32-characters!!\"}";
+    assertThatThrownBy(() -> start(changed, true))
+        .isInstanceOf(io.oneshot.config.ConfigException.class)
+        .hasMessageStartingWith("encryption key k1 is not the key k1 this database was sealed with")
+        .hasMessageContaining("Argo CD");
+    // A new key under a new id, k1 kept after it: starts, and the old state opens.
+    start(K2 + ", " + K1, true);
+    assertThat(t.api.get("/api/v1/workspaces/state?workspace=ws&version=1").text())
+        .contains("first-marker");
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.key_checks")).isEqualTo(2);
   }
 
   @Test

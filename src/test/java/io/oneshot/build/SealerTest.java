@@ -21,6 +21,19 @@ class SealerTest {
     assertThat(s.seal("{\"serial\": 1}", C)).isNotEqualTo(sealed);
   }
 
+  /** A key's check is sealed with that key and bound to its id: another key's does not open. */
+  @Test
+  void aKeyCheckIsItsKeysAlone() {
+    Sealer s = new Sealer(List.of(K1, K2));
+    String k2 = s.sealWith("k2", "check", Sealer.keyCheck("k2"));
+    assertThat(k2).startsWith("oneshot-sealed:v2:k2:");
+    assertThat(s.open(k2, Sealer.keyCheck("k2"))).isEqualTo("check");
+    assertThatThrownBy(() -> s.open(k2, Sealer.keyCheck("k1")))
+        .isInstanceOf(Sealer.SealedException.class);
+    assertThatThrownBy(() -> s.sealWith("k3", "check", Sealer.keyCheck("k3")))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
   @Test
   void aSealedValueOpensOnlyWhereItBelongs() {
     Sealer s = new Sealer(List.of(K1));
