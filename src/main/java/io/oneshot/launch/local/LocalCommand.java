@@ -63,6 +63,68 @@ public final class LocalCommand {
   }
 
   /**
+   * {@code cp} with each jar replaced by a copy of it in {@code dir}, named after its name, size
+   * and time of change ({@code oneshot-<key>.jar}): attempts run from the copy, so a build that
+   * rewrites the jar the dispatcher was started from (a {@code mvn package} in the checkout {@code
+   * oneshot dev} runs from) does not pull it from under provisionerds that are running. A copy is
+   * made once per version of the jar; copies of other versions unchanged for a day go. Directories
+   * are kept as they are.
+   */
+  public static List<String> pinned(List<String> cp, Path dir) {
+    List<String> out = new ArrayList<>(cp.size());
+    for (String entry : cp) {
+      Path jar = Path.of(entry);
+      if (!entry.endsWith(".jar") || !Files.isRegularFile(jar)) {
+        out.add(entry);
+        continue;
+      }
+      try {
+        Files.createDirectories(dir);
+        String name = jar.getFileName().toString();
+        String base = name.substring(0, name.length() - ".jar".length());
+        String key =
+            Long.toHexString(
+                (jar.toAbsolutePath()
+                            + "|"
+                            + Files.size(jar)
+                            + "|"
+                            + Files.getLastModifiedTime(jar))
+                        .hashCode()
+                    & 0xffffffffL);
+        Path copy = dir.resolve(base + "-" + key + ".jar");
+        if (!Files.exists(copy)) {
+          Path part = Files.createTempFile(dir, base, ".part");
+          Files.copy(jar, part, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+          Files.move(part, copy, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+        }
+        removeStale(dir, base, copy);
+        out.add(copy.toAbsolutePath().toString());
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException(
+            "cannot copy " + jar + " to " + dir + " for the attempts to run from", e);
+      }
+    }
+    return out;
+  }
+
+  /** Copies of other versions of jar {@code base} in {@code dir} unchanged for a day. */
+  private static void removeStale(Path dir, String base, Path keep) throws java.io.IOException {
+    java.time.Instant dayAgo = java.time.Instant.now().minus(java.time.Duration.ofDays(1));
+    try (var files = Files.list(dir)) {
+      for (Path f : files.toList()) {
+        String n = f.getFileName().toString();
+        if (!f.equals(keep)
+            && n.startsWith(base + "-")
+            && n.endsWith(".jar")
+            && n.substring(base.length() + 1, n.length() - 4).matches("[0-9a-f]{1,8}")
+            && Files.getLastModifiedTime(f).toInstant().isBefore(dayAgo)) {
+          Files.deleteIfExists(f);
+        }
+      }
+    }
+  }
+
+  /**
    * This JVM's class path, every entry made absolute (for a child process in another directory).
    */
   public static List<String> absoluteClassPath() {
