@@ -720,6 +720,7 @@ class ChartTest {
           route with an unknown field     | routes: [{name: a, template: script.yaml, maxConcurent: 3}] | at '/routes/0': additional properties 'maxConcurent' not allowed
           no routes at all                | routes: []                                                 | at '/routes': minItems: got 0, want 1
           a duration that is not one      | routes: [{name: a, template: script.yaml, timeout: soon}]  | at '/routes/0/timeout': 'soon' does not match pattern
+          a duration given as a number    | routes: [{name: a, template: script.yaml, timeout: 90}]    | a duration is text with its unit, like 90s, 5m or 1h30m
           a misspelt top-level key        | replicas: 3                                                | additional properties 'replicas' not allowed
           a log format                    | logging: {format: xml}                                     | at '/logging/format': value must be one of 'text', 'json'
           a pull policy                   | image: {pullPolicy: Sometimes}                             | at '/image/pullPolicy': value must be one of
@@ -739,6 +740,68 @@ class ChartTest {
     assertThatThrownBy(() -> render(t -> t.withValuesFile(file)))
         .as(what)
         .hasMessageContaining(message);
+  }
+
+  /**
+   * The rules between routes and teams no schema can say: helm refuses what the dispatcher would,
+   * in its words (templates/_checks.tpl), and what either takes the other takes too.
+   */
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(
+      delimiter = '|',
+      textBlock =
+          """
+          two untagged routes     | routes: [{name: a, template: script.yaml}, {name: b, template: script.yaml}]
+          a shadowed tagged route | routes: [{name: a, tags: {team: x1}, template: script.yaml}, {name: b, tags: {team: x1}, template: script.yaml}]
+          a superset first shadows| routes: [{name: a, tags: {team: x1, env: prod}, template: script.yaml}, {name: b, tags: {team: x1}, template: script.yaml}]
+          another value of a tag  | routes: [{name: a, tags: {team: x1}, template: script.yaml}, {name: b, tags: {team: x2}, template: script.yaml}]
+          more tags after fewer   | routes: [{name: a, tags: {team: x1}, template: script.yaml}, {name: b, tags: {team: x1, env: prod}, template: script.yaml}]
+          untagged false, no tags | routes: [{name: a, tags: {team: x1}, template: script.yaml}, {name: b, untagged: false, template: script.yaml}]
+          untagged after tags     | routes: [{name: a, tags: {team: x1}, template: script.yaml}, {name: b, template: script.yaml}]
+          untagged behind another | routes: [{name: a, tags: {team: x1}, untagged: true, template: script.yaml}, {name: b, template: script.yaml}]
+          a duplicate route       | routes: [{name: a, tags: {team: x1}, template: script.yaml}, {name: a, tags: {team: x2}, template: script.yaml}]
+          a duplicate team        | routes: [{name: a, team: t, template: script.yaml}]\\nteams: [{name: t}, {name: t}]
+          an unknown team         | routes: [{name: a, team: nope, template: script.yaml}]\\nteams: [{name: t}, {name: u}]
+          guarantees over the cap | routes: [{name: a, team: t, template: script.yaml}, {name: b, tags: {k: v1}, team: u, template: script.yaml}]\\nteams: [{name: t, guaranteed: 60}, {name: u, guaranteed: 50}]
+          """)
+  void crossFieldRulesAreRefusedByHelmAsByTheDispatcher(String what, String values)
+      throws IOException {
+    String yaml = values.replace("\\n", "\n");
+    String dispatcher;
+    try {
+      ConfigLoader.parse(
+          yaml + "\ndispatch: {maxConcurrent: 100}\n",
+          "values",
+          Map.of("ONESHOT_ADMIN_TOKEN", "an-admin-token-of-32-characters!"));
+      dispatcher = null;
+    } catch (io.oneshot.config.ConfigException e) {
+      dispatcher = e.getMessage();
+    }
+    Path file = tmp.resolve("cross.yaml");
+    Files.writeString(file, yaml + "\n");
+    String helm;
+    try {
+      render(t -> t.withValuesFile(file));
+      helm = null;
+    } catch (RuntimeException e) {
+      helm = e.getMessage();
+    }
+    if (dispatcher == null) {
+      assertThat(helm).as(what + ": the dispatcher takes it, so must helm").isNull();
+      return;
+    }
+    assertThat(helm).as(what + ": the dispatcher refuses it: " + dispatcher).isNotNull();
+    // Helm stops at the first rule broken, the dispatcher names them all: helm's is one of them.
+    List<String> problems =
+        dispatcher
+            .lines()
+            .map(String::strip)
+            .map(l -> l.replaceFirst("^(- |values: )", ""))
+            .filter(l -> l.matches("(routes|teams)[\\[:.].*"))
+            .toList();
+    assertThat(problems).as(what + ": " + dispatcher).isNotEmpty();
+    String said = helm;
+    assertThat(problems).as(what + ": helm said " + helm).anyMatch(said::contains);
   }
 
   @Test
