@@ -804,6 +804,87 @@ class ChartTest {
     assertThat(problems).as(what + ": helm said " + helm).anyMatch(said::contains);
   }
 
+  /**
+   * A route's fields, each given values either side of the dispatcher's rules: helm (the values
+   * schema, the chart's checks) takes exactly what the dispatcher takes.
+   */
+  @ParameterizedTest(name = "{0}: {1}")
+  @CsvSource(
+      delimiter = '|',
+      quoteCharacter = '"',
+      textBlock =
+          """
+          name            | ok-1
+          name            | Default
+          name            | -a
+          name            | abcdefghijabcdefghijabcdefghijabc
+          tags            | {team: a.b_c-d}
+          tags            | {team: 'a b'}
+          tags            | {'bad key!': x1}
+          tags            | {team: ''}
+          maxConcurrent   | 0
+          maxConcurrent   | -1
+          maxConcurrent   | 100000
+          maxConcurrent   | 100001
+          maxConcurrent   | 2.5
+          timeout         | 1h30m
+          timeout         | 90
+          timeout         | 0s
+          timeout         | 500ms
+          timeout         | 1s
+          launchTimeout   | 0s
+          hangTimeout     | 0s
+          cancelGrace     | 0s
+          lease           | 0s
+          lease           | 200ms
+          lease           | 2m
+          lease           | 90s
+          drainGrace      | 10s
+          drainGrace      | 90s
+          drainGrace      | 2h
+          cancelGrace     | 5s
+          maxAttempts     | 0
+          maxAttempts     | 1
+          maxAttempts     | 100
+          maxAttempts     | 101
+          retryAfterAcquire | 'yes'
+          retryAfterAcquire | true
+          namespace       | team-a
+          namespace       | Team_A
+          network         | host
+          network         | bridge
+          passEnv         | [HOME]
+          passEnv         | ['1X']
+          untagged        | 'no'
+          """)
+  void aRoutesFieldsAreTakenByHelmAsByTheDispatcher(String field, String value) throws IOException {
+    String route =
+        field.equals("name")
+            ? "{name: " + value + ", tags: {k: v1}, template: script.yaml}"
+            : "{name: a, tags: {k: v1}, template: script.yaml, " + field + ": " + value + "}";
+    String yaml = "routes: [" + route + "]";
+    String dispatcher;
+    try {
+      ConfigLoader.parse(
+          yaml + "\n", "values", Map.of("ONESHOT_ADMIN_TOKEN", "an-admin-token-of-32-characters!"));
+      dispatcher = null;
+    } catch (io.oneshot.config.ConfigException e) {
+      dispatcher = e.getMessage();
+    }
+    Path file = tmp.resolve("field.yaml");
+    Files.writeString(file, yaml + "\n");
+    String helm;
+    try {
+      render(t -> t.withValuesFile(file));
+      helm = null;
+    } catch (RuntimeException e) {
+      helm = e.getMessage();
+    }
+    assertThat(helm == null)
+        .as("%s: %s — the dispatcher says %s; helm says %s", field, value, dispatcher, helm)
+        .isEqualTo(dispatcher == null);
+  }
+
   @Test
   void theSchemasRouteFieldsAreTheDispatchers() throws IOException {
     JsonNode schema = YAML.readTree(CHART.resolve("values.schema.json").toFile());
