@@ -49,7 +49,7 @@ final class WorkspacesCommand implements Callable<Integer> {
 
   @Command(
       name = "list",
-      header = "Lists the workspaces: their state, and the builds that hold them or wait.",
+      header = "Lists the workspaces, who holds each and who waits.",
       mixinStandardHelpOptions = true,
       description = {
         "Lists the workspaces on the routes the token covers, busy ones first, then by newest"
