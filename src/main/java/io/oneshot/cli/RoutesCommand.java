@@ -22,7 +22,10 @@ import picocli.CommandLine.Spec;
     description = {
       "Shows the routes in the order they match: their limit, builds running and queued, how long"
           + " the oldest queued build has waited, and the median and 95th percentile wait of the"
-          + " builds claimed in the last hour (the last 1,000 at most). With queue sources"
+          + " builds claimed in the last hour (the last 1,000 at most), the median and 95th"
+          + " percentile run time (from provisionerd's start) of the builds that ended in the last"
+          + " hour, and how many of those failed of those that succeeded or failed. With queue"
+          + " sources"
           + " configured, also each source's tag sets: the jobs waiting, the route that takes them"
           + " (or that none does) and its builds in flight. Routes that keep warm room also show"
           + " their balloons: running of those the leader asks for, pending (waiting for a node),"
@@ -173,11 +176,31 @@ final class RoutesCommand implements Callable<Integer> {
               r.path("queued").asText(),
               millis(r.path("oldestQueuedMs")),
               millis(r.path("waitP50Ms")),
-              millis(r.path("waitP95Ms"))));
+              millis(r.path("waitP95Ms")),
+              millis(r.path("runP50Ms")),
+              millis(r.path("runP95Ms")),
+              failed(r)));
     }
     return Text.table(
-        List.of("ROUTE", "TAGS", "LIMIT", "RUNNING", "QUEUED", "OLDEST", "WAIT P50", "WAIT P95"),
+        List.of(
+            "ROUTE",
+            "TAGS",
+            "LIMIT",
+            "RUNNING",
+            "QUEUED",
+            "OLDEST",
+            "WAIT P50",
+            "WAIT P95",
+            "RUN P50",
+            "RUN P95",
+            "FAILED"),
         rows);
+  }
+
+  /** Of the builds that ended in the last hour, how many failed: "1/3", or "-" when none ended. */
+  private static String failed(JsonNode r) {
+    long ended = r.path("finishedLastHour").asLong();
+    return ended == 0 ? "-" : r.path("failedLastHour").asLong() + "/" + ended;
   }
 
   /**

@@ -362,9 +362,12 @@ class MetricsTest {
                         "QUEUED",
                         "OLDEST",
                         "WAIT P50",
-                        "WAIT P95"));
+                        "WAIT P95",
+                        "RUN P50",
+                        "RUN P95",
+                        "FAILED"));
     assertThat(out.toString().lines().skip(1).findFirst().orElseThrow().split("\\s+"))
         .startsWith("paused", "-", "0", "0", "1")
-        .endsWith("2.5s", "9.8s");
+        .endsWith("2.5s", "9.8s", "20.0s", "29.0s", "1/3");
   }
 }
