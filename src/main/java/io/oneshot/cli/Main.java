@@ -52,13 +52,25 @@ public final class Main implements Runnable {
     System.exit(execute(args));
   }
 
+  /**
+   * What the CLI writes in: the terminal's character set, except that a locale naming none
+   * (LC_ALL=C, or no locale at all, as in many containers) reads as ASCII, and a build's log
+   * (terraform's box drawing, a check mark) would print as '?'; UTF-8 then, as the terminal most
+   * likely is.
+   */
+  static java.nio.charset.Charset terminalCharset(java.nio.charset.Charset stream) {
+    return stream.equals(java.nio.charset.StandardCharsets.US_ASCII)
+        ? java.nio.charset.StandardCharsets.UTF_8
+        : stream;
+  }
+
   public static int execute(String... args) {
     if (Runtime.version().feature() >= 24) {
       // Netty's direct memory access through sun.misc.Unsafe warns on JDK 24+; go without it.
       System.setProperty("io.netty.noUnsafe", "true");
     }
-    PrintWriter out = new PrintWriter(System.out, true);
-    PrintWriter err = new PrintWriter(System.err, true);
+    PrintWriter out = new PrintWriter(System.out, true, terminalCharset(System.out.charset()));
+    PrintWriter err = new PrintWriter(System.err, true, terminalCharset(System.err.charset()));
     try {
       io.oneshot.config.ExtraCaCerts.install(
           System.getenv(), java.nio.file.Path.of(System.getProperty("java.io.tmpdir")));

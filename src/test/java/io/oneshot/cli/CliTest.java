@@ -66,6 +66,41 @@ class CliTest {
     return new Run(code, out.toString(), err.toString());
   }
 
+  /**
+   * Under a locale that names no character set (LC_ALL=C, or none at all, as in many containers), a
+   * build's log still prints as it was written: terraform's box drawing, a check mark. Java takes
+   * such a terminal for ASCII and would print '?' for each.
+   */
+  @Test
+  void aLogPrintsAsWrittenUnderTheCLocale() throws Exception {
+    long id = t.api.submitScript("{}", "printf '\\342\\224\\202 \\342\\234\\223 done\\n'");
+    org.awaitility.Awaitility.await()
+        .atMost(60, java.util.concurrent.TimeUnit.SECONDS)
+        .until(() -> TestServer.status(id).equals("succeeded"));
+    ProcessBuilder pb =
+        new ProcessBuilder(
+            java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+            "-cp",
+            System.getProperty("java.class.path"),
+            "io.oneshot.cli.Main",
+            "builds",
+            "logs",
+            Long.toString(id),
+            "--url",
+            t.api.base(),
+            "--token",
+            TestServer.ADMIN_TOKEN);
+    pb.environment().keySet().removeIf(k -> k.startsWith("LC_") || k.equals("LANG"));
+    pb.environment().put("LC_ALL", "C");
+    pb.redirectErrorStream(true);
+    Process p = pb.start();
+    byte[] bytes = p.getInputStream().readAllBytes();
+    assertThat(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    String out = new String(bytes, java.nio.charset.StandardCharsets.UTF_8);
+    assertThat(p.exitValue()).as(out).isZero();
+    assertThat(out).contains("\u2502 \u2713 done");
+  }
+
   @Test
   void routesHoldAndReleaseSayWhatTheyDidAndTheHoldShowsInTheTable() {
     Run held = oneshot("routes", "hold", "b", "--why", "state migration until 14:00");
