@@ -127,7 +127,11 @@ final class ProvisionerdCommand implements Callable<Integer> {
             Main.USAGE, "cannot relay the API socket " + apiSocket + ": " + e.getMessage());
       }
     }
+    // The build's log as written, for kubectl logs: a pod's locale most often names no character
+    // set, which Java takes for ASCII ('?' for terraform's box drawing).
+    java.io.PrintStream echo =
+        new java.io.PrintStream(System.out, true, Main.terminalCharset(System.out.charset()));
     return Provisionerd.run(
-        new Provisionerd.Options(api, token, workDir.toAbsolutePath(), retry), System.out);
+        new Provisionerd.Options(api, token, workDir.toAbsolutePath(), retry), echo);
   }
 }

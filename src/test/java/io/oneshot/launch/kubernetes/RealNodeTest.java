@@ -126,7 +126,12 @@ class RealNodeTest {
     for (int i = 0; i < 3; i++) {
       ids.add(
           t.api.submitScript(
-              "{\"team\": \"a\"}", "echo from-pod-" + i + "; exit " + (i == 2 ? 3 : 0)));
+              "{\"team\": \"a\"}",
+              // As terraform draws its boxes: in UTF-8, in a pod whose locale names no charset.
+              "printf 'from-pod-"
+                  + i
+                  + " \\342\\224\\202 \\342\\234\\223\\n'; exit "
+                  + (i == 2 ? 3 : 0)));
     }
     for (int i = 0; i < 3; i++) {
       long id = ids.get(i);
@@ -134,7 +139,7 @@ class RealNodeTest {
       assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
       assertThat(jobsOf(id)).as("one Job per build").hasSize(1);
       assertThat(podsOf(id)).as("one pod per build").hasSize(1);
-      assertThat(logsOf(id)).contains("from-pod-" + i);
+      assertThat(logsOf(id)).contains("from-pod-" + i + " \u2502 \u2713");
     }
   }
 
