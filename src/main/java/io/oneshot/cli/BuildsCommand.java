@@ -143,6 +143,7 @@ final class BuildsCommand implements Callable<Integer> {
                 b.path("id").asText(),
                 Waiting.label(b.path("status").asText()),
                 b.path("route").asText(),
+                runs(b, 40),
                 b.path("attempt").asText(),
                 Text.duration(Duration.between(Text.time(b.path("createdAt")), now)),
                 Text.between(b.path("startedAt"), b.path("finishedAt")),
@@ -152,10 +153,20 @@ final class BuildsCommand implements Callable<Integer> {
         out.println("no builds");
       } else {
         out.print(
-            Text.table(List.of("ID", "STATUS", "ROUTE", "ATTEMPT", "AGE", "RAN", "REASON"), rows));
+            Text.table(
+                List.of("ID", "STATUS", "ROUTE", "RUNS", "ATTEMPT", "AGE", "RAN", "REASON"), rows));
       }
       return Main.OK;
     }
+  }
+
+  /**
+   * What a build runs, in at most {@code width} characters: its {@code what} (a script's command,
+   * terraform's transition), or its provisioner.
+   */
+  static String runs(JsonNode b, int width) {
+    String what = b.path("what").asText(b.path("provisioner").asText("-"));
+    return what.length() <= width ? what : what.substring(0, width - 1) + "…";
   }
 
   /** {@code --since}: a time as given, or a duration back from now as a time. */
@@ -224,6 +235,7 @@ final class BuildsCommand implements Callable<Integer> {
               + b.path("attempt").asText());
       List<List<String>> fields = new ArrayList<>();
       fields.add(List.of("  provisioner", Text.orDash(b.path("provisioner"))));
+      fields.add(List.of("  runs", runs(b, 120)));
       fields.add(List.of("  tags", Text.tags(b.path("tags"))));
       fields.add(List.of("  workspace", Text.orDash(b.path("workspace"))));
       fields.add(List.of("  priority", b.path("priority").asText()));

@@ -255,6 +255,13 @@ class CliTest {
             .orElseThrow()
             .path("seq")
             .asLong();
+    // What it runs, in the list and in show.
+    List<String> listed = oneshot("builds", "list").out().lines().toList();
+    assertThat(listed.get(0).split("\\s{2,}"))
+        .containsExactly("ID", "STATUS", "ROUTE", "RUNS", "ATTEMPT", "AGE", "RAN", "REASON");
+    assertThat(listed.get(1)).contains("  echo one; echo two; exit 3  ");
+    assertThat(oneshot("builds", "show", Long.toString(id)).out())
+        .containsPattern("\\n  runs +echo one; echo two; exit 3\\n");
     Run f = oneshot("builds", "logs", Long.toString(id), "-f", "--after", Long.toString(one));
     assertThat(f.code()).isEqualTo(Main.BUILD_FAILED);
     assertThat(f.out()).doesNotContain("one\n").contains("two\n");
