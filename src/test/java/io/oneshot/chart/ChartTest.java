@@ -767,25 +767,9 @@ class ChartTest {
   void crossFieldRulesAreRefusedByHelmAsByTheDispatcher(String what, String values)
       throws IOException {
     String yaml = values.replace("\\n", "\n");
-    String dispatcher;
-    try {
-      ConfigLoader.parse(
-          yaml + "\ndispatch: {maxConcurrent: 100}\n",
-          "values",
-          Map.of("ONESHOT_ADMIN_TOKEN", "an-admin-token-of-32-characters!"));
-      dispatcher = null;
-    } catch (io.oneshot.config.ConfigException e) {
-      dispatcher = e.getMessage();
-    }
-    Path file = tmp.resolve("cross.yaml");
-    Files.writeString(file, yaml + "\n");
-    String helm;
-    try {
-      render(t -> t.withValuesFile(file));
-      helm = null;
-    } catch (RuntimeException e) {
-      helm = e.getMessage();
-    }
+    Answers a = answers(yaml);
+    String dispatcher = a.dispatcher();
+    String helm = a.helm();
     if (dispatcher == null) {
       assertThat(helm).as(what + ": the dispatcher takes it, so must helm").isNull();
       return;
@@ -862,27 +846,38 @@ class ChartTest {
         field.equals("name")
             ? "{name: " + value + ", tags: {k: v1}, template: script.yaml}"
             : "{name: a, tags: {k: v1}, template: script.yaml, " + field + ": " + value + "}";
-    String yaml = "routes: [" + route + "]";
-    String dispatcher;
+    Answers a = answers("routes: [" + route + "]");
+    assertThat(a.helm() == null)
+        .as("%s: %s — the dispatcher says %s; helm says %s", field, value, a.dispatcher(), a.helm())
+        .isEqualTo(a.dispatcher() == null);
+  }
+
+  /** What the dispatcher and helm each say of a configuration's values: null where taken. */
+  private record Answers(String dispatcher, String helm) {}
+
+  /**
+   * {@code yaml} as the dispatcher's configuration (with the chart's default global limit) and as
+   * the chart's values.
+   */
+  private Answers answers(String yaml) throws IOException {
+    String dispatcher = null;
     try {
       ConfigLoader.parse(
-          yaml + "\n", "values", Map.of("ONESHOT_ADMIN_TOKEN", "an-admin-token-of-32-characters!"));
-      dispatcher = null;
+          yaml + "\ndispatch: {maxConcurrent: 100}\n",
+          "values",
+          Map.of("ONESHOT_ADMIN_TOKEN", "an-admin-token-of-32-characters!"));
     } catch (io.oneshot.config.ConfigException e) {
       dispatcher = e.getMessage();
     }
-    Path file = tmp.resolve("field.yaml");
+    Path file = Files.createTempFile(tmp, "values", ".yaml");
     Files.writeString(file, yaml + "\n");
-    String helm;
+    String helm = null;
     try {
       render(t -> t.withValuesFile(file));
-      helm = null;
     } catch (RuntimeException e) {
       helm = e.getMessage();
     }
-    assertThat(helm == null)
-        .as("%s: %s — the dispatcher says %s; helm says %s", field, value, dispatcher, helm)
-        .isEqualTo(dispatcher == null);
+    return new Answers(dispatcher, helm);
   }
 
   @Test
