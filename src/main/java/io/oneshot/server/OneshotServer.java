@@ -380,16 +380,17 @@ public final class OneshotServer implements AutoCloseable {
                 ? local.runDir()
                 : Path.of(System.getProperty("java.io.tmpdir"), "oneshot-runs");
         Map<String, String> env = LocalCommand.baseEnvironment(local.passEnv());
-        // Run from one jar (java -jar oneshot.jar dev), attempts run from a copy of it.
-        List<String> cp = LocalCommand.absoluteClassPath();
-        if (local.command().isEmpty() && cp.size() == 1 && cp.get(0).endsWith(".jar")) {
-          cp = LocalCommand.pinned(cp, runDir.resolve(".jars"));
+        List<String> command = local.command();
+        if (command.isEmpty()) {
+          // Run from one jar (java -jar oneshot.jar dev), attempts run from a copy of it.
+          List<String> cp = LocalCommand.absoluteClassPath();
+          if (cp.size() == 1 && cp.get(0).endsWith(".jar")) {
+            cp = LocalCommand.pinned(cp, runDir.resolve(".jars"));
+          }
+          command =
+              LocalCommand.defaultCommand(
+                  local.javaOptions(), runDir.resolve(".provisionerd.jsa"), cp);
         }
-        List<String> command =
-            local.command().isEmpty()
-                ? LocalCommand.defaultCommand(
-                    local.javaOptions(), runDir.resolve(".provisionerd.jsa"), cp)
-                : local.command();
         java.util.Optional<io.oneshot.launch.local.Sandbox> sandbox;
         try {
           sandbox =

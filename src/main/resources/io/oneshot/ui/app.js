@@ -167,28 +167,36 @@ function confirmDialog(title, text, ok) {
   });
 }
 
-/** Asks why a route or team is to be held; resolves to the reason, or null when kept running. */
-function holdDialog(title) {
-  const dialog = document.getElementById("hold");
-  const why = document.getElementById("hold-why");
-  document.getElementById("hold-title").textContent = title;
-  why.value = "";
+/**
+ * Opens the form dialog `dialogId` with `first` focused; resolves to what `read()` answers when the
+ * form is sent (undefined keeps the dialog open), or to null when it is closed with `noId` or Escape.
+ */
+function formDialog(dialogId, formId, noId, first, read) {
+  const dialog = document.getElementById(dialogId);
   return new Promise((resolve) => {
-    const form = document.getElementById("hold-form");
-    form.onsubmit = (ev) => {
+    document.getElementById(formId).onsubmit = (ev) => {
       ev.preventDefault();
-      if (!why.value.trim()) return;
+      const answer = read();
+      if (answer === undefined) return;
       dialog.close();
-      resolve(why.value.trim());
+      resolve(answer);
     };
-    document.getElementById("hold-no").onclick = () => {
+    document.getElementById(noId).onclick = () => {
       dialog.close();
       resolve(null);
     };
     dialog.oncancel = () => resolve(null);
     dialog.showModal();
-    why.focus();
+    first.focus();
   });
+}
+
+/** Asks why a route or team is to be held; resolves to the reason, or null when kept running. */
+function holdDialog(title) {
+  const why = document.getElementById("hold-why");
+  document.getElementById("hold-title").textContent = title;
+  why.value = "";
+  return formDialog("hold", "hold-form", "hold-no", why, () => why.value.trim() || undefined);
 }
 
 /**
@@ -734,7 +742,6 @@ async function rerunBuild(b, changed, head) {
 
 /** The rerun dialog: resolves to the pod settings to change ({} for none), or null when kept. */
 function rerunDialog(b) {
-  const dialog = document.getElementById("rerun-dialog");
   const [cpu, memory, image] = ["cpu", "memory", "image"].map((k) => document.getElementById("rerun-" + k));
   const res = (b.pod && b.pod.resources) || {};
   cpu.value = "";
@@ -744,26 +751,15 @@ function rerunDialog(b) {
   memory.placeholder = (res.limits && res.limits.memory) || (res.requests && res.requests.memory) || "as its route's template";
   image.placeholder = (b.pod && b.pod.image) || "as its route's template";
   document.getElementById("rerun-title").textContent = "Rerun build #" + b.id + " with changes";
-  return new Promise((resolve) => {
-    document.getElementById("rerun-form").onsubmit = (ev) => {
-      ev.preventDefault();
-      const pod = {};
-      const requests = {}, limits = {};
-      if (cpu.value.trim()) requests.cpu = cpu.value.trim();
-      if (memory.value.trim()) requests.memory = limits.memory = memory.value.trim();
-      if (Object.keys(requests).length) pod.resources = { requests };
-      if (Object.keys(limits).length) pod.resources.limits = limits;
-      if (image.value.trim()) pod.image = image.value.trim();
-      dialog.close();
-      resolve(pod);
-    };
-    document.getElementById("rerun-no").onclick = () => {
-      dialog.close();
-      resolve(null);
-    };
-    dialog.oncancel = () => resolve(null);
-    dialog.showModal();
-    cpu.focus();
+  return formDialog("rerun-dialog", "rerun-form", "rerun-no", cpu, () => {
+    const pod = {};
+    const requests = {}, limits = {};
+    if (cpu.value.trim()) requests.cpu = cpu.value.trim();
+    if (memory.value.trim()) requests.memory = limits.memory = memory.value.trim();
+    if (Object.keys(requests).length) pod.resources = { requests };
+    if (Object.keys(limits).length) pod.resources.limits = limits;
+    if (image.value.trim()) pod.image = image.value.trim();
+    return pod;
   });
 }
 
