@@ -11,6 +11,7 @@ import static io.oneshot.api.Http.requiredParam;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.build.AuditStore;
 import io.oneshot.build.BuildStore;
+import io.oneshot.build.PulumiCheckpoint;
 import io.oneshot.build.Runner;
 import io.oneshot.build.Sealer;
 import io.oneshot.build.StateStore;
@@ -96,12 +97,14 @@ final class WorkspaceStateApi {
   }
 
   /**
-   * Checks an uploaded state (a string holding terraform's state JSON, within the size cap) and
-   * reads its serial and lineage without building a tree of the whole document.
+   * Checks an uploaded state (a string within the size cap): terraform's state, whose serial and
+   * lineage are read without building a tree of the whole document, or Pulumi's checkpoint (an
+   * object with {@code version} and {@code checkpoint}, see {@link PulumiCheckpoint}). The build's
+   * provisioner decides which one it must be ({@code state/save}).
    */
   static StateStore.StateUpload upload(JsonNode node, String field, long maxStateBytes) {
     if (!node.isTextual()) {
-      throw ApiError.badRequest(field, "must be the terraform state as a string");
+      throw ApiError.badRequest(field, "must be the workspace's state as a string");
     }
     String text = node.asText();
     int bytes = text.getBytes(StandardCharsets.UTF_8).length;
@@ -114,16 +117,20 @@ final class WorkspaceStateApi {
     }
     Long serial = null;
     String lineage = null;
+    JsonNode checkpoint = null;
+    JsonNode version = null;
     // The whole document is read (strictly: no key twice, nothing after it), though only serial
-    // and lineage are kept: a state that would not load in terraform is refused now, not handed
-    // to the workspace's next build.
+    // and lineage are kept of terraform's: a state that would not load in terraform or Pulumi is
+    // refused now, not handed to the workspace's next build.
+    String kind = "terraform state";
     try (com.fasterxml.jackson.core.JsonParser p =
         Json.MAPPER
             .getFactory()
             .createParser(text)
             .enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION)) {
       if (p.nextToken() != com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
-        throw ApiError.badRequest(field, "is not a terraform state (a JSON object)");
+        throw ApiError.badRequest(
+            field, "is not a terraform state or Pulumi checkpoint (a JSON object)");
       }
       while (p.nextToken() == com.fasterxml.jackson.core.JsonToken.FIELD_NAME) {
         String name = p.currentName();
@@ -141,24 +148,36 @@ final class WorkspaceStateApi {
             throw ApiError.badRequest(field, "is not a terraform state: lineage must be a string");
           }
           lineage = p.getText();
+        } else if (name.equals("checkpoint")) {
+          kind = "Pulumi checkpoint";
+          checkpoint = p.readValueAsTree();
+        } else if (name.equals("version")) {
+          version = p.readValueAsTree();
         } else {
           p.skipChildren();
         }
       }
       if (p.nextToken() != null) {
-        throw ApiError.badRequest(field, "is not a terraform state: something follows its object");
+        throw ApiError.badRequest(field, "is not a " + kind + ": something follows its object");
       }
     } catch (java.io.IOException e) {
       String why =
           e instanceof com.fasterxml.jackson.core.JsonProcessingException j
               ? Http.problem(j)
               : Visible.text(e.getMessage(), 200);
-      throw ApiError.badRequest(field, "is not a terraform state: " + why);
+      throw ApiError.badRequest(field, "is not a " + kind + ": " + why);
+    }
+    if (checkpoint != null) {
+      String problem = PulumiCheckpoint.problem(version, checkpoint);
+      if (problem != null) {
+        throw ApiError.badRequest(field, "is not a Pulumi checkpoint: " + problem);
+      }
+      return new StateStore.StateUpload(text, bytes, null, null, StateStore.PULUMI);
     }
     if (serial == null) {
       throw ApiError.badRequest(field, "is not a terraform state: it has no serial");
     }
-    return new StateStore.StateUpload(text, bytes, serial, lineage);
+    return new StateStore.StateUpload(text, bytes, serial, lineage, StateStore.TERRAFORM);
   }
 
   /**

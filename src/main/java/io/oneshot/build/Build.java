@@ -9,11 +9,12 @@ import java.util.Map;
  * A build as the API and the CLI show it. {@code events} is the timeline, empty in listings.
  *
  * @param reason why the build is in its status: the reason of its last transition
- * @param stateRead the workspace state version a terraform build started from (0: none)
+ * @param stateRead the workspace state version a terraform or pulumi build started from (0: none)
  * @param stateWritten the workspace state version it wrote, if any
  * @param runner the provisionerd the current attempt is bound to (its first acquire), if any
  * @param rerunOf the build this one reruns, if it is a rerun (and the original is still kept)
- * @param what what it runs, in a line for a list: a script's command, terraform's transition
+ * @param what what it runs, in a line for a list: a script's command, terraform's transition,
+ *     pulumi's operation and stack
  */
 public record Build(
     long id,
@@ -126,8 +127,8 @@ public record Build(
     if (raw == null) {
       return null;
     }
-    if ("terraform".equals(provisioner)) {
-      return "terraform " + raw;
+    if ("terraform".equals(provisioner) || "pulumi".equals(provisioner)) {
+      return provisioner + " " + raw;
     }
     String s = SHELL.matcher(raw).replaceFirst("");
     String line =

@@ -49,7 +49,8 @@ public final class Migrator {
           "017_warm_capacity.sql",
           "018_pod_settings.sql",
           "019_fair_share.sql",
-          "020_key_checks.sql");
+          "020_key_checks.sql",
+          "021_pulumi.sql");
 
   /** What a run did: the schema version before and after, and the migrations it applied. */
   public record Result(int from, int to, List<String> applied) {}

@@ -9,10 +9,10 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A build's sensitive values: {@code input.sensitive} names entries of {@code input.env} (script)
- * or {@code input.variables} (terraform) that the log masks, the API never returns and, submitted
- * through the API, the database holds only sealed (in {@code builds.sealed}; the input keeps {@link
- * #MASK} in their place).
+ * A build's sensitive values: {@code input.sensitive} names entries of {@code input.env} (script),
+ * {@code input.variables} (terraform) or {@code input.config} (pulumi) that the log masks, the API
+ * never returns and, submitted through the API, the database holds only sealed (in {@code
+ * builds.sealed}; the input keeps {@link #MASK} in their place).
  */
 public final class Sensitive {
   /** What stands for a sensitive value wherever it would show. */
@@ -22,7 +22,11 @@ public final class Sensitive {
 
   /** The object of {@code input} that {@code input.sensitive} names entries of. */
   private static String holder(JsonNode input) {
-    return "script".equals(input.path("provisioner").asText()) ? "env" : "variables";
+    return switch (input.path("provisioner").asText()) {
+      case "script" -> "env";
+      case "pulumi" -> "config";
+      default -> "variables";
+    };
   }
 
   /** The names {@code input.sensitive} lists that {@code input} has values for. */

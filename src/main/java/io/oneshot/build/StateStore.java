@@ -32,10 +32,16 @@ public final class StateStore {
   }
 
   /**
-   * A terraform state as provisionerd uploads it: {@code bytes} its size in UTF-8, counted once
-   * when it is checked against the size cap; serial and lineage are read from it.
+   * A workspace's state as provisionerd uploads it: {@code bytes} its size in UTF-8, counted once
+   * when it is checked against the size cap; serial and lineage are read from a terraform state
+   * (null for a Pulumi checkpoint); {@code format} is {@link #TERRAFORM} or {@link #PULUMI}.
    */
-  public record StateUpload(String state, int bytes, Long serial, String lineage) {}
+  public record StateUpload(String state, int bytes, Long serial, String lineage, String format) {}
+
+  /** The formats of a workspace's state: terraform's state, or a Pulumi stack's checkpoint. */
+  public static final String TERRAFORM = "terraform";
+
+  public static final String PULUMI = "pulumi";
 
   /** What became of a state upload. */
   public sealed interface StateSaved {
@@ -107,7 +113,8 @@ public final class StateStore {
                           .addBoolean(last)
                           .addString(runnerId)
                           .addInteger(s.bytes())
-                          .addInteger(version))
+                          .addInteger(version)
+                          .addString(s.format()))
                   .compose(
                       rows -> {
                         if (rows.rowCount() == 0) {

@@ -331,6 +331,7 @@ public final class Provisionerd {
         switch (kind) {
           case "script" -> new ScriptProvisioner();
           case "terraform" -> new TerraformProvisioner();
+          case "pulumi" -> new PulumiProvisioner();
           case "coder" -> new CoderProvisioner();
           default -> null;
         };

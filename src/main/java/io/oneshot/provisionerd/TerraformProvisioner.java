@@ -10,16 +10,11 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.attribute.FileTime;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
 
 /**
  * Runs a terraform module: writes {@code input.files} and the workspace's state into the work
@@ -49,10 +44,14 @@ final class TerraformProvisioner implements Provisioner {
   public Result run(RunContext ctx) throws InterruptedException {
     JsonNode in = ctx.input();
     boolean destroy = "destroy".equals(in.path("transition").asText("apply"));
-    Path dir = ctx.workDir();
     String before = ctx.build().state();
+    ProgramSource.Prepared program = ProgramSource.prepare(ctx, in);
+    if (program.failed() != null) {
+      return program.failed();
+    }
+    Path dir = program.dir();
     try {
-      writeModule(dir, in);
+      writeVariables(dir, in);
       if (before != null) {
         Files.writeString(dir.resolve(STATE_FILE), before, StandardCharsets.UTF_8);
       }
@@ -84,10 +83,11 @@ final class TerraformProvisioner implements Provisioner {
     env.put("TF_INPUT", "0");
     env.put("CHECKPOINT_DISABLE", "1");
 
-    StateWatch watch = new StateWatch(ctx, dir.resolve(STATE_FILE), before);
+    StateWatch watch =
+        new StateWatch(ctx, dir.resolve(STATE_FILE), before, s -> Json.tree(s) != null);
     Result result;
     try {
-      result = steps(ctx, env, destroy, watch);
+      result = steps(ctx, dir, env, destroy, watch);
     } finally {
       watch.stop();
     }
@@ -99,9 +99,10 @@ final class TerraformProvisioner implements Provisioner {
     return changed ? result.withState(after) : result;
   }
 
-  private Result steps(RunContext ctx, Map<String, String> env, boolean destroy, StateWatch watch)
+  private Result steps(
+      RunContext ctx, Path dir, Map<String, String> env, boolean destroy, StateWatch watch)
       throws InterruptedException {
-    Step init = step(ctx, env, "init", List.of("init", "-input=false", "-json"));
+    Step init = step(ctx, dir, env, "init", List.of("init", "-input=false", "-json"));
     if (init.result != null) {
       return init.result;
     }
@@ -110,15 +111,15 @@ final class TerraformProvisioner implements Provisioner {
       plan.add("-destroy");
     }
     watch.start();
-    Step p = step(ctx, env, "plan", plan);
+    Step p = step(ctx, dir, env, "plan", plan);
     if (p.result != null) {
       return p.result;
     }
-    Step a = step(ctx, env, "apply", List.of("apply", "-input=false", "-json", "tfplan"));
+    Step a = step(ctx, dir, env, "apply", List.of("apply", "-input=false", "-json", "tfplan"));
     if (a.result != null) {
       return a.result;
     }
-    JsonNode outputs = outputs(ctx, env);
+    JsonNode outputs = outputs(ctx, dir, env);
     ctx.system("info", "terraform " + (destroy ? "destroy" : "apply") + " succeeded");
     return new Result(BuildState.SUCCEEDED, 0, null, outputs, null);
   }
@@ -126,7 +127,8 @@ final class TerraformProvisioner implements Provisioner {
   /** A finished step: {@code result} is null when the next step may run. */
   private record Step(Result result) {}
 
-  private Step step(RunContext ctx, Map<String, String> env, String stage, List<String> args)
+  private Step step(
+      RunContext ctx, Path dir, Map<String, String> env, String stage, List<String> args)
       throws InterruptedException {
     if (ctx.stopRequested()) {
       return new Step(ctx.stopped(ctx.stopReason(), null));
@@ -134,7 +136,7 @@ final class TerraformProvisioner implements Provisioner {
     List<String> cmd = new ArrayList<>();
     cmd.add(terraform);
     cmd.addAll(args);
-    ProcessBuilder pb = new ProcessBuilder(cmd).directory(ctx.workDir().toFile());
+    ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile());
     pb.environment().clear();
     pb.environment().putAll(env);
     ctx.milestone(stage, "terraform " + stage + " started: terraform " + String.join(" ", args));
@@ -173,9 +175,9 @@ final class TerraformProvisioner implements Provisioner {
   }
 
   /** {@code terraform output -json}: non-sensitive values as they are, sensitive ones redacted. */
-  private JsonNode outputs(RunContext ctx, Map<String, String> env) throws InterruptedException {
-    ProcessBuilder pb =
-        new ProcessBuilder(terraform, "output", "-json").directory(ctx.workDir().toFile());
+  private JsonNode outputs(RunContext ctx, Path dir, Map<String, String> env)
+      throws InterruptedException {
+    ProcessBuilder pb = new ProcessBuilder(terraform, "output", "-json").directory(dir.toFile());
     pb.environment().clear();
     pb.environment().putAll(env);
     StringBuilder json = new StringBuilder();
@@ -217,20 +219,11 @@ final class TerraformProvisioner implements Provisioner {
     return out;
   }
 
-  /** Writes {@code input.files} (paths kept inside the work directory) and the variables. */
-  static void writeModule(Path dir, JsonNode in) throws IOException {
-    Path root = dir.toAbsolutePath().normalize();
-    for (Map.Entry<String, JsonNode> f : in.path("files").properties()) {
-      Path target = root.resolve(f.getKey()).normalize();
-      if (!target.startsWith(root) || target.equals(root)) {
-        throw new IOException("file name " + f.getKey() + " points outside the module");
-      }
-      Files.createDirectories(target.getParent());
-      Files.writeString(target, f.getValue().asText(), StandardCharsets.UTF_8);
-    }
+  /** Writes {@code input.variables} as terraform's auto-loaded variables file. */
+  static void writeVariables(Path dir, JsonNode in) throws IOException {
     JsonNode vars = in.path("variables");
     if (vars.isObject() && !vars.isEmpty()) {
-      Files.writeString(root.resolve(VARS_FILE), Json.write(vars), StandardCharsets.UTF_8);
+      Files.writeString(dir.resolve(VARS_FILE), Json.write(vars), StandardCharsets.UTF_8);
     }
   }
 
@@ -307,89 +300,6 @@ final class TerraformProvisioner implements Provisioner {
         case "debug", "trace" -> "debug";
         default -> "info";
       };
-    }
-  }
-
-  /**
-   * Watches terraform's state file while plan and apply run and uploads it whenever it changes,
-   * once a second at most.
-   */
-  private static final class StateWatch {
-    private final RunContext ctx;
-    private final Path file;
-    private final String initial;
-    private ScheduledExecutorService timer;
-    private FileTime lastSeen;
-    private long lastSize = -1;
-    private String lastUploaded;
-    private boolean uploadedAny;
-
-    StateWatch(RunContext ctx, Path file, String initial) {
-      this.ctx = ctx;
-      this.file = file;
-      this.initial = initial;
-      this.lastUploaded = initial;
-    }
-
-    void start() {
-      if (ctx.build().workspace() == null) {
-        return;
-      }
-      timer =
-          Executors.newSingleThreadScheduledExecutor(
-              Thread.ofPlatform().name("provisionerd-state").daemon().factory());
-      long every = Math.max(250, Math.min(1000, ctx.build().heartbeatMs()));
-      timer.scheduleWithFixedDelay(this::check, every, every, TimeUnit.MILLISECONDS);
-    }
-
-    private synchronized void check() {
-      try {
-        FileTime t = Files.getLastModifiedTime(file);
-        long size = Files.size(file);
-        if (t.equals(lastSeen) && size == lastSize) {
-          return;
-        }
-        lastSeen = t;
-        lastSize = size;
-        String now = Files.readString(file, StandardCharsets.UTF_8);
-        if (now.isBlank() || now.equals(lastUploaded) || Json.tree(now) == null) {
-          return;
-        }
-        ctx.saveState(now);
-        lastUploaded = now;
-        uploadedAny = true;
-      } catch (NoSuchFileException e) {
-        // no state yet
-      } catch (IOException | RuntimeException e) {
-        // terraform is between writing and renaming it; the next check sees it
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    }
-
-    void stop() {
-      if (timer != null) {
-        timer.shutdownNow();
-        try {
-          timer.awaitTermination(5, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-        }
-      }
-    }
-
-    synchronized boolean uploadedAny() {
-      return uploadedAny;
-    }
-
-    /** The state file as terraform left it, or the initial state when it wrote none. */
-    String current() {
-      try {
-        String s = Files.readString(file, StandardCharsets.UTF_8);
-        return s.isBlank() ? initial : s;
-      } catch (IOException e) {
-        return initial;
-      }
     }
   }
 }

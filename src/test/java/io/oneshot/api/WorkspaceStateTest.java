@@ -58,6 +58,63 @@ class WorkspaceStateTest {
     return "{\"state\": " + io.oneshot.api.Json.write(state) + "}";
   }
 
+  private static final String CHECKPOINT =
+      "{\"version\": 3, \"checkpoint\": {\"stack\": \"organization/web/dev\", \"latest\":"
+          + " {\"manifest\": {\"time\": \"2026-12-07T01:00:00Z\", \"magic\": \"m\","
+          + " \"version\": \"v3.205.0\"}, \"resources\": []}}}";
+
+  private long submitPulumi(String workspace) {
+    Api.Response r =
+        t.api.post(
+            "/api/v1/builds",
+            "{\"workspace\": "
+                + io.oneshot.api.Json.write(workspace)
+                + ", \"input\": {\"provisioner\": \"pulumi\", \"project\": \"web\","
+                + " \"stack\": \"dev\", \"files\": {\"Pulumi.yaml\": \"name: web\"}}}");
+    assertThat(r.status()).as(r.text()).isEqualTo(201);
+    return r.json().path("id").asLong();
+  }
+
+  @Test
+  void aBuildKeepsOnlyItsOwnToolsStateAndAWorkspaceOneKind() {
+    // A terraform build may not store a Pulumi checkpoint.
+    Attempt tf = launched(submit("mixed"), 1);
+    call(tf, "acquire", "{}");
+    Api.Response wrong = call(tf, "state", body(CHECKPOINT));
+    assertThat(wrong.status()).isEqualTo(409);
+    assertThat(wrong.json().path("error").asText())
+        .isEqualTo(
+            "state: a terraform build's state must be a terraform state, not a Pulumi checkpoint");
+    assertThat(call(tf, "state", body(state(1, "tf"))).status()).isEqualTo(200);
+    assertThat(call(tf, "complete", "{\"outcome\": \"succeeded\"}").status()).isEqualTo(200);
+
+    // A pulumi build may not store a terraform state, nor continue the terraform one.
+    Attempt pu = launched(submitPulumi("mixed"), 1);
+    assertThat(call(pu, "acquire", "{}").json().path("stateVersion").asInt()).isEqualTo(1);
+    Api.Response tfState = call(pu, "state", body(state(2, "tf")));
+    assertThat(tfState.status()).isEqualTo(409);
+    assertThat(tfState.json().path("error").asText())
+        .isEqualTo(
+            "state: a pulumi build's state must be its stack's Pulumi checkpoint, not a terraform"
+                + " state");
+    Api.Response over = call(pu, "state", body(CHECKPOINT));
+    assertThat(over.status()).isEqualTo(409);
+    assertThat(over.json().path("error").asText())
+        .isEqualTo(
+            "state: version 1 of this workspace is a terraform state, which a pulumi build cannot"
+                + " continue");
+    assertThat(Sql.count("SELECT count(*) FROM oneshot.workspace_states WHERE workspace = 'mixed'"))
+        .isEqualTo(1);
+
+    // On a workspace of its own, the checkpoint is kept, as a Pulumi one.
+    Attempt own = launched(submitPulumi("stack-dev"), 1);
+    call(own, "acquire", "{}");
+    assertThat(call(own, "state", body(CHECKPOINT)).json().path("version").asInt()).isEqualTo(1);
+    assertThat(
+            Sql.value("SELECT format FROM oneshot.workspace_states WHERE workspace = 'stack-dev'"))
+        .isEqualTo("pulumi");
+  }
+
   @Test
   void stateIsHandedOverVersionedAndKeptInHistory() {
     long first = submit("ws");

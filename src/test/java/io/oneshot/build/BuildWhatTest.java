@@ -29,4 +29,9 @@ class BuildWhatTest {
     assertThat(Build.what("terraform", "destroy")).isEqualTo("terraform destroy");
     assertThat(Build.what("coder", null)).isNull();
   }
+
+  @Test
+  void pulumiIsItsOperationAndStack() {
+    assertThat(Build.what("pulumi", "refresh prod")).isEqualTo("pulumi refresh prod");
+  }
 }

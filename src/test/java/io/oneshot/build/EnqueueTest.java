@@ -80,17 +80,37 @@ class EnqueueTest {
           bad tag value           | {"team": "a b"} | SCRIPT | 0 | | tags.team | tags.team: "a b" is not a valid tag value
           tag value not a string  | {"team": 1} | SCRIPT | 0 | | tags.team | tags.team: must be a string, got number
           input not an object     | {} | "x" | 0 | | input | input: must be an object, like {"provisioner": "script", "command": ["sh", "-c", "echo hi"]}
-          no provisioner          | {} | {"command": ["x"]} | 0 | | input.provisioner | input.provisioner: is required: "script", "terraform" or "coder"
-          unknown provisioner     | {} | {"provisioner": "ansible"} | 0 | | input.provisioner | input.provisioner: "ansible" is not a provisioner: "script", "terraform" or "coder"
+          no provisioner          | {} | {"command": ["x"]} | 0 | | input.provisioner | input.provisioner: is required: "script", "terraform", "pulumi" or "coder"
+          unknown provisioner     | {} | {"provisioner": "ansible"} | 0 | | input.provisioner | input.provisioner: "ansible" is not a provisioner: "script", "terraform", "pulumi" or "coder"
           unknown input field     | {} | {"provisioner": "script", "command": ["x"], "cmd": 1} | 0 | | input.cmd | input.cmd: unknown field
           empty command           | {} | {"provisioner": "script", "command": []} | 0 | | input.command | input.command: is required: a non-empty array of strings, like ["sh", "-c", "echo hi"]
           command element type    | {} | {"provisioner": "script", "command": ["sh", 2]} | 0 | | input.command[1] | input.command[1]: must be a string, got number
           bad env name            | {} | {"provisioner": "script", "command": ["x"], "env": {"1X": "y"}} | 0 | | input.env | input.env: "1X" is not a valid name
           env value type          | {} | {"provisioner": "script", "command": ["x"], "env": {"X": true}} | 0 | | input.env.X | input.env.X: must be a string, got boolean
-          terraform without files | {} | {"provisioner": "terraform"} | 0 | | input.files | input.files: is required: an object of file name to content, like {"main.tf": "..."}
+          terraform without files | {} | {"provisioner": "terraform"} | 0 | | input.files | input.files: is required (or input.git): an object of file name to content, like {"main.tf": "..."}
           terraform escape path   | {} | {"provisioner": "terraform", "files": {"../main.tf": ""}} | 0 | | input.files | input.files: "../main.tf" is not a valid name
           terraform no tf file    | {} | {"provisioner": "terraform", "files": {"README": ""}} | 0 | | input.files | input.files: must contain at least one .tf or .tf.json file
           terraform transition    | {} | {"provisioner": "terraform", "files": {"main.tf": ""}, "transition": "plan"} | 0 | | input.transition | input.transition: must be "apply" or "destroy", got "plan"
+          terraform files and git | {} | {"provisioner": "terraform", "files": {"main.tf": ""}, "git": {"url": "https://h/r.git"}} | 0 | | input.git | input.git: is one program with input.files: give one of them
+          git without url         | {} | {"provisioner": "terraform", "git": {"ref": "main"}} | 0 | | input.git.url | input.git.url: is required: the repository to clone, like "https://git.example.com/team/infra.git"
+          git ext transport       | {} | {"provisioner": "terraform", "git": {"url": "ext::sh -c touch% /tmp/x"}} | 0 | | input.git.url | input.git.url: "ext::sh -c touch% /tmp/x" is not a repository URL git may clone
+          git url as an option    | {} | {"provisioner": "terraform", "git": {"url": "--upload-pack=touch /tmp/x"}} | 0 | | input.git.url | input.git.url: "--upload-pack=touch /tmp/x" is not a repository URL git may clone
+          git ref as an option    | {} | {"provisioner": "terraform", "git": {"url": "https://h/r.git", "ref": "--upload-pack=x"}} | 0 | | input.git.ref | input.git.ref: "--upload-pack=x" is not a branch, tag or commit
+          git ref with dots       | {} | {"provisioner": "terraform", "git": {"url": "https://h/r.git", "ref": "a..b"}} | 0 | | input.git.ref | input.git.ref: "a..b" is not a branch, tag or commit
+          git path escapes        | {} | {"provisioner": "pulumi", "project": "p", "stack": "s", "git": {"url": "https://h/r.git", "path": "../x"}} | 0 | | input.git.path | input.git.path: "../x" is not a directory of the repository
+          git unknown field       | {} | {"provisioner": "terraform", "git": {"url": "https://h/r.git", "branch": "x"}} | 0 | | input.git.branch | input.git.branch: unknown field
+          pulumi without project  | {} | {"provisioner": "pulumi", "stack": "dev", "files": {"Pulumi.yaml": ""}} | 0 | | input.project | input.project: is required: the project name of the program (Pulumi.yaml)
+          pulumi bad project      | {} | {"provisioner": "pulumi", "project": "a/b", "stack": "dev", "files": {"Pulumi.yaml": ""}} | 0 | | input.project | input.project: "a/b" is not a Pulumi project name
+          pulumi without stack    | {} | {"provisioner": "pulumi", "project": "p", "files": {"Pulumi.yaml": ""}} | 0 | | input.stack | input.stack: is required: the stack to update, like "dev"
+          pulumi stack with org   | {} | {"provisioner": "pulumi", "project": "p", "stack": "organization/p/dev", "files": {"Pulumi.yaml": ""}} | 0 | | input.stack | input.stack: "organization/p/dev" is not a Pulumi stack name
+          pulumi operation        | {} | {"provisioner": "pulumi", "project": "p", "stack": "dev", "operation": "apply", "files": {"Pulumi.yaml": ""}} | 0 | | input.operation | input.operation: must be "up", "preview", "destroy" or "refresh", got "apply"
+          pulumi without program  | {} | {"provisioner": "pulumi", "project": "p", "stack": "dev"} | 0 | | input.files | input.files: is required (or input.git): an object of file name to content, like {"Pulumi.yaml": "..."}
+          pulumi no project file  | {} | {"provisioner": "pulumi", "project": "p", "stack": "dev", "files": {"index.ts": ""}} | 0 | | input.files | input.files: must contain the project file, Pulumi.yaml
+          pulumi config a list    | {} | {"provisioner": "pulumi", "project": "p", "stack": "dev", "files": {"Pulumi.yaml": ""}, "config": []} | 0 | | input.config | input.config: must be an object of config key to value, like {"aws:region": "eu-west-1"}, got array
+          pulumi config bad key   | {} | {"provisioner": "pulumi", "project": "p", "stack": "dev", "files": {"Pulumi.yaml": ""}, "config": {"a b": "x"}} | 0 | | input.config.a b | input.config.a b: is not a config key
+          pulumi config object    | {} | {"provisioner": "pulumi", "project": "p", "stack": "dev", "files": {"Pulumi.yaml": ""}, "config": {"k": {"a": 1}}} | 0 | | input.config.k | input.config.k: must be a string, number or boolean, got object
+          pulumi sensitive absent | {} | {"provisioner": "pulumi", "project": "p", "stack": "dev", "files": {"Pulumi.yaml": ""}, "config": {"k": "v"}, "sensitive": ["db"]} | 0 | | input.sensitive[0] | input.sensitive[0]: "db" is not in input.config
+          pulumi variables field  | {} | {"provisioner": "pulumi", "project": "p", "stack": "dev", "files": {"Pulumi.yaml": ""}, "variables": {}} | 0 | | input.variables | input.variables: unknown field
           priority out of range   | {} | SCRIPT | 5000 | | priority | priority: must be an integer from -1000 to 1000, got 5000
           bad workspace           | {} | SCRIPT | 0 | ../etc | workspace | workspace: "../etc" is not a valid workspace key
           """)

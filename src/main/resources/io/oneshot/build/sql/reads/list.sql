@@ -11,12 +11,14 @@ SELECT b.id, b.status, b.route, b.tags::text AS tags, b.workspace, b.priority, b
        b.state_read_version, b.state_written_version, b.runner_id,
        b.runner::text AS runner, b.runner_since, b.rerun_of, b.submitted_by,
        -- What it runs, for a list (Build.what): a script's command (its first 300 characters),
-       -- terraform's transition.
+       -- terraform's transition, pulumi's operation and stack.
        CASE WHEN b.input->>'provisioner' = 'script' AND jsonb_typeof(b.input->'command') = 'array'
               THEN left(array_to_string(
                 ARRAY(SELECT jsonb_array_elements_text(b.input->'command')), ' '), 300)
             WHEN b.input->>'provisioner' = 'terraform'
               THEN coalesce(b.input->>'transition', 'apply')
+            WHEN b.input->>'provisioner' = 'pulumi'
+              THEN coalesce(b.input->>'operation', 'up') || ' ' || coalesce(b.input->>'stack', '')
        END AS what
 FROM oneshot.builds b
 LEFT JOIN oneshot.build_launches l

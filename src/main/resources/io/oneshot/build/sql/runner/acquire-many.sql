@@ -44,7 +44,7 @@ WITH waits AS MATERIALIZED (
       runner_since = coalesce(x.runner_since, clock_timestamp()),
       reason = CASE WHEN x.status = 'launching' THEN 'acquired by provisionerd' ELSE x.reason END,
       state_read_version =
-        CASE WHEN x.workspace IS NULL OR x.input->>'provisioner' <> 'terraform' THEN NULL
+        CASE WHEN x.workspace IS NULL OR x.input->>'provisioner' NOT IN ('terraform', 'pulumi') THEN NULL
              ELSE coalesce(x.state_read_version,
                            (SELECT max(w.version) FROM oneshot.workspace_states w
                             WHERE w.route = x.route AND w.workspace = x.workspace), 0) END

@@ -1,4 +1,6 @@
--- Stores the running attempt's terraform state as the next version of its route's workspace, or
+-- Stores the running attempt's workspace state (terraform's state, or a Pulumi checkpoint: $9 says
+-- which, and it must be the kind of the build's provisioner and of the version it started from) as
+-- the next version of its route's workspace, or
 -- updates the version this attempt already wrote (terraform writes state as it goes). Within an
 -- attempt the state only moves forward: a lower serial, or a lineage other than the one the attempt
 -- stored first or started from, is refused (terraform keeps the lineage of the state it is given, and
@@ -11,14 +13,16 @@
 -- bound runner of the running attempt writes; an old attempt's token and another runner's id match
 -- nothing), workspace IS NOT NULL; then the serial and lineage checks of "verdict".
 WITH b AS (
-  SELECT id, attempt, route, workspace, state_read_version FROM oneshot.builds
+  SELECT id, attempt, route, workspace, state_read_version,
+         CASE input ->> 'provisioner' WHEN 'pulumi' THEN 'pulumi' ELSE 'terraform' END AS format
+  FROM oneshot.builds
   WHERE token_hash = $1 AND status = 'running' AND runner_id = $6 AND workspace IS NOT NULL
   FOR UPDATE
 ), mine AS (
   SELECT s.serial, s.lineage FROM oneshot.workspace_states s
   JOIN b ON s.build_id = b.id AND s.attempt = b.attempt
 ), base AS (
-  SELECT s.version, s.serial, s.lineage FROM oneshot.workspace_states s
+  SELECT s.version, s.serial, s.lineage, s.format FROM oneshot.workspace_states s
   JOIN b ON s.route = b.route AND s.workspace = b.workspace AND s.version = b.state_read_version
 ), prev AS (
   SELECT s.version, s.lineage FROM oneshot.workspace_states s
@@ -28,6 +32,15 @@ WITH b AS (
 ), verdict AS (
   SELECT
     CASE
+      WHEN $9::text <> b.format
+        THEN format('a %s build''s state must be %s, not %s', b.format,
+                    CASE b.format WHEN 'pulumi' THEN 'its stack''s Pulumi checkpoint' ELSE 'a terraform state' END,
+                    CASE $9::text WHEN 'pulumi' THEN 'a Pulumi checkpoint' ELSE 'a terraform state' END)
+      WHEN (SELECT format FROM base) <> $9::text
+        THEN format('version %s of this workspace is %s, which a %s build cannot continue',
+                    (SELECT version FROM base),
+                    CASE (SELECT format FROM base) WHEN 'pulumi' THEN 'a Pulumi checkpoint' ELSE 'a terraform state' END,
+                    b.format)
       WHEN $3::bigint < (SELECT serial FROM mine)
         THEN format('serial %s is lower than serial %s, which this attempt stored already',
                     $3, (SELECT serial FROM mine))
@@ -51,8 +64,8 @@ WITH b AS (
   FROM b
 ), v AS (
   INSERT INTO oneshot.workspace_states AS s
-    (route, workspace, version, build_id, attempt, state, bytes, serial, lineage, final)
-  SELECT b.route, b.workspace, $8::int, b.id, b.attempt, $2, $7, $3, $4, $5
+    (route, workspace, version, build_id, attempt, state, bytes, serial, lineage, final, format)
+  SELECT b.route, b.workspace, $8::int, b.id, b.attempt, $2, $7, $3, $4, $5, $9
   FROM b, verdict
   WHERE verdict.refused IS NULL
     AND (EXISTS (SELECT 1 FROM mine)
@@ -60,7 +73,8 @@ WITH b AS (
                                 WHERE w.route = b.route AND w.workspace = b.workspace), 0) + 1)
   ON CONFLICT (build_id, attempt) DO UPDATE
     SET state = excluded.state, bytes = excluded.bytes, serial = excluded.serial,
-        lineage = excluded.lineage, final = excluded.final, updated_at = clock_timestamp()
+        lineage = excluded.lineage, final = excluded.final, format = excluded.format,
+        updated_at = clock_timestamp()
     WHERE s.version = $8::int
   RETURNING s.build_id, s.version
 ), u AS (
