@@ -41,6 +41,9 @@ import picocli.CommandLine.Spec;
       "  oneshot submit --terraform ./envs/dev --destroy --workspace dev --wait",
       "  oneshot submit --script-file deploy.sh --env STAGE=dev --tag org=default --follow",
       "  oneshot submit --script 'deploy --key \"$KEY\"' --env KEY=s3cr3t --sensitive KEY --wait",
+      "  oneshot submit --pulumi ./web --stack dev --config aws:region=eu-west-1 \\",
+      "      --config dbPassword=s3cr3t --sensitive dbPassword --workspace web-dev --follow",
+      "  oneshot submit --pulumi ./web --stack dev --operation preview --wait",
       "  oneshot submit --input build.json -o json",
       "  oneshot submit --terraform ./big --memory 4Gi --cpu 2 --tag org=default --wait",
       "  oneshot submit --script ./gpu-job.sh --image ghcr.io/acme/cuda:12 \\",
@@ -87,6 +90,16 @@ final class SubmitCommand implements Callable<Integer> {
     Path terraform;
 
     @Option(
+        names = "--pulumi",
+        paramLabel = "DIR",
+        description = {
+          "Run one operation of one Pulumi stack (provisioner pulumi) on the program",
+          "in DIR: its text files, without node_modules and hidden directories;",
+          "with --stack, and --operation, --config as wanted."
+        })
+    Path pulumi;
+
+    @Option(
         names = "--input",
         paramLabel = "FILE",
         description = "Use the build input in FILE (JSON; - for stdin) as it is.")
@@ -118,7 +131,7 @@ final class SubmitCommand implements Callable<Integer> {
       names = "--sensitive",
       paramLabel = "NAME",
       description =
-          "An --env or --var whose value is secret: masked as *** in the build's log, never"
+          "An --env, --var or --config whose value is secret: masked as *** in the build's log, never"
               + " returned by the API, stored encrypted; repeat for more.")
   List<String> sensitive = new ArrayList<>();
 
@@ -126,10 +139,32 @@ final class SubmitCommand implements Callable<Integer> {
   boolean destroy;
 
   @Option(
+      names = "--stack",
+      paramLabel = "NAME",
+      description = "The Pulumi stack of a --pulumi build (its project is Pulumi.yaml's name).")
+  String stack;
+
+  @Option(
+      names = "--operation",
+      paramLabel = "OP",
+      defaultValue = "up",
+      description = "What a --pulumi build does: up, preview, destroy or refresh (default: up).")
+  String operation;
+
+  @Option(
+      names = "--config",
+      paramLabel = "KEY=VALUE",
+      description =
+          "A Pulumi config value of the stack (\"key\" of the project, or \"ns:key\"); repeat for"
+              + " more; --sensitive KEY makes it a secret.")
+  Map<String, String> config = new LinkedHashMap<>();
+
+  @Option(
       names = "--workspace",
       paramLabel = "KEY",
       description =
-          "Builds with the same workspace share terraform state and run one at a time, in order.")
+          "Builds with the same workspace share state (terraform's, or a Pulumi stack's"
+              + " checkpoint) and run one at a time, in order.")
   String workspace;
 
   @Option(
@@ -161,7 +196,22 @@ final class SubmitCommand implements Callable<Integer> {
       }
     }
     boolean script = what.script != null || what.scriptFile != null;
-    if (!script && what.terraform == null && (!env.isEmpty() || !vars.isEmpty() || destroy)) {
+    if (what.pulumi == null
+        && (stack != null
+            || !config.isEmpty()
+            || spec.commandLine().getParseResult().hasMatchedOption("--operation"))) {
+      throw new CliException(Main.USAGE, "--stack, --operation and --config go with --pulumi");
+    }
+    if (what.pulumi != null && (!env.isEmpty() || !vars.isEmpty() || destroy)) {
+      throw new CliException(
+          Main.USAGE,
+          "--env, --var and --destroy are not for --pulumi builds: use --config and --operation"
+              + " destroy");
+    }
+    if (!script
+        && what.terraform == null
+        && what.pulumi == null
+        && (!env.isEmpty() || !vars.isEmpty() || destroy)) {
       throw new CliException(
           Main.USAGE, "--env, --var and --destroy go with --script or --terraform, not --input");
     }
@@ -178,12 +228,18 @@ final class SubmitCommand implements Callable<Integer> {
     if (workspace != null) {
       body.put("workspace", workspace);
     }
-    if (workspace == null && "terraform".equals(input.path("provisioner").asText())) {
+    String provisioner = input.path("provisioner").asText();
+    if (workspace == null
+        && (provisioner.equals("terraform")
+            || (provisioner.equals("pulumi")
+                && !"preview".equals(input.path("operation").asText())))) {
       spec.commandLine()
           .getErr()
           .println(
-              "warning: no --workspace: terraform's state is not kept after this build, so what it"
-                  + " creates is known to no state; --workspace NAME keeps it");
+              "warning: no --workspace: "
+                  + (provisioner.equals("pulumi") ? "the stack's checkpoint" : "terraform's state")
+                  + " is not kept after this build, so what it creates is known to no state;"
+                  + " --workspace NAME keeps it");
     }
     ApiClient api = client.client();
     JsonNode created = api.post("/api/v1/builds", Json.write(body));
@@ -219,7 +275,12 @@ final class SubmitCommand implements Callable<Integer> {
   private ObjectNode buildInput() {
     ObjectNode input = inputOf();
     if (!sensitive.isEmpty()) {
-      Map<String, String> values = input.path("provisioner").asText().equals("script") ? env : vars;
+      Map<String, String> values =
+          switch (input.path("provisioner").asText()) {
+            case "script" -> env;
+            case "pulumi" -> config;
+            default -> vars;
+          };
       for (String n : sensitive) {
         if (!values.containsKey(n)) {
           throw new CliException(
@@ -227,7 +288,7 @@ final class SubmitCommand implements Callable<Integer> {
               "--sensitive "
                   + n
                   + ": no "
-                  + (values == env ? "--env" : "--var")
+                  + (values == env ? "--env" : values == config ? "--config" : "--var")
                   + " "
                   + n
                   + "=VALUE to keep secret");
@@ -253,6 +314,25 @@ final class SubmitCommand implements Callable<Integer> {
         input.set("variables", Json.MAPPER.valueToTree(vars));
       }
       input.put("transition", destroy ? "destroy" : "apply");
+    } else if (what.pulumi != null) {
+      if (stack == null) {
+        throw new CliException(
+            Main.USAGE, "--pulumi needs --stack NAME: the stack to " + operation);
+      }
+      if (!List.of("up", "preview", "destroy", "refresh").contains(operation)) {
+        throw new CliException(
+            Main.USAGE,
+            "--operation: " + operation + " is not one of up, preview, destroy, refresh");
+      }
+      Map<String, String> files = pulumiFiles(what.pulumi);
+      input.put("provisioner", "pulumi");
+      input.put("operation", operation);
+      input.put("project", projectName(what.pulumi, files));
+      input.put("stack", stack);
+      input.set("files", Json.MAPPER.valueToTree(files));
+      if (!config.isEmpty()) {
+        input.set("config", Json.MAPPER.valueToTree(config));
+      }
     } else {
       if (!sensitive.isEmpty()) {
         throw new CliException(
@@ -333,6 +413,71 @@ final class SubmitCommand implements Callable<Integer> {
     }
     if (files.keySet().stream().noneMatch(n -> n.endsWith(".tf") || n.endsWith(".tf.json"))) {
       throw new CliException(Main.USAGE, "--terraform: " + dir + " holds no .tf or .tf.json file");
+    }
+    return files;
+  }
+
+  /** The project name in the program's Pulumi.yaml. */
+  private static String projectName(Path dir, Map<String, String> files) {
+    String text = files.getOrDefault("Pulumi.yaml", files.get("Pulumi.yml"));
+    if (text == null) {
+      throw new CliException(Main.USAGE, "--pulumi: " + dir + " has no Pulumi.yaml");
+    }
+    try {
+      JsonNode y =
+          new com.fasterxml.jackson.databind.ObjectMapper(
+                  new com.fasterxml.jackson.dataformat.yaml.YAMLFactory())
+              .readTree(text);
+      if (y != null && y.path("name").isTextual()) {
+        return y.path("name").asText();
+      }
+    } catch (IOException e) {
+      throw new CliException(
+          Main.USAGE, "--pulumi: " + dir + "/Pulumi.yaml is not YAML: " + e.getMessage());
+    }
+    throw new CliException(
+        Main.USAGE, "--pulumi: " + dir + "/Pulumi.yaml names no project (name:)");
+  }
+
+  /**
+   * A Pulumi program's text files by relative path; node_modules, hidden directories and files
+   * (.git, .pulumi) and binary files are left out.
+   */
+  static Map<String, String> pulumiFiles(Path dir) {
+    if (!Files.isDirectory(dir)) {
+      throw new CliException(Main.USAGE, "--pulumi: " + dir + " is not a directory");
+    }
+    Map<String, String> files = new TreeMap<>();
+    List<Path> paths = new ArrayList<>();
+    try (Stream<Path> walk = Files.walk(dir, 16)) {
+      walk.filter(Files::isRegularFile).forEach(paths::add);
+    } catch (IOException e) {
+      throw new CliException(Main.USAGE, "--pulumi: cannot read " + dir + ": " + e.getMessage());
+    }
+    for (Path p : paths) {
+      Path rel = dir.relativize(p);
+      String name = rel.toString().replace('\\', '/');
+      boolean left = false;
+      for (Path part : rel) {
+        String n = part.toString();
+        left |= n.startsWith(".") || n.equals("node_modules") || n.equals("bin");
+      }
+      if (left) {
+        continue;
+      }
+      try {
+        if (Files.size(p) > MAX_TERRAFORM_FILE) {
+          throw new CliException(Main.USAGE, "--pulumi: " + name + " is larger than 4 MiB");
+        }
+        byte[] bytes = Files.readAllBytes(p);
+        files.put(
+            name,
+            StandardCharsets.UTF_8.newDecoder().decode(java.nio.ByteBuffer.wrap(bytes)).toString());
+      } catch (CharacterCodingException e) {
+        // a binary file (an image, an archive) is not part of a program's source
+      } catch (IOException e) {
+        throw new CliException(Main.USAGE, "--pulumi: cannot read " + name + ": " + e.getMessage());
+      }
     }
     return files;
   }

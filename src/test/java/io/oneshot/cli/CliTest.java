@@ -318,6 +318,80 @@ class CliTest {
         .doesNotContain("warning");
   }
 
+  /** A Pulumi program is packed without its dependencies, and its project read from it. */
+  @Test
+  void aPulumiProgramIsSubmittedAsOneStacksOperation(@TempDir Path dir) throws Exception {
+    Files.writeString(dir.resolve("Pulumi.yaml"), "name: web # the project\nruntime: nodejs\n");
+    Files.writeString(dir.resolve("index.ts"), "export const x = 1;\n");
+    Files.writeString(dir.resolve("package.json"), "{}");
+    Files.createDirectories(dir.resolve("node_modules/@pulumi/pulumi"));
+    Files.writeString(dir.resolve("node_modules/@pulumi/pulumi/index.js"), "big");
+    Files.createDirectories(dir.resolve(".git"));
+    Files.writeString(dir.resolve(".git/HEAD"), "ref: refs/heads/main\n");
+    Files.write(dir.resolve("logo.png"), new byte[] {(byte) 0x89, 'P', 'N', 'G', (byte) 0xff});
+    Run none =
+        oneshot(
+            "submit",
+            "--pulumi",
+            dir.toString(),
+            "--stack",
+            "dev",
+            "--config",
+            "aws:region=eu-west-1",
+            "--tag",
+            "team=c",
+            "-o",
+            "json");
+    assertThat(none.code()).as(none.err()).isZero();
+    assertThat(none.err())
+        .startsWith("warning: no --workspace: the stack's checkpoint is not kept after this build");
+    JsonNode input =
+        Json.tree(
+            (String)
+                Sql.value(
+                    "SELECT input::text FROM oneshot.builds WHERE id = ?",
+                    none.json().path("id").asLong()));
+    assertThat(input.path("provisioner").asText()).isEqualTo("pulumi");
+    assertThat(input.path("project").asText()).isEqualTo("web");
+    assertThat(input.path("stack").asText()).isEqualTo("dev");
+    assertThat(input.path("operation").asText()).isEqualTo("up");
+    assertThat(input.path("config").path("aws:region").asText()).isEqualTo("eu-west-1");
+    List<String> names = new ArrayList<>();
+    input.path("files").fieldNames().forEachRemaining(names::add);
+    assertThat(names).containsExactlyInAnyOrder("Pulumi.yaml", "index.ts", "package.json");
+
+    Run preview =
+        oneshot(
+            "submit",
+            "--pulumi",
+            dir.toString(),
+            "--stack",
+            "dev",
+            "--operation",
+            "preview",
+            "--tag",
+            "team=c");
+    assertThat(preview.code()).as(preview.err()).isZero();
+    assertThat(preview.err()).doesNotContain("warning");
+
+    Run noStack = oneshot("submit", "--pulumi", dir.toString(), "--tag", "team=c");
+    assertThat(noStack.code()).isEqualTo(Main.USAGE);
+    assertThat(noStack.err()).contains("--pulumi needs --stack NAME");
+    Run badOp =
+        oneshot("submit", "--pulumi", dir.toString(), "--stack", "dev", "--operation", "apply");
+    assertThat(badOp.code()).isEqualTo(Main.USAGE);
+    assertThat(badOp.err())
+        .contains("--operation: apply is not one of up, preview, destroy, refresh");
+    Run stackOnScript = oneshot("submit", "--script", "true", "--stack", "dev");
+    assertThat(stackOnScript.code()).isEqualTo(Main.USAGE);
+    assertThat(stackOnScript.err()).contains("--stack, --operation and --config go with --pulumi");
+    Run secretNotGiven =
+        oneshot("submit", "--pulumi", dir.toString(), "--stack", "dev", "--sensitive", "db");
+    assertThat(secretNotGiven.code()).isEqualTo(Main.USAGE);
+    assertThat(secretNotGiven.err())
+        .contains("--sensitive db: no --config db=VALUE to keep secret");
+  }
+
   @Test
   void cancelWaitEndsWithTheCanceledExitCode() {
     // The script takes 2 s to stop once told, so that the second cancel below finds it running.

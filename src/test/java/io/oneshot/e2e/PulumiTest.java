@@ -199,6 +199,11 @@ class PulumiTest {
     assertThat(build(second).path("what").asText()).isEqualTo("pulumi up dev");
     assertThat(text(second)).contains("+ 0 created").contains("2 unchanged");
     assertThat(resources(checkpoint("web-dev", 2))).isEqualTo(made);
+    // The stack keeps the secrets provider it was made with: its salt, in the stack's settings
+    // file that no pod keeps, comes back from the checkpoint.
+    String salt = "/checkpoint/latest/secrets_providers/state/salt";
+    assertThat(v1.at(salt).asText()).startsWith("v1:");
+    assertThat(checkpoint("web-dev", 2).at(salt).asText()).isEqualTo(v1.at(salt).asText());
 
     // A preview writes nothing.
     long preview = submit("web-dev", "dev", "preview", program(TWO));

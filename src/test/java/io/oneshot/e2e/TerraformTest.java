@@ -287,6 +287,43 @@ class TerraformTest {
     return ProcessHandle.of(pid).map(h -> !h.isAlive()).orElse(true);
   }
 
+  /** A module from git: fetched at the build's ref, in the path it names, its state kept. */
+  @Test
+  void aModuleFromGitRunsAtItsRefAndPath() throws Exception {
+    start();
+    Path repo = java.nio.file.Files.createDirectories(tmp.resolve("repo"));
+    git(repo, "init", "-q", "-b", "main", ".");
+    java.nio.file.Files.createDirectories(repo.resolve("envs/dev"));
+    java.nio.file.Files.writeString(repo.resolve("envs/dev/main.tf"), MODULE);
+    git(repo, "add", ".");
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one");
+    git(repo, "tag", "v1");
+    java.nio.file.Files.writeString(repo.resolve("envs/dev/main.tf"), "this is not HCL {");
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "broken");
+    String body =
+        "{\"workspace\": \"ws-git\", \"input\": {\"provisioner\": \"terraform\","
+            + " \"variables\": {\"name\": \"from-git\"}, \"git\": {\"url\": "
+            + Json.write("file://" + repo)
+            + ", \"ref\": \"v1\", \"path\": \"envs/dev\"}}}";
+    Api.Response r = t.api.post("/api/v1/builds", body);
+    assertThat(r.status()).as(r.text()).isEqualTo(201);
+    long id = r.json().path("id").asLong();
+    assertThat(awaitEnd(id)).as(log(id).toString()).isEqualTo("succeeded");
+    assertThat(build(id).path("outputs").path("name").path("value").asText()).isEqualTo("from-git");
+    assertThat(resources(state("ws-git", 1)))
+        .containsExactly("terraform_data.a", "terraform_data.b");
+    assertThat(log(id)).anySatisfy(l -> assertThat(l.get("stage")).isEqualTo("source"));
+    assertThat(logged(id, "fetched file://" + repo + " at v1 (commit ")).isTrue();
+  }
+
+  private static void git(Path dir, String... args) throws Exception {
+    List<String> cmd = new ArrayList<>(List.of("git"));
+    cmd.addAll(List.of(args));
+    Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes());
+    assertThat(p.waitFor()).as(out).isZero();
+  }
+
   @Test
   void cancelInterruptsTerraformAndKeepsThePartialState() throws Exception {
     start();

@@ -30,7 +30,7 @@ class JobTemplatesTest {
     }
     assertThat(shipped)
         .extracting(p -> p.getFileName().toString())
-        .contains("script.yaml", "terraform.yaml", "coder.yaml");
+        .contains("script.yaml", "terraform.yaml", "coder.yaml", "pulumi.yaml");
     for (Path p : shipped) {
       Job job = JobTemplates.parse(p, SER);
       assertThat(job.getSpec().getTemplate().getSpec().getContainers())
