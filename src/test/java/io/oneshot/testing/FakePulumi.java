@@ -604,10 +604,7 @@ public final class FakePulumi {
         ArrayNode pending = Json.MAPPER.createArrayNode();
         pending.addObject().put("type", had == null ? "creating" : "updating").set("resource", res);
         save(r, cp, salt, next, pending, null);
-        byte[] held =
-            d.properties().path("allocateMb").asInt(0) > 0
-                ? touch(d.properties().path("allocateMb").asInt() * 1024 * 1024)
-                : null;
+        byte[][] held = touch(d.properties().path("allocateMb").asInt(0));
         sleep(d.properties().path("createMs").asLong(0));
         java.lang.ref.Reference.reachabilityFence(held);
         if (interrupts.get() > 1) {
@@ -788,12 +785,16 @@ public final class FakePulumi {
     writeCheckpoint(r, cp);
   }
 
-  private static byte[] touch(int bytes) {
-    byte[] b = new byte[bytes];
-    for (int i = 0; i < b.length; i += 4096) {
-      b[i] = 1;
+  /** Holds {@code mb} MiB, each page touched, in 1 MiB pieces (no one array the heap must fit). */
+  private static byte[][] touch(int mb) {
+    byte[][] held = new byte[mb][];
+    for (int i = 0; i < mb; i++) {
+      held[i] = new byte[1 << 20];
+      for (int j = 0; j < held[i].length; j += 4096) {
+        held[i][j] = 1;
+      }
     }
-    return b;
+    return held;
   }
 
   private static void sleep(long ms) {

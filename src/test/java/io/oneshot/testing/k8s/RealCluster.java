@@ -616,11 +616,14 @@ public final class RealCluster {
   public Path templates(Path dir, UnaryOperator<String> change) throws IOException {
     Files.createDirectories(dir);
     String img = image();
-    for (String f : List.of("script.yaml", "terraform.yaml")) {
+    for (String f : List.of("script.yaml", "terraform.yaml", "pulumi.yaml")) {
       String t = Files.readString(Path.of("job-templates", f));
       t =
           t.replace(
                   "image: ghcr.io/oneshot-dev/oneshot:0.1.0",
+                  "image: " + img + "\n          imagePullPolicy: Never")
+              .replace(
+                  "image: registry.example.com/platform/oneshot-pulumi:0.1.0",
                   "image: " + img + "\n          imagePullPolicy: Never")
               .replace(
                   "      serviceAccountName: oneshot-build\n",
