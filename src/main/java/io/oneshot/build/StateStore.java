@@ -142,7 +142,8 @@ public final class StateStore {
 
   /**
    * One version of a workspace's state, without the state itself. {@code finished}: the build that
-   * wrote it has reported its outcome (until then the version follows its apply).
+   * wrote it has reported its outcome (until then the version follows its apply); {@code format}:
+   * {@link #TERRAFORM} or {@link #PULUMI}.
    */
   public record StateVersion(
       int version,
@@ -153,7 +154,8 @@ public final class StateStore {
       String lineage,
       boolean finished,
       Instant createdAt,
-      Instant updatedAt) {}
+      Instant updatedAt,
+      String format) {}
 
   /** The state versions of route {@code route}'s workspace {@code workspace}, newest first. */
   public Future<List<StateVersion>> stateVersions(String route, String workspace) {
@@ -173,7 +175,8 @@ public final class StateStore {
                         r.getString("lineage"),
                         r.getBoolean("final"),
                         Rows.instant(r, "created_at"),
-                        Rows.instant(r, "updated_at")));
+                        Rows.instant(r, "updated_at"),
+                        r.getString("format")));
               }
               return out;
             });

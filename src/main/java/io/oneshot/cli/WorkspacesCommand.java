@@ -16,10 +16,11 @@ import picocli.CommandLine.Spec;
 
 @Command(
     name = "workspaces",
-    header = "Lists workspaces and reads their terraform state.",
+    header = "Lists workspaces and reads their state.",
     mixinStandardHelpOptions = true,
     description = {
-      "Lists workspaces with terraform state, a workspace's versions, and reads one version back."
+      "Lists workspaces with state (terraform's, or a Pulumi stack's checkpoint), a workspace's"
+          + " versions, and reads one version back."
           + " A workspace is its route's: builds on one route with the same --workspace share"
           + " state and run one at a time; another route's workspace of the same name is another"
           + " workspace. Name the route (--route) where the name alone is on several of yours."
@@ -105,7 +106,8 @@ final class WorkspacesCommand implements Callable<Integer> {
       mixinStandardHelpOptions = true,
       description = {
         "Lists a workspace's state versions, newest first: the build and attempt that wrote each,"
-            + " terraform's serial and lineage, its size, and whether its build had finished"
+            + " what it is (terraform's state, with its serial and lineage, or a Pulumi stack's"
+            + " checkpoint), its size, and whether its build had finished"
             + " (\"applying\" while it runs: the version follows its apply)."
       },
       footer = {
@@ -138,6 +140,7 @@ final class WorkspacesCommand implements Callable<Integer> {
             List.of(
                 x.path("version").asText(),
                 x.path("buildId").asText() + "/" + x.path("attempt").asText(),
+                x.path("format").asText("terraform"),
                 Text.orDash(x.path("serial")),
                 Text.orDash(x.path("lineage")),
                 x.path("bytes").asText() + " B",
@@ -146,7 +149,8 @@ final class WorkspacesCommand implements Callable<Integer> {
       }
       out.print(
           Text.table(
-              List.of("VERSION", "BUILD", "SERIAL", "LINEAGE", "SIZE", "STATUS", "CHANGED"), rows));
+              List.of("VERSION", "BUILD", "KIND", "SERIAL", "LINEAGE", "SIZE", "STATUS", "CHANGED"),
+              rows));
       out.flush();
       return Main.OK;
     }
@@ -155,9 +159,10 @@ final class WorkspacesCommand implements Callable<Integer> {
   // No standard help options: their --version (oneshot's own) would take the state's --version.
   @Command(
       name = "state",
-      header = "Writes a workspace's terraform state to stdout.",
+      header = "Writes a workspace's state to stdout.",
       description = {
-        "Writes a workspace's terraform state to stdout as stored (the latest version, or"
+        "Writes a workspace's state (terraform's, or a Pulumi checkpoint) to stdout as stored (the"
+            + " latest version, or"
             + " --version): for recovery and inspection. Needs an operator token (or the admin"
             + " token); every read is on the audit trail."
       },

@@ -549,7 +549,7 @@ class CliTest {
     assertThat(versions.code()).as(versions.err()).isZero();
     assertThat(versions.out())
         .startsWith("Workspace net of route b\nVERSION")
-        .containsPattern("\n1 +\\d+/1 +1 +[0-9a-f-]{36} +\\d+ B +final ");
+        .containsPattern("\n1 +\\d+/1 +terraform +1 +[0-9a-f-]{36} +\\d+ B +final ");
 
     Run state = oneshot("workspaces", "state", "net", "--route", "a");
     assertThat(state.code()).as(state.err()).isZero();

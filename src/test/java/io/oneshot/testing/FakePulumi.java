@@ -66,8 +66,10 @@ import java.util.regex.Pattern;
  * <p>The program: where Pulumi runs the language host, the stand-in reads {@code resources} and
  * {@code outputs} from Pulumi.yaml, as a Pulumi YAML program declares them; a resource is "created"
  * in its {@code createMs} property's milliseconds, holds {@code allocateMb} MiB while it is, and
- * fails with its {@code fail} property's message; an output's {@code ${key}} is the stack's config
- * value, and {@code fn::secret} makes it a secret.
+ * fails with its {@code fail} property's message; a {@code command:local:Command} (the
+ * pulumi-command provider, which the real CLI runs too once its plugin is installed) runs its
+ * {@code create} with {@code sh -c}, and fails when it does; an output's {@code ${key}} is the
+ * stack's config value, and {@code fn::secret} makes it a secret.
  */
 public final class FakePulumi {
   static final String VERSION = "v3.205.0";
@@ -607,11 +609,21 @@ public final class FakePulumi {
         byte[][] held = touch(d.properties().path("allocateMb").asInt(0));
         sleep(d.properties().path("createMs").asLong(0));
         java.lang.ref.Reference.reachabilityFence(held);
+        if (d.type().equals("command:local:Command") && d.properties().has("create")) {
+          String out = command(cwd, d.properties().path("create").asText());
+          if (out == null) {
+            failed = "command failed: " + d.properties().path("create").asText();
+          } else {
+            ((ObjectNode) res.get("outputs")).put("stdout", out.strip());
+          }
+        }
         if (interrupts.get() > 1) {
           terminate();
         }
-        if (d.properties().has("fail")) {
+        if (failed == null && d.properties().has("fail")) {
           failed = d.properties().path("fail").asText();
+        }
+        if (failed != null) {
           System.out.println(
               "    +  " + d.type() + " " + d.name() + " creating failed error: " + failed);
           break;
@@ -783,6 +795,27 @@ public final class FakePulumi {
     }
     checkpoint.set("latest", latest);
     writeCheckpoint(r, cp);
+  }
+
+  /**
+   * Runs a {@code command:local:Command}'s {@code create} with {@code sh -c} in the program's
+   * directory, as pulumi-command's local provider does; its stdout, or null when it failed.
+   */
+  private static String command(Path cwd, String create) {
+    try {
+      Process p =
+          new ProcessBuilder("sh", "-c", create)
+              .directory(cwd.toFile())
+              .redirectError(ProcessBuilder.Redirect.INHERIT)
+              .start();
+      String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      return p.waitFor() == 0 ? out : null;
+    } catch (IOException e) {
+      return null;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
+    }
   }
 
   /** Holds {@code mb} MiB, each page touched, in 1 MiB pieces (no one array the heap must fit). */
