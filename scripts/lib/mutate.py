@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import concurrent.futures
+import hashlib
 import json
 import sys
 import threading
@@ -236,6 +237,50 @@ CI_TIMES = ROOT / "scripts" / "lib" / "mutate-times.json"
 PACKAGE_SECONDS = {"faults": 70, "launch": 20, "e2e": 17, "api": 13, "build": 5}
 
 
+# The breaks a whole run killed, each with the fingerprint of what it was run against (its block,
+# the file it breaks, and the test classes it names), committed beside the times: a break whose
+# fingerprint is unchanged was killed by these very files, and a run (CI's) leaves it out, as PIT's
+# incremental analysis leaves out a mutant whose class and tests have not changed. A break, its
+# file or one of its tests changed runs; so does every break with --every. Refresh it from a whole
+# run with cp target/mutate/killed.json scripts/lib/mutate-killed.json
+CI_KILLED = ROOT / "scripts" / "lib" / "mutate-killed.json"
+KILLED = WORK / "killed.json"
+
+
+def test_sources(b):
+    """The source files of the test classes a break names (a class, or class#method)."""
+    out = []
+    for t in b.tests:
+        cls = t.split("#")[0]
+        f = ROOT / "src" / "test" / "java" / (cls.replace(".", "/") + ".java")
+        if f.is_file():
+            out.append(f)
+        else:
+            # A package: every test source under it.
+            d = ROOT / "src" / "test" / "java" / cls.replace(".", "/")
+            out.extend(sorted(d.rglob("*.java")) if d.is_dir() else [])
+    return out
+
+
+def fingerprint(b):
+    h = hashlib.sha256()
+    h.update("\0".join([b.name, b.file, b.old, b.new, *b.tests]).encode())
+    for f in [ROOT / b.file, *test_sources(b)]:
+        h.update(str(f.relative_to(ROOT)).encode())
+        try:
+            h.update(f.read_bytes())
+        except OSError:
+            h.update(b"(missing)")
+    return h.hexdigest()
+
+
+def killed_before():
+    try:
+        return json.loads(CI_KILLED.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def last_times():
     """What each break took in this work tree's last run, else in the CI run committed, by name."""
     times = {}
@@ -384,6 +429,7 @@ def reap(marker):
 def main(argv):
     listed = parse_list(LIST)
     everything = "--all" in argv
+    every = "--every" in argv
     names = [a for a in argv if not a.startswith("--")]
     breaks = listed
     if everything or names:
@@ -414,6 +460,17 @@ def main(argv):
         for b in breaks:
             print(f"{b.name}\n    {b.file}: [{' '.join(b.old.split())}] -> [{' '.join(b.new.split())}]\n    tests: {' '.join(b.tests)}")
         return 0
+    # A whole run of the list leaves out what was killed with these very files (see CI_KILLED).
+    record = killed_before()
+    prints = {b.name: fingerprint(b) for b in breaks}
+    skipped = []
+    if not (every or names or everything):
+        skipped = [b for b in breaks if record.get(b.name) == prints[b.name]]
+        breaks = [b for b in breaks if record.get(b.name) != prints[b.name]]
+        if skipped:
+            print(
+                f"{len(skipped)} breaks left out: killed before, with the same break, file and tests"
+                f" (scripts/lib/mutate-killed.json; --every runs them too)", flush=True)
     cp_file = ROOT / "target" / "test-classpath.txt"
     cp = ":".join([str(ROOT / "target" / "test-classes"), str(ROOT / "target" / "classes"), cp_file.read_text().strip()])
     WORK.mkdir(parents=True, exist_ok=True)
@@ -440,11 +497,19 @@ def main(argv):
             results.append((b, verdict, detail))
             took_before[b.name] = round(took)
     TIMES.write_text(json.dumps(took_before, indent=1, sort_keys=True) + "\n")
+    # The record a whole run leaves: what it killed now, and what it left out as killed before,
+    # each under its fingerprint; names no longer on the list are dropped.
+    if not names and not everything:
+        listed_names = {b.name for b in listed}
+        now = {b.name: prints[b.name] for b, v, _ in results if v == "KILLED"}
+        now.update({b.name: record[b.name] for b in skipped})
+        KILLED.write_text(json.dumps({k: now[k] for k in sorted(now) if k in listed_names}, indent=1) + "\n")
     print()
     survived = [r for r in results if r[1] == "SURVIVED"]
     stale = [r for r in results if r[1] in ("STALE", "NOCOMPILE", "ERROR")]
     killed = sum(1 for r in results if r[1] == "KILLED")
-    print(f"{killed} killed, {len(survived)} survived, {len(stale)} not run, in {time.monotonic() - total:.0f} s")
+    print(f"{killed} killed, {len(survived)} survived, {len(stale)} not run, in {time.monotonic() - total:.0f} s"
+          + (f"; {len(skipped)} left out as killed before" if skipped else ""))
     for b, _, _ in survived:
         print(f"SURVIVED {b.name}: {b.why or b.file}")
     for b, v, d in stale:

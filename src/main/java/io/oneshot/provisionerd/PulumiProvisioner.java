@@ -140,6 +140,11 @@ final class PulumiProvisioner implements Provisioner {
     }
 
     Map<String, String> env = new HashMap<>(ctx.env());
+    // The stack's passphrase is a secret of the route's: never in the log, whatever prints it.
+    String passphrase = env.get("PULUMI_CONFIG_PASSPHRASE");
+    if (passphrase != null && !passphrase.isEmpty()) {
+      ctx.mask(passphrase);
+    }
     env.put("PULUMI_BACKEND_URL", "file://" + backend);
     env.put("PULUMI_SKIP_UPDATE_CHECK", "true");
     env.put("PULUMI_SKIP_CONFIRMATIONS", "true");

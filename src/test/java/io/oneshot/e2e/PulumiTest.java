@@ -353,11 +353,14 @@ class PulumiTest {
     // The route's own install command.
     env.put(
         "ONESHOT_PULUMI_INSTALL",
-        "mkdir -p node_modules/@pulumi/pulumi && echo installed dependencies");
+        "mkdir -p node_modules/@pulumi/pulumi && echo installed dependencies, passphrase"
+            + " $PULUMI_CONFIG_PASSPHRASE");
     start();
     long id = submit("web-node", input);
     assertThat(awaitEnd(id)).as(text(id)).isEqualTo("succeeded");
     assertThat(text(id)).contains("install started: mkdir").contains("installed dependencies");
+    // The route's passphrase is masked wherever it shows.
+    assertThat(text(id)).contains("passphrase ***").doesNotContain("correct horse");
     assertThat(text(id)).containsPattern("install finished in \\d+ ms");
 
     // None at all: Pulumi's language host says what is missing.
