@@ -39,6 +39,7 @@ class PulumiTest {
       """
       routes:
         - {name: stacks, maxConcurrent: 6, cancelGrace: 20s}
+        - {name: hang, tags: {speed: hang}, hangTimeout: 2s, cancelGrace: 2s}
       encryption:
         keys: [{id: k1, secret: "0123456789abcdef0123456789abcdef"}]
       """;
@@ -126,8 +127,12 @@ class PulumiTest {
   }
 
   private long submit(String workspace, ObjectNode input) {
+    return submit(workspace, input, Json.MAPPER.createObjectNode());
+  }
+
+  private long submit(String workspace, ObjectNode input, ObjectNode tags) {
     ObjectNode body = Json.MAPPER.createObjectNode();
-    body.putObject("tags");
+    body.set("tags", tags);
     body.put("workspace", workspace);
     body.set("input", input);
     Api.Response r = t.api.post("/api/v1/builds", Json.write(body));
@@ -372,6 +377,79 @@ class PulumiTest {
         .isEqualTo(
             "pulumi up failed (exit code 255): It looks like the Pulumi SDK has not been"
                 + " installed. Have you run npm install or yarn install?");
+  }
+
+  private static final String SLOW =
+      """
+      first:
+        type: command:local:Command
+        properties: {create: echo first}
+      second:
+        type: command:local:Command
+        properties: {create: sleep 3}
+      third:
+        type: command:local:Command
+        properties: {create: echo third}
+      """;
+
+  private static ObjectNode pulumiInput(String stack, String resources) {
+    ObjectNode input = Json.MAPPER.createObjectNode();
+    input.put("provisioner", "pulumi");
+    input.put("project", "web");
+    input.put("stack", stack);
+    input.putObject("files").put("Pulumi.yaml", program(resources));
+    input.putObject("config").put("region", "r").put("dbPassword", "p");
+    return input;
+  }
+
+  /**
+   * SIGTERM to provisionerd (a drain, a deleted pod) is not a cancel: Pulumi is left alone, the
+   * update runs to its end, and its checkpoint is kept whole.
+   */
+  @Test
+  void sigtermToProvisionerdLetsTheUpdateRunToItsEnd() throws Exception {
+    long id = submit("web-term", pulumiInput("term", SLOW));
+    await()
+        .atMost(2, TimeUnit.MINUTES)
+        .until(() -> text(id).contains("command:local:Command second creating"));
+    long provisionerd =
+        ((LocalLauncher) t.server.launcher()).pid("oneshot-" + id + "-1").orElseThrow();
+    new ProcessBuilder("kill", "-TERM", Long.toString(provisionerd)).start().waitFor();
+    assertThat(awaitEnd(id)).as(text(id)).isEqualTo("succeeded");
+    assertThat(text(id))
+        .contains("provisionerd got SIGTERM")
+        .doesNotContain("received; cancelling");
+    assertThat(resources(checkpoint("web-term", 1))).hasSize(3);
+  }
+
+  /**
+   * provisionerd stopped mid-update (frozen, its attempt then killed as hung): what Pulumi saved
+   * before is in the workspace already, uploaded as Pulumi saved it, not only at the end.
+   */
+  @Test
+  void aProvisionerdStoppedMidUpdateLosesNothingPulumiSavedBefore() throws Exception {
+    ObjectNode hang = Json.MAPPER.createObjectNode().put("speed", "hang");
+    long id = submit("web-hang", pulumiInput("hang", SLOW.replace("sleep 3", "sleep 30")), hang);
+    // The checkpoint with the first resource made is stored while Pulumi works on the second.
+    await()
+        .atMost(2, TimeUnit.MINUTES)
+        .until(
+            () ->
+                t.api.get("/api/v1/workspaces/state?workspace=web-hang").status() == 200
+                    && resources(
+                            Json.tree(
+                                t.api.get("/api/v1/workspaces/state?workspace=web-hang").text()))
+                        .containsKey("urn:pulumi:hang::web::command:local:Command::first"));
+    long provisionerd =
+        ((LocalLauncher) t.server.launcher()).pid("oneshot-" + id + "-1").orElseThrow();
+    new ProcessBuilder("kill", "-STOP", Long.toString(provisionerd)).start().waitFor();
+    assertThat(awaitEnd(id)).isEqualTo("failed");
+    assertThat(build(id).path("error").asText()).startsWith("provisionerd stopped reporting");
+    JsonNode cp = checkpoint("web-hang", 1);
+    assertThat(resources(cp))
+        .containsOnlyKeys("urn:pulumi:hang::web::command:local:Command::first");
+    assertThat(cp.at("/checkpoint/latest/pending_operations/0/type").asText())
+        .isEqualTo("creating");
   }
 
   private static String git(Path dir, String... args) throws Exception {
