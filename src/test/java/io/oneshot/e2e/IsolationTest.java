@@ -192,12 +192,16 @@ class IsolationTest {
     Files.createFile(bDir.resolve("work").resolve("go"));
     await().atMost(60, TimeUnit.SECONDS).until(() -> status(b).equals("succeeded"));
     assertThat(logs(b)).contains("b-finished");
-    assertThat(
-            Sql.count(
-                "SELECT count(*) FROM oneshot.audit WHERE build_id = ? AND action ="
-                    + " 'runner-complete' AND outcome = 'ok'",
-                b))
-        .isEqualTo(1);
+    // The audit entry is written once the outcome is stored, not with it.
+    await()
+        .atMost(10, TimeUnit.SECONDS)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.audit WHERE build_id = ? AND action ="
+                            + " 'runner-complete' AND outcome = 'ok'",
+                        b)
+                    == 1);
   }
 
   /**
