@@ -39,16 +39,25 @@ BEGIN
 END
 $$;
 
--- input.files: file name to content, paths kept inside the work directory.
-CREATE FUNCTION oneshot.check_files(input jsonb, example text) RETURNS void
+-- A build's program: input.files (file name to content, paths kept inside the work directory) or
+-- input.git, one of them. True when it is input.files (whose files the caller checks further).
+CREATE FUNCTION oneshot.check_program(input jsonb, example text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
+  IF input ? 'git' THEN
+    IF input ? 'files' THEN
+      PERFORM oneshot.invalid('input.git', 'is one program with input.files: give one of them');
+    END IF;
+    PERFORM oneshot.check_git(input -> 'git');
+    RETURN false;
+  END IF;
   IF jsonb_typeof(input -> 'files') IS DISTINCT FROM 'object' THEN
     PERFORM oneshot.invalid('input.files', format('is required (or input.git): an object of file name to content, like {"%s": "..."}', example));
   END IF;
   PERFORM oneshot.check_string_map('input.files', input -> 'files',
     '^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$',
     'file names are relative paths of letters, digits, ''.'', ''_'' and ''-''; no ''..'', no leading ''/''');
+  RETURN true;
 END
 $$;
 
@@ -96,13 +105,7 @@ BEGIN
     END IF;
   ELSIF provisioner = 'terraform' THEN
     PERFORM oneshot.check_known_keys('input', input, ARRAY['provisioner', 'files', 'git', 'variables', 'transition', 'sensitive', 'pod']);
-    IF input ? 'git' THEN
-      IF input ? 'files' THEN
-        PERFORM oneshot.invalid('input.git', 'is one program with input.files: give one of them');
-      END IF;
-      PERFORM oneshot.check_git(input -> 'git');
-    ELSE
-      PERFORM oneshot.check_files(input, 'main.tf');
+    IF oneshot.check_program(input, 'main.tf') THEN
       IF NOT EXISTS (SELECT 1 FROM jsonb_object_keys(input -> 'files') f WHERE f ~ '\.tf(\.json)?$') THEN
         PERFORM oneshot.invalid('input.files', 'must contain at least one .tf or .tf.json file');
       END IF;
@@ -131,13 +134,7 @@ BEGIN
              ELSE 'is required: the stack to update, like "dev"' END,
         'a stack name is 1 to 100 letters, digits, ''_'', ''.'' and ''-'' (the project is input.project)');
     END IF;
-    IF input ? 'git' THEN
-      IF input ? 'files' THEN
-        PERFORM oneshot.invalid('input.git', 'is one program with input.files: give one of them');
-      END IF;
-      PERFORM oneshot.check_git(input -> 'git');
-    ELSE
-      PERFORM oneshot.check_files(input, 'Pulumi.yaml');
+    IF oneshot.check_program(input, 'Pulumi.yaml') THEN
       IF NOT (input -> 'files' ? 'Pulumi.yaml' OR input -> 'files' ? 'Pulumi.yml') THEN
         PERFORM oneshot.invalid('input.files', 'must contain the project file, Pulumi.yaml');
       END IF;

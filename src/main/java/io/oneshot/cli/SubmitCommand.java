@@ -54,7 +54,7 @@ import picocli.CommandLine.Spec;
           + " unreachable."
     })
 final class SubmitCommand implements Callable<Integer> {
-  private static final long MAX_TERRAFORM_FILE = 4L << 20;
+  private static final long MAX_PROGRAM_FILE = 4L << 20;
 
   @Spec picocli.CommandLine.Model.CommandSpec spec;
 
@@ -380,37 +380,8 @@ final class SubmitCommand implements Callable<Integer> {
 
   /** The module's files by relative path; state, caches and hidden directories are left out. */
   static Map<String, String> terraformFiles(Path dir) {
-    if (!Files.isDirectory(dir)) {
-      throw new CliException(Main.USAGE, "--terraform: " + dir + " is not a directory");
-    }
-    Map<String, String> files = new TreeMap<>();
-    List<Path> paths = new ArrayList<>();
-    try (Stream<Path> walk = Files.walk(dir, 16)) {
-      walk.filter(Files::isRegularFile).forEach(paths::add);
-    } catch (IOException e) {
-      throw new CliException(Main.USAGE, "--terraform: cannot read " + dir + ": " + e.getMessage());
-    }
-    for (Path p : paths) {
-      Path rel = dir.relativize(p);
-      String name = rel.toString().replace('\\', '/');
-      if (skip(rel) || !wanted(name)) {
-        continue;
-      }
-      try {
-        if (Files.size(p) > MAX_TERRAFORM_FILE) {
-          throw new CliException(Main.USAGE, "--terraform: " + name + " is larger than 4 MiB");
-        }
-        byte[] bytes = Files.readAllBytes(p);
-        files.put(
-            name,
-            StandardCharsets.UTF_8.newDecoder().decode(java.nio.ByteBuffer.wrap(bytes)).toString());
-      } catch (CharacterCodingException e) {
-        throw new CliException(Main.USAGE, "--terraform: " + name + " is not UTF-8 text");
-      } catch (IOException e) {
-        throw new CliException(
-            Main.USAGE, "--terraform: cannot read " + name + ": " + e.getMessage());
-      }
-    }
+    Map<String, String> files =
+        textFiles("--terraform", dir, rel -> !skip(rel) && wanted(slashed(rel)), false);
     if (files.keySet().stream().noneMatch(n -> n.endsWith(".tf") || n.endsWith(".tf.json"))) {
       throw new CliException(Main.USAGE, "--terraform: " + dir + " holds no .tf or .tf.json file");
     }
@@ -444,42 +415,66 @@ final class SubmitCommand implements Callable<Integer> {
    * (.git, .pulumi) and binary files are left out.
    */
   static Map<String, String> pulumiFiles(Path dir) {
+    return textFiles(
+        "--pulumi",
+        dir,
+        rel -> {
+          for (Path part : rel) {
+            String n = part.toString();
+            if (n.startsWith(".") || n.equals("node_modules") || n.equals("bin")) {
+              return false;
+            }
+          }
+          return true;
+        },
+        true);
+  }
+
+  /**
+   * The files under {@code dir} that {@code wanted} takes (by relative path), by relative path with
+   * '/', read as UTF-8 text, each at most 4 MiB; one that is not UTF-8 is left out when {@code
+   * binaryLeftOut}, else refused. Errors name {@code option}.
+   */
+  private static Map<String, String> textFiles(
+      String option, Path dir, java.util.function.Predicate<Path> wanted, boolean binaryLeftOut) {
     if (!Files.isDirectory(dir)) {
-      throw new CliException(Main.USAGE, "--pulumi: " + dir + " is not a directory");
+      throw new CliException(Main.USAGE, option + ": " + dir + " is not a directory");
     }
     Map<String, String> files = new TreeMap<>();
     List<Path> paths = new ArrayList<>();
     try (Stream<Path> walk = Files.walk(dir, 16)) {
       walk.filter(Files::isRegularFile).forEach(paths::add);
     } catch (IOException e) {
-      throw new CliException(Main.USAGE, "--pulumi: cannot read " + dir + ": " + e.getMessage());
+      throw new CliException(Main.USAGE, option + ": cannot read " + dir + ": " + e.getMessage());
     }
     for (Path p : paths) {
       Path rel = dir.relativize(p);
-      String name = rel.toString().replace('\\', '/');
-      boolean left = false;
-      for (Path part : rel) {
-        String n = part.toString();
-        left |= n.startsWith(".") || n.equals("node_modules") || n.equals("bin");
-      }
-      if (left) {
+      String name = slashed(rel);
+      if (!wanted.test(rel)) {
         continue;
       }
       try {
-        if (Files.size(p) > MAX_TERRAFORM_FILE) {
-          throw new CliException(Main.USAGE, "--pulumi: " + name + " is larger than 4 MiB");
+        if (Files.size(p) > MAX_PROGRAM_FILE) {
+          throw new CliException(Main.USAGE, option + ": " + name + " is larger than 4 MiB");
         }
         byte[] bytes = Files.readAllBytes(p);
         files.put(
             name,
             StandardCharsets.UTF_8.newDecoder().decode(java.nio.ByteBuffer.wrap(bytes)).toString());
       } catch (CharacterCodingException e) {
-        // a binary file (an image, an archive) is not part of a program's source
+        if (!binaryLeftOut) {
+          throw new CliException(Main.USAGE, option + ": " + name + " is not UTF-8 text");
+        }
       } catch (IOException e) {
-        throw new CliException(Main.USAGE, "--pulumi: cannot read " + name + ": " + e.getMessage());
+        throw new CliException(
+            Main.USAGE, option + ": cannot read " + name + ": " + e.getMessage());
       }
     }
     return files;
+  }
+
+  private static String slashed(Path rel) {
+    return rel.toString().replace('\\', '/');
   }
 
   private static boolean skip(Path rel) {

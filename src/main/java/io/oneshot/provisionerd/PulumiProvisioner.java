@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.oneshot.api.Json;
 import io.oneshot.build.BuildState;
-import io.oneshot.build.LogLine;
 import io.oneshot.build.PulumiCheckpoint;
 import io.oneshot.build.Sensitive;
 import java.io.IOException;
@@ -55,14 +54,14 @@ final class PulumiProvisioner implements Provisioner {
 
   private static final String STATE_DIR = ".oneshot-pulumi";
 
-  private final String pulumi;
+  private final Tool tool;
 
   PulumiProvisioner() {
     this(System.getenv().getOrDefault("ONESHOT_PULUMI", "pulumi"));
   }
 
   PulumiProvisioner(String pulumi) {
-    this.pulumi = pulumi;
+    this.tool = new Tool("pulumi", pulumi, "install the Pulumi CLI on PATH or set ONESHOT_PULUMI");
   }
 
   @Override
@@ -186,9 +185,9 @@ final class PulumiProvisioner implements Provisioner {
       select.add("--secrets-provider");
       select.add(provider);
     }
-    Step s = step(ctx, dir, env, "stack", select, List.of());
-    if (s.result != null) {
-      return s.result;
+    Result s = step(ctx, dir, env, "stack", select, List.of());
+    if (s != null) {
+      return s;
     }
     JsonNode config = ctx.input().path("config");
     if (config.isObject() && !config.isEmpty()) {
@@ -205,9 +204,9 @@ final class PulumiProvisioner implements Provisioner {
         shown.add(flag);
         shown.add(e.getKey() + "=" + (isSecret ? Sensitive.MASK : value));
       }
-      Step c = step(ctx, dir, env, "config", set, shown);
-      if (c.result != null) {
-        return c.result;
+      Result c = step(ctx, dir, env, "config", set, shown);
+      if (c != null) {
+        return c;
       }
     }
     List<String> args = new ArrayList<>(List.of(op));
@@ -218,9 +217,9 @@ final class PulumiProvisioner implements Provisioner {
     if (!op.equals("preview")) {
       watch.start();
     }
-    Step o = step(ctx, dir, env, op, args, List.of());
-    if (o.result != null) {
-      return o.result;
+    Result o = step(ctx, dir, env, op, args, List.of());
+    if (o != null) {
+      return o;
     }
     JsonNode outputs = op.equals("destroy") ? null : outputs(ctx, dir, env, ref);
     ctx.system("info", "pulumi " + op + " of " + ref + " succeeded");
@@ -276,10 +275,8 @@ final class PulumiProvisioner implements Provisioner {
     return null;
   }
 
-  /** A finished step: {@code result} is null when the next step may run. */
-  private record Step(Result result) {}
-
-  private Step step(
+  /** One pulumi step, its command line shown as {@code shown}: null when the next may run. */
+  private Result step(
       RunContext ctx,
       Path dir,
       Map<String, String> env,
@@ -287,50 +284,8 @@ final class PulumiProvisioner implements Provisioner {
       List<String> args,
       List<String> shown)
       throws InterruptedException {
-    if (ctx.stopRequested()) {
-      return new Step(ctx.stopped(ctx.stopReason(), null));
-    }
-    List<String> cmd = new ArrayList<>();
-    cmd.add(pulumi);
-    cmd.addAll(args);
-    ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile());
-    pb.environment().clear();
-    pb.environment().putAll(env);
-    ctx.milestone(
-        stage,
-        "pulumi " + stage + " started: pulumi " + String.join(" ", shown.isEmpty() ? args : shown));
-    ErrorLines errors = new ErrorLines(ctx, stage);
-    long started = System.nanoTime();
-    RunContext.Exit exit;
-    try {
-      exit = ctx.run(pb, RunContext.Interrupt.INT, stage, errors);
-    } catch (IOException e) {
-      String error =
-          "cannot start "
-              + pulumi
-              + ": "
-              + e.getMessage()
-              + " (install the Pulumi CLI on PATH or set ONESHOT_PULUMI)";
-      ctx.system("error", error);
-      return new Step(new Result(BuildState.FAILED, 127, error));
-    }
-    long ms = (System.nanoTime() - started) / 1_000_000;
-    if (exit.stoppedBy() != null) {
-      return new Step(ctx.stopped(exit.stoppedBy(), exit.code()));
-    }
-    if (exit.code() != 0) {
-      String error =
-          "pulumi "
-              + stage
-              + " failed (exit code "
-              + exit.code()
-              + ")"
-              + (errors.first == null ? "" : ": " + errors.first);
-      ctx.system("error", error);
-      return new Step(new Result(BuildState.FAILED, exit.code(), error));
-    }
-    ctx.system("info", "pulumi " + stage + " finished in " + ms + " ms");
-    return new Step(null);
+    return tool.step(
+        ctx, dir, env, stage, args, shown.isEmpty() ? args : shown, new ErrorLines(ctx, stage));
   }
 
   /**
@@ -339,33 +294,13 @@ final class PulumiProvisioner implements Provisioner {
    */
   private JsonNode outputs(RunContext ctx, Path dir, Map<String, String> env, String ref)
       throws InterruptedException {
-    ProcessBuilder pb =
-        new ProcessBuilder(pulumi, "stack", "output", "--json", "--non-interactive", "--stack", ref)
-            .directory(dir.toFile());
-    pb.environment().clear();
-    pb.environment().putAll(env);
-    StringBuilder json = new StringBuilder();
-    try {
-      RunContext.Exit exit =
-          ctx.run(
-              pb,
-              RunContext.Interrupt.INT,
-              "output",
-              (stream, text) -> {
-                if (stream.equals(LogLine.STDOUT)) {
-                  json.append(text).append('\n');
-                } else {
-                  ctx.line(stream, "warn", "output", text);
-                }
-              });
-      if (exit.code() != 0 || exit.stoppedBy() != null) {
-        return null;
-      }
-    } catch (IOException e) {
-      return null;
-    }
-    JsonNode all = Json.tree(json.toString());
-    if (all == null || !all.isObject() || all.isEmpty()) {
+    JsonNode all =
+        tool.json(
+            ctx,
+            dir,
+            env,
+            List.of("stack", "output", "--json", "--non-interactive", "--stack", ref));
+    if (all == null) {
       return null;
     }
     ObjectNode out = Json.MAPPER.createObjectNode();
@@ -451,7 +386,7 @@ final class PulumiProvisioner implements Provisioner {
   }
 
   /** Sends Pulumi's lines to the log; keeps its first {@code error:} line for the build's error. */
-  private static final class ErrorLines implements RunContext.LineHandler {
+  private static final class ErrorLines implements Tool.Lines {
     private final RunContext ctx;
     private final String stage;
     private volatile String first;
@@ -469,6 +404,11 @@ final class PulumiProvisioner implements Provisioner {
         first = t.substring("error:".length()).strip();
       }
       ctx.line(stream, error ? "error" : null, stage, text);
+    }
+
+    @Override
+    public String firstError() {
+      return first;
     }
   }
 }

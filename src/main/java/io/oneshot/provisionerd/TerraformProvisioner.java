@@ -30,14 +30,15 @@ final class TerraformProvisioner implements Provisioner {
   static final String STATE_FILE = "terraform.tfstate";
   static final String VARS_FILE = "oneshot.auto.tfvars.json";
 
-  private final String terraform;
+  private final Tool tool;
 
   TerraformProvisioner() {
     this(System.getenv().getOrDefault("ONESHOT_TERRAFORM", "terraform"));
   }
 
   TerraformProvisioner(String terraform) {
-    this.terraform = terraform;
+    this.tool =
+        new Tool("terraform", terraform, "install terraform on PATH or set ONESHOT_TERRAFORM");
   }
 
   @Override
@@ -102,106 +103,40 @@ final class TerraformProvisioner implements Provisioner {
   private Result steps(
       RunContext ctx, Path dir, Map<String, String> env, boolean destroy, StateWatch watch)
       throws InterruptedException {
-    Step init = step(ctx, dir, env, "init", List.of("init", "-input=false", "-json"));
-    if (init.result != null) {
-      return init.result;
+    Result init = step(ctx, dir, env, "init", List.of("init", "-input=false", "-json"));
+    if (init != null) {
+      return init;
     }
     List<String> plan = new ArrayList<>(List.of("plan", "-input=false", "-json", "-out=tfplan"));
     if (destroy) {
       plan.add("-destroy");
     }
     watch.start();
-    Step p = step(ctx, dir, env, "plan", plan);
-    if (p.result != null) {
-      return p.result;
+    Result p = step(ctx, dir, env, "plan", plan);
+    if (p != null) {
+      return p;
     }
-    Step a = step(ctx, dir, env, "apply", List.of("apply", "-input=false", "-json", "tfplan"));
-    if (a.result != null) {
-      return a.result;
+    Result a = step(ctx, dir, env, "apply", List.of("apply", "-input=false", "-json", "tfplan"));
+    if (a != null) {
+      return a;
     }
     JsonNode outputs = outputs(ctx, dir, env);
     ctx.system("info", "terraform " + (destroy ? "destroy" : "apply") + " succeeded");
     return new Result(BuildState.SUCCEEDED, 0, null, outputs, null);
   }
 
-  /** A finished step: {@code result} is null when the next step may run. */
-  private record Step(Result result) {}
-
-  private Step step(
+  /** One terraform step: null when the next may run, else the build's result. */
+  private Result step(
       RunContext ctx, Path dir, Map<String, String> env, String stage, List<String> args)
       throws InterruptedException {
-    if (ctx.stopRequested()) {
-      return new Step(ctx.stopped(ctx.stopReason(), null));
-    }
-    List<String> cmd = new ArrayList<>();
-    cmd.add(terraform);
-    cmd.addAll(args);
-    ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile());
-    pb.environment().clear();
-    pb.environment().putAll(env);
-    ctx.milestone(stage, "terraform " + stage + " started: terraform " + String.join(" ", args));
-    JsonEvents events = new JsonEvents(ctx, stage);
-    long started = System.nanoTime();
-    RunContext.Exit exit;
-    try {
-      exit = ctx.run(pb, RunContext.Interrupt.INT, stage, events);
-    } catch (IOException e) {
-      String error =
-          "cannot start "
-              + terraform
-              + ": "
-              + e.getMessage()
-              + " (install terraform on PATH or set ONESHOT_TERRAFORM)";
-      ctx.system("error", error);
-      return new Step(new Result(BuildState.FAILED, 127, error));
-    }
-    long ms = (System.nanoTime() - started) / 1_000_000;
-    if (exit.stoppedBy() != null) {
-      return new Step(ctx.stopped(exit.stoppedBy(), exit.code()));
-    }
-    if (exit.code() != 0) {
-      String error =
-          "terraform "
-              + stage
-              + " failed (exit code "
-              + exit.code()
-              + ")"
-              + (events.firstError == null ? "" : ": " + events.firstError);
-      ctx.system("error", error);
-      return new Step(new Result(BuildState.FAILED, exit.code(), error));
-    }
-    ctx.system("info", "terraform " + stage + " finished in " + ms + " ms");
-    return new Step(null);
+    return tool.step(ctx, dir, env, stage, args, args, new JsonEvents(ctx, stage));
   }
 
   /** {@code terraform output -json}: non-sensitive values as they are, sensitive ones redacted. */
   private JsonNode outputs(RunContext ctx, Path dir, Map<String, String> env)
       throws InterruptedException {
-    ProcessBuilder pb = new ProcessBuilder(terraform, "output", "-json").directory(dir.toFile());
-    pb.environment().clear();
-    pb.environment().putAll(env);
-    StringBuilder json = new StringBuilder();
-    try {
-      RunContext.Exit exit =
-          ctx.run(
-              pb,
-              RunContext.Interrupt.INT,
-              "output",
-              (stream, text) -> {
-                if (stream.equals(LogLine.STDOUT)) {
-                  json.append(text).append('\n');
-                } else {
-                  ctx.line(stream, "warn", "output", text);
-                }
-              });
-      if (exit.code() != 0 || exit.stoppedBy() != null) {
-        return null;
-      }
-    } catch (IOException e) {
-      return null;
-    }
-    JsonNode all = Json.tree(json.toString());
-    if (all == null || !all.isObject() || all.isEmpty()) {
+    JsonNode all = tool.json(ctx, dir, env, List.of("output", "-json"));
+    if (all == null) {
       return null;
     }
     ObjectNode out = Json.MAPPER.createObjectNode();
@@ -232,7 +167,7 @@ final class TerraformProvisioner implements Provisioner {
    * error diagnostic for the build's error. Lines that are not JSON (stderr, a crash) pass as they
    * are.
    */
-  private static final class JsonEvents implements RunContext.LineHandler {
+  private static final class JsonEvents implements Tool.Lines {
     private final RunContext ctx;
     private final String stage;
     private volatile String firstError;
@@ -278,6 +213,11 @@ final class TerraformProvisioner implements Provisioner {
           firstError = detail.isEmpty() ? summary : summary + ": " + firstLine(detail);
         }
       }
+    }
+
+    @Override
+    public String firstError() {
+      return firstError;
     }
 
     private void emit(String level, String message) {

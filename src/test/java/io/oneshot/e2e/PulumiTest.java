@@ -13,6 +13,7 @@ import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.testing.Api;
 import io.oneshot.testing.ChildJvm;
 import io.oneshot.testing.FakePulumi;
+import io.oneshot.testing.Git;
 import io.oneshot.testing.Heavy;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TestServer;
@@ -258,19 +259,7 @@ class PulumiTest {
 
   @Test
   void cancelSendsSigintOnceAndKeepsWhatPulumiSaved() throws Exception {
-    String slow =
-        """
-        first:
-          type: command:local:Command
-          properties: {create: echo first}
-        second:
-          type: command:local:Command
-          properties: {create: sleep 3}
-        third:
-          type: command:local:Command
-          properties: {create: echo third}
-        """;
-    long id = submit("web-cancel", "cancel", "up", program(slow));
+    long id = submit("web-cancel", "cancel", "up", program(SLOW));
     await()
         .atMost(2, TimeUnit.MINUTES)
         .until(() -> text(id).contains("command:local:Command second creating"));
@@ -289,7 +278,7 @@ class PulumiTest {
             "urn:pulumi:cancel::web::command:local:Command::second");
     assertThat(cp.path("checkpoint").path("latest").has("pending_operations")).isFalse();
 
-    long again = submit("web-cancel", "cancel", "up", program(slow));
+    long again = submit("web-cancel", "cancel", "up", program(SLOW));
     assertThat(awaitEnd(again)).as(text(again)).isEqualTo("succeeded");
     assertThat(resources(checkpoint("web-cancel", 2))).hasSize(3);
     assertThat(
@@ -301,15 +290,15 @@ class PulumiTest {
   @Test
   void aProgramFromGitAtARefItsCommitSaid() throws Exception {
     Path repo = Files.createDirectories(tmp.resolve("repo"));
-    git(repo, "init", "-q", "-b", "main", ".");
+    Git.run(repo, "init", "-q", "-b", "main", ".");
     Files.createDirectories(repo.resolve("infra"));
     Files.writeString(repo.resolve("infra/Pulumi.yaml"), program(TWO));
-    git(repo, "add", ".");
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one");
-    String commit = git(repo, "rev-parse", "HEAD").strip();
+    Git.run(repo, "add", ".");
+    Git.run(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one");
+    String commit = Git.run(repo, "rev-parse", "HEAD").strip();
     // A later commit on main that the build does not ask for.
     Files.writeString(repo.resolve("infra/Pulumi.yaml"), "name: other\nruntime: yaml\n");
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "two");
+    Git.run(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "two");
 
     ObjectNode input = Json.MAPPER.createObjectNode();
     input.put("provisioner", "pulumi");
@@ -450,14 +439,5 @@ class PulumiTest {
         .containsOnlyKeys("urn:pulumi:hang::web::command:local:Command::first");
     assertThat(cp.at("/checkpoint/latest/pending_operations/0/type").asText())
         .isEqualTo("creating");
-  }
-
-  private static String git(Path dir, String... args) throws Exception {
-    List<String> cmd = new ArrayList<>(List.of("git"));
-    cmd.addAll(List.of(args));
-    Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).start();
-    String out = new String(p.getInputStream().readAllBytes());
-    assertThat(p.waitFor()).as(out).isZero();
-    return out;
   }
 }

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.oneshot.api.Json;
 import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.testing.Api;
+import io.oneshot.testing.Git;
 import io.oneshot.testing.Heavy;
 import io.oneshot.testing.Sql;
 import io.oneshot.testing.TerraformOnPath;
@@ -292,14 +293,14 @@ class TerraformTest {
   void aModuleFromGitRunsAtItsRefAndPath() throws Exception {
     start();
     Path repo = java.nio.file.Files.createDirectories(tmp.resolve("repo"));
-    git(repo, "init", "-q", "-b", "main", ".");
+    Git.run(repo, "init", "-q", "-b", "main", ".");
     java.nio.file.Files.createDirectories(repo.resolve("envs/dev"));
     java.nio.file.Files.writeString(repo.resolve("envs/dev/main.tf"), MODULE);
-    git(repo, "add", ".");
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one");
-    git(repo, "tag", "v1");
+    Git.run(repo, "add", ".");
+    Git.run(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one");
+    Git.run(repo, "tag", "v1");
     java.nio.file.Files.writeString(repo.resolve("envs/dev/main.tf"), "this is not HCL {");
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "broken");
+    Git.run(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "broken");
     String body =
         "{\"workspace\": \"ws-git\", \"input\": {\"provisioner\": \"terraform\","
             + " \"variables\": {\"name\": \"from-git\"}, \"git\": {\"url\": "
@@ -314,14 +315,6 @@ class TerraformTest {
         .containsExactly("terraform_data.a", "terraform_data.b");
     assertThat(log(id)).anySatisfy(l -> assertThat(l.get("stage")).isEqualTo("source"));
     assertThat(logged(id, "fetched file://" + repo + " at v1 (commit ")).isTrue();
-  }
-
-  private static void git(Path dir, String... args) throws Exception {
-    List<String> cmd = new ArrayList<>(List.of("git"));
-    cmd.addAll(List.of(args));
-    Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).start();
-    String out = new String(p.getInputStream().readAllBytes());
-    assertThat(p.waitFor()).as(out).isZero();
   }
 
   @Test
