@@ -30,11 +30,24 @@ public final class PulumiCheckpoint {
 
   /** Why {@code text} is not a checkpoint Pulumi loads, or null. */
   public static String problemOf(String text) {
-    JsonNode t = io.oneshot.api.Json.tree(text);
-    if (t == null || !t.isObject()) {
+    return problemOf(parse(text));
+  }
+
+  /** Why {@code tree} (as {@link #parse} read it) is not a checkpoint Pulumi loads, or null. */
+  public static String problemOf(JsonNode tree) {
+    if (tree == null || !tree.isObject()) {
       return "not a JSON object";
     }
-    return problem(t.get("version"), t.path("checkpoint"));
+    return problem(tree.get("version"), tree.path("checkpoint"));
+  }
+
+  /** {@code text} read as JSON, or null when it is not JSON (a file half written, garbage). */
+  public static JsonNode parse(String text) {
+    try {
+      return io.oneshot.api.Json.tree(text);
+    } catch (java.io.UncheckedIOException e) {
+      return null;
+    }
   }
 
   /** Why {@code version} and {@code checkpoint} are not a checkpoint Pulumi loads, or null. */

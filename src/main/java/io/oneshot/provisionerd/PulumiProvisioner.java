@@ -73,7 +73,9 @@ final class PulumiProvisioner implements Provisioner {
     String ref = "organization/" + project + "/" + stack;
     String before = ctx.build().state();
 
-    if (before != null && PulumiCheckpoint.problemOf(before) != null) {
+    JsonNode handed = before == null ? null : PulumiCheckpoint.parse(before);
+    String problem = before == null ? null : PulumiCheckpoint.problemOf(handed);
+    if (problem != null) {
       return fail(
           ctx,
           "workspace "
@@ -81,7 +83,7 @@ final class PulumiProvisioner implements Provisioner {
               + " holds a state that is not a Pulumi checkpoint (version "
               + ctx.build().stateVersion()
               + ": "
-              + PulumiCheckpoint.problemOf(before)
+              + problem
               + "); a pulumi build cannot continue it");
     }
     ProgramSource.Prepared program = ProgramSource.prepare(ctx, in);
@@ -110,7 +112,7 @@ final class PulumiProvisioner implements Provisioner {
           backend.resolve(".pulumi").resolve("meta.yaml"), "version: 1\n", StandardCharsets.UTF_8);
       if (before != null) {
         Files.writeString(checkpoint, before, StandardCharsets.UTF_8);
-        stackSettings(dir.resolve("Pulumi." + stack + ".yaml"), Json.tree(before));
+        stackSettings(dir.resolve("Pulumi." + stack + ".yaml"), handed);
       }
     } catch (IOException e) {
       return fail(
@@ -129,7 +131,7 @@ final class PulumiProvisioner implements Provisioner {
                       + " from state version "
                       + ctx.build().stateVersion()
                       + ", "
-                      + PulumiCheckpoint.resourceCount(Json.tree(before))
+                      + PulumiCheckpoint.resourceCount(handed)
                       + " resources"));
     } else if (!op.equals("preview")) {
       ctx.system(
