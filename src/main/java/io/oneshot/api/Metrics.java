@@ -478,6 +478,29 @@ public final class Metrics {
   }
 
   /**
+   * Exports how each cluster routes launch into is doing: {@code oneshot_cluster_reachable} (its
+   * API server answered the latest call) and {@code oneshot_cluster_ready} (launches can go
+   * through: reachable, its credentials taken, its routes' namespaces allowed), by cluster.
+   */
+  public void watchClusters(
+      java.util.function.Supplier<List<io.oneshot.launch.ClusterState>> clusters) {
+    GaugeWithCallback.builder()
+        .name("oneshot_cluster_reachable")
+        .help("1 while the cluster's Kubernetes API answers the dispatcher, 0 while it cannot")
+        .labelNames("cluster")
+        .callback(cb -> clusters.get().forEach(c -> cb.call(c.reachable() ? 1 : 0, c.name())))
+        .register(registry);
+    GaugeWithCallback.builder()
+        .name("oneshot_cluster_ready")
+        .help(
+            "1 while launches into the cluster can go through; 0 while it cannot be reached or"
+                + " refuses the dispatcher (credentials, RBAC): its routes' builds wait queued")
+        .labelNames("cluster")
+        .callback(cb -> clusters.get().forEach(c -> cb.call(c.fine() ? 1 : 0, c.name())))
+        .register(registry);
+  }
+
+  /**
    * Exports the API's requests in flight, the scrape itself included: what a replica that is
    * shutting down still has to finish.
    */

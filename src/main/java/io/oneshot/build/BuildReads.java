@@ -178,7 +178,10 @@ public final class BuildReads {
             : new ShareStore.Hold(
                 Rows.instant(r, "team_held_at"),
                 r.getString("team_held_by"),
-                r.getString("team_held_why")));
+                r.getString("team_held_why")),
+        r.getString("cluster"),
+        r.getString("stalled"),
+        Rows.instant(r, "stalled_at"));
   }
 
   /**

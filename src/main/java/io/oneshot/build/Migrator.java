@@ -50,7 +50,8 @@ public final class Migrator {
           "018_pod_settings.sql",
           "019_fair_share.sql",
           "020_key_checks.sql",
-          "021_pulumi.sql");
+          "021_pulumi.sql",
+          "022_clusters.sql");
 
   /** What a run did: the schema version before and after, and the migrations it applied. */
   public record Result(int from, int to, List<String> applied) {}

@@ -24,6 +24,7 @@ public final class RouteMirror {
   private static final Sql FAIL_ORPHANED = Sql.load("routes/fail-orphaned");
   private static final Sql STRANDED = Sql.load("routes/stranded-workspaces");
   private static final Sql TEAMS = Sql.load("routes/teams");
+  private static final Sql STALLED = Sql.load("routes/stalled");
 
   private final Pool pool;
 
@@ -105,7 +106,8 @@ public final class RouteMirror {
                     .addBoolean(r.untagged())
                     .addString(
                         r.pod() == null ? null : podRules(r.pod(), templateResources.apply(r)))
-                    .addString(r.team() == null ? r.name() : r.team());
+                    .addString(r.team() == null ? r.name() : r.team())
+                    .addString(r.cluster());
             f = f.compose(x -> conn.preparedQuery(UPSERT.text()).execute(t));
           }
           if (teams != null) {
@@ -166,6 +168,19 @@ public final class RouteMirror {
                     "values",
                     patterns(values))));
     return out;
+  }
+
+  /**
+   * Writes which routes are stalled (their cluster cannot take launches now) and why; every route
+   * of {@code routes} not in {@code stalled} is not. Only the leading dispatcher writes it.
+   */
+  public Future<Void> stalls(List<String> routes, Map<String, String> stalled) {
+    return pool.preparedQuery(STALLED.text())
+        .execute(
+            Tuple.of(
+                (Object) routes.toArray(String[]::new),
+                (Object) routes.stream().map(stalled::get).toArray(String[]::new)))
+        .mapEmpty();
   }
 
   /**

@@ -31,7 +31,10 @@ final class WaitReasons {
       int ahead,
       String team,
       ShareStore.Hold routeHold,
-      ShareStore.Hold teamHold) {}
+      ShareStore.Hold teamHold,
+      String cluster,
+      String stalled,
+      java.time.Instant stalledAt) {}
 
   /**
    * @param teams every team, as share/shares.sql reads them
@@ -47,6 +50,17 @@ final class WaitReasons {
           + " ("
           + w.workspaceStatus()
           + "); it runs when that one has ended";
+    }
+    if (w.stalled() != null) {
+      return "route "
+          + w.route()
+          + " takes no launches now"
+          + (w.stalledAt() == null ? "" : " (since " + Json.TIME.format(w.stalledAt()) + ")")
+          + ": "
+          + w.stalled()
+          + "; it waits until cluster "
+          + w.cluster()
+          + " is fine again, and no attempt of it is spent meanwhile";
     }
     if (w.routeHold() != null) {
       return held("route " + w.route(), w.routeHold())

@@ -191,7 +191,8 @@ final class DevCommand implements Callable<Integer> {
             base.encryption().keys().isEmpty()
                 ? new OneshotConfig.Encryption(List.of(encryptionKey(dir)))
                 : base.encryption(),
-            base.teams());
+            base.teams(),
+            List.of());
     OneshotServer server;
     try {
       server = OneshotServer.start(cfg);

@@ -61,7 +61,8 @@ public final class ConfigLoader {
           "retention",
           "warm",
           "pod",
-          "team");
+          "team",
+          "cluster");
 
   /**
    * The Kubernetes client's default rate: a launch is three requests (docs/performance.md), so the
@@ -158,7 +159,8 @@ public final class ConfigLoader {
         "routes",
         "sources",
         "encryption",
-        "teams");
+        "teams",
+        "clusters");
 
     ConfigNode db = root.object("database");
     db.allowOnly("url", "poolSize", "reconnect");
@@ -457,6 +459,8 @@ public final class ConfigLoader {
         }
       }
     }
+    List<OneshotConfig.Cluster> clusters = readClusters(root, kubernetes, kind);
+    checkRouteClusters(root, routes, clusters);
     List<OneshotConfig.Source> sources = readSources(root, routes, env);
     checkPassEnv(root, routes, local.passEnv(), env);
     routes = coderNetwork(root, routes, sources);
@@ -471,7 +475,117 @@ public final class ConfigLoader {
         routes,
         sources,
         readEncryption(root, env),
-        teams);
+        teams,
+        clusters);
+  }
+
+  /** The fields of a cluster. */
+  public static final List<String> CLUSTER_FIELDS =
+      List.of(
+          "name",
+          "kubeconfig",
+          "context",
+          "inCluster",
+          "namespace",
+          "qps",
+          "burst",
+          "launchesInFlight",
+          "requestTimeout");
+
+  /**
+   * The clusters besides the dispatcher's own: each named once (not {@code home}, the dispatcher's
+   * own), reached through a kubeconfig file or from inside the cluster, its limits defaulting to
+   * {@code launcher.kubernetes}'s. Only for the kubernetes launcher.
+   */
+  private static List<OneshotConfig.Cluster> readClusters(
+      ConfigNode root, OneshotConfig.Kubernetes k, String kind) {
+    ConfigNode list = root.child("clusters");
+    if (list.absent()) {
+      return List.of();
+    }
+    if (!list.node().isArray()) {
+      list.report("must be a list of clusters, like [{name: eu, kubeconfig: /etc/oneshot/eu}]");
+      return List.of();
+    }
+    if (!kind.equals("kubernetes") && !list.node().isEmpty()) {
+      list.report(
+          "needs launcher.kind kubernetes: clusters are Kubernetes APIs that routes launch Jobs"
+              + " into (the local launcher runs builds as processes here)");
+      return List.of();
+    }
+    List<OneshotConfig.Cluster> out = new ArrayList<>();
+    for (int i = 0; i < list.node().size(); i++) {
+      ConfigNode c = list.index(i).requireObject();
+      c.allowOnly(CLUSTER_FIELDS.toArray(String[]::new));
+      String name = c.string("name", null);
+      if (name == null) {
+        c.child("name").report("is required: how routes name the cluster, like eu-west");
+      } else if (!ROUTE_NAME.matcher(name).matches()) {
+        c.child("name")
+            .report(
+                "must be 1 to 32 lowercase letters, digits or '-', starting and ending with a"
+                    + " letter or digit",
+                name);
+      } else if (name.equals(OneshotConfig.HOME)) {
+        c.child("name")
+            .report(
+                "home is the dispatcher's own cluster (launcher.kubernetes); name the others",
+                name);
+      }
+      for (int j = 0; j < out.size(); j++) {
+        if (name != null && name.equals(out.get(j).name())) {
+          c.child("name").report("duplicate cluster '" + name + "' (also clusters[" + j + "])");
+        }
+      }
+      String kubeconfig = c.string("kubeconfig", null);
+      boolean inCluster = c.bool("inCluster", false);
+      if ((kubeconfig == null) == !inCluster) {
+        c.report(
+            kubeconfig == null
+                ? "needs kubeconfig (a file, like a Secret mounted by the chart) or inCluster: true"
+                : "has both kubeconfig and inCluster: give one");
+      }
+      String ns = c.string("namespace", k.namespace());
+      if (!NAMESPACE.matcher(ns).matches()) {
+        c.child("namespace").report(NAMESPACE_RULE, ns);
+      }
+      String context = c.string("context", null);
+      if (context != null && inCluster) {
+        c.child("context").report("is for a kubeconfig; inCluster has none", context);
+      }
+      out.add(
+          new OneshotConfig.Cluster(
+              name,
+              kubeconfig == null ? null : Path.of(kubeconfig),
+              context,
+              inCluster,
+              ns,
+              c.integer("qps", (int) k.qps(), 1, 10_000),
+              c.integer("burst", k.burst(), 1, 10_000),
+              c.integer("launchesInFlight", k.launchesInFlight(), 1, 10_000),
+              c.child("requestTimeout").absent()
+                  ? k.requestTimeout()
+                  : c.duration("requestTimeout", "30s", Duration.ofSeconds(1))));
+    }
+    return List.copyOf(out);
+  }
+
+  /** Each route's cluster is the dispatcher's own or one of {@code clusters}. */
+  private static void checkRouteClusters(
+      ConfigNode root, List<Route> routes, List<OneshotConfig.Cluster> clusters) {
+    for (int i = 0; i < routes.size(); i++) {
+      String cluster = routes.get(i).cluster();
+      if (cluster.equals(OneshotConfig.HOME)
+          || clusters.stream().anyMatch(c -> c.name().equals(cluster))) {
+        continue;
+      }
+      List<String> known = new ArrayList<>(List.of(OneshotConfig.HOME));
+      clusters.forEach(c -> known.add(c.name()));
+      root.child("routes")
+          .index(i)
+          .child("cluster")
+          .report("names no cluster; clusters: " + String.join(", ", known), cluster);
+    }
   }
 
   /** The fields of a team. */
@@ -1055,7 +1169,8 @@ public final class ConfigLoader {
               network,
               warm(r, maxConcurrent, routeRetention),
               pod(r),
-              r.string("team", null)));
+              r.string("team", null),
+              r.string("cluster", OneshotConfig.HOME)));
     }
     return List.copyOf(routes);
   }

@@ -21,7 +21,62 @@ public record OneshotConfig(
     List<Route> routes,
     List<Source> sources,
     Encryption encryption,
-    List<Team> teams) {
+    List<Team> teams,
+    List<Cluster> clusters) {
+
+  /** The name of the dispatcher's own cluster, which a route that names none launches into. */
+  public static final String HOME = "home";
+
+  /**
+   * A Kubernetes API a route may launch into besides the dispatcher's own ({@link #HOME}): reached
+   * through the kubeconfig file {@code kubeconfig} (its {@code context}, else its current one), or
+   * from inside the cluster the dispatcher runs in ({@code inCluster}). {@code namespace} is where
+   * its routes' Jobs go unless a route names one; {@code qps}, {@code burst}, {@code
+   * launchesInFlight} and {@code requestTimeout} are the dispatcher's client limits for it. A
+   * kubeconfig rewritten on disk (a Secret's rotated credential) is read again without a restart.
+   */
+  public record Cluster(
+      String name,
+      java.nio.file.Path kubeconfig,
+      String context,
+      boolean inCluster,
+      String namespace,
+      double qps,
+      int burst,
+      int launchesInFlight,
+      Duration requestTimeout) {}
+
+  /** The cluster named {@code name}; {@link #HOME} is the dispatcher's own, from its settings. */
+  public Cluster cluster(String name) {
+    for (Cluster c : clusters) {
+      if (c.name().equals(name)) {
+        return c;
+      }
+    }
+    if (!HOME.equals(name)) {
+      throw new IllegalArgumentException("no cluster named " + name);
+    }
+    Kubernetes k = launcher.kubernetes();
+    return new Cluster(
+        HOME,
+        null,
+        null,
+        false,
+        k.namespace(),
+        k.qps(),
+        k.burst(),
+        k.launchesInFlight(),
+        k.requestTimeout());
+  }
+
+  /** The clusters the routes launch into, in the order routes first name them. */
+  public List<String> usedClusters() {
+    java.util.Set<String> out = new java.util.LinkedHashSet<>();
+    for (Route r : routes) {
+      out.add(r.cluster());
+    }
+    return List.copyOf(out);
+  }
 
   /**
    * Keys that encrypt workspace state and sensitive values at rest: the first seals new values,
@@ -253,6 +308,8 @@ public record OneshotConfig(
    * @param warm the warm room the route keeps for its next builds ({@link Warm#NONE}: none)
    * @param pod what a build may ask for its own pod (null: nothing)
    * @param team the team the route shares its weight with (null: a team of its own)
+   * @param cluster the cluster its builds launch into ({@link OneshotConfig#HOME}: the dispatcher's
+   *     own)
    */
   public record Route(
       String name,
@@ -274,7 +331,8 @@ public record OneshotConfig(
       String network,
       Warm warm,
       PodRules pod,
-      String team) {
+      String team,
+      String cluster) {
     /**
      * The variable of the dispatcher's environment that holds a route's own Coder provisioner key
      * where one environment serves every route (the local launcher): {@code
@@ -308,7 +366,8 @@ public record OneshotConfig(
           network,
           warm,
           pod,
-          team);
+          team,
+          cluster);
     }
 
     /** How much longer than the cancel grace a build pod's termination grace must be. */

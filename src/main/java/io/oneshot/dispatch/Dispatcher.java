@@ -14,6 +14,7 @@ import io.oneshot.build.QueueStore.Claimed;
 import io.oneshot.config.OneshotConfig;
 import io.oneshot.config.Units;
 import io.oneshot.launch.Attempt;
+import io.oneshot.launch.ClusterState;
 import io.oneshot.launch.LaunchOutcome;
 import io.oneshot.launch.Launcher;
 import io.vertx.core.AsyncResult;
@@ -129,7 +130,11 @@ public final class Dispatcher implements AutoCloseable {
         Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().name("oneshot-launch-record").daemon().factory());
     this.recorder = new LaunchRecorder(store, recordTimer);
-    launcher.whenReachable(this::retryWaitingNow);
+    launcher.whenReachable(
+        () -> {
+          retryWaitingNow();
+          wake(); // a route stalled on its cluster may be claimed again
+        });
   }
 
   public void start() {
@@ -268,6 +273,56 @@ public final class Dispatcher implements AutoCloseable {
     }
   }
 
+  /** How often the routes' stalls are written again though they did not change. */
+  static final Duration STALLS_REWRITTEN = Duration.ofSeconds(30);
+
+  /** The stalls this replica wrote last, under which leadership, and when. */
+  private Map<String, String> stallsWritten;
+
+  private LeaderFence stallsFence;
+  private long stallsWrittenAt;
+
+  /**
+   * Writes which routes are stalled, as the launcher sees their clusters, before the claim that
+   * must skip them: when they changed, when this replica began to lead, and every {@link
+   * #STALLS_REWRITTEN} (a deposed leader's late write does not last). A write that fails is tried
+   * on the next cycle; the claim goes on.
+   */
+  private void writeStalls(LeaderFence leading) {
+    Map<String, String> now = launcher.stalledRoutes();
+    long t = System.nanoTime();
+    if (now.equals(stallsWritten)
+        && leading.equals(stallsFence)
+        && t - stallsWrittenAt < STALLS_REWRITTEN.toNanos()) {
+      return;
+    }
+    try {
+      Database.await(
+          store
+              .routeMirror()
+              .stalls(config.routes().stream().map(OneshotConfig.Route::name).toList(), now));
+    } catch (RuntimeException e) {
+      log.warn("Cannot write which routes are stalled: {}. Will try again.", describe(e));
+      return;
+    }
+    if (!now.equals(stallsWritten == null ? Map.of() : stallsWritten)) {
+      now.forEach(
+          (route, why) -> {
+            if (stallsWritten == null || !why.equals(stallsWritten.get(route))) {
+              log.warn("Route {}: its builds are not claimed until it can launch: {}.", route, why);
+            }
+          });
+      if (stallsWritten != null) {
+        stallsWritten.keySet().stream()
+            .filter(route -> !now.containsKey(route))
+            .forEach(route -> log.info("Route {}: its builds are claimed again.", route));
+      }
+    }
+    stallsWritten = Map.copyOf(now);
+    stallsFence = leading;
+    stallsWrittenAt = t;
+  }
+
   /** The poll's wait: {@code ms} give or take a fifth, at random. */
   static long jitter(long ms) {
     return Math.max(1, (long) (ms * (0.8 + 0.4 * ThreadLocalRandom.current().nextDouble())));
@@ -283,6 +338,7 @@ public final class Dispatcher implements AutoCloseable {
     if (leading == null) {
       return 0;
     }
+    writeStalls(leading);
     long startedAt = System.nanoTime();
     long wokenAt = lastWake;
     // When the claim's connection came, its BEGIN was answered, its rows arrived.
@@ -559,7 +615,7 @@ public final class Dispatcher implements AutoCloseable {
    */
   private boolean retryLater(Launch l, LaunchOutcome.RetryLater r) {
     Attempt a = l.a;
-    long left = l.leftMs();
+    long left = leftMs(l);
     if (left <= 0) {
       giveUp(l, r.reason());
       return false;
@@ -609,6 +665,28 @@ public final class Dispatcher implements AutoCloseable {
       retryNow(l); // the platform answered again while this try was under way
     }
     return true;
+  }
+
+  /** The longest a launch waits between tries while its cluster is in trouble. */
+  static final Duration TROUBLED_RETRY = Duration.ofSeconds(30);
+
+  /**
+   * How long a launch may still be tried: the route's launch timeout from its claim, or from its
+   * cluster's latest return, whichever is later; and while its cluster is in trouble, it does not
+   * run out (the cluster's return tries it at once). A cluster down for longer than a launch
+   * timeout costs its builds no attempt.
+   */
+  private long leftMs(Launch l) {
+    long left = l.leftMs();
+    Optional<ClusterState> c = launcher.cluster(l.a.route().cluster());
+    if (c.isEmpty()) {
+      return left;
+    }
+    if (!c.get().fine()) {
+      return Math.max(left, TROUBLED_RETRY.toMillis());
+    }
+    long sinceFine = Duration.between(c.get().since(), java.time.Instant.now()).toMillis();
+    return Math.max(left, l.a.route().launchTimeout().toMillis() - sinceFine);
   }
 
   /** Whole seconds for a reason ("try 4 in 30s"); a delay under one second as it is. */

@@ -11,6 +11,7 @@ import io.oneshot.config.OneshotConfig;
 import io.oneshot.config.Units;
 import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.AttemptState;
+import io.oneshot.launch.ClusterState;
 import io.oneshot.launch.Launcher;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -78,7 +79,8 @@ public final class Rescuer implements AutoCloseable {
           null,
           OneshotConfig.Warm.NONE,
           null,
-          null);
+          null,
+          OneshotConfig.HOME);
 
   private final BuildStore store;
   private final Launcher launcher;
@@ -150,6 +152,10 @@ public final class Rescuer implements AutoCloseable {
       return;
     }
     for (OwedKill k : List.copyOf(owed.values())) {
+      if (k.ref().cluster() != null
+          && launcher.cluster(k.ref().cluster()).map(c -> !c.fine()).orElse(false)) {
+        continue; // given when its cluster is fine again
+      }
       kill(k.ref(), k.why());
     }
     List<LiveBuild> live = Database.await(store.attempts().live());
@@ -187,15 +193,41 @@ public final class Rescuer implements AutoCloseable {
 
   private void settle(LiveBuild b) {
     OneshotConfig.Route route = config.route(b.route()).orElse(UNKNOWN_ROUTE);
-    AttemptRef ref = new AttemptRef(b.id(), b.attempt(), b.launchName(), b.launchNamespace());
+    Optional<ClusterState> cluster = launcher.cluster(route.cluster());
+    if (cluster.isPresent() && !cluster.get().fine()) {
+      // What its platform says cannot be known now, and a kill could not be given: the build is
+      // left as it is until its cluster is fine (a running one still heartbeats and reports).
+      return;
+    }
+    AttemptRef ref =
+        new AttemptRef(
+            b.id(),
+            b.attempt(),
+            b.launchName(),
+            b.launchNamespace(),
+            cluster.isPresent() ? route.cluster() : null);
     if (b.status() == BuildState.LAUNCHING) {
-      settleLaunching(b, route, ref);
+      settleLaunching(b, route, ref, launchAgoMs(b, route, cluster));
     } else {
       settleRunning(b, route, ref);
     }
   }
 
-  private void settleLaunching(LiveBuild b, OneshotConfig.Route route, AttemptRef ref) {
+  /**
+   * How long the attempt has been launching, as its launch timeout counts it: from its claim, or
+   * from its cluster's latest return when that is later (a cluster that was down costs its
+   * launching builds no attempt).
+   */
+  static long launchAgoMs(LiveBuild b, OneshotConfig.Route route, Optional<ClusterState> cluster) {
+    if (cluster.isEmpty()) {
+      return b.claimedAgoMs();
+    }
+    long sinceFine = Duration.between(cluster.get().since(), java.time.Instant.now()).toMillis();
+    return Math.min(b.claimedAgoMs(), Math.max(0, sinceFine));
+  }
+
+  private void settleLaunching(
+      LiveBuild b, OneshotConfig.Route route, AttemptRef ref, long launchAgoMs) {
     AttemptState state = launcher.inspect(ref);
     if (!b.launched()) {
       switch (state) {
@@ -232,7 +264,7 @@ public final class Rescuer implements AutoCloseable {
     }
     switch (state) {
       case AttemptState.Running r
-          when r.stuck() != null && b.claimedAgoMs() > route.launchTimeout().toMillis() ->
+          when r.stuck() != null && launchAgoMs > route.launchTimeout().toMillis() ->
           // Another attempt would meet the same (no node takes the pod, its image cannot be had):
           // the build fails with the reason rather than waiting as long again, and again.
           end(
@@ -245,7 +277,7 @@ public final class Rescuer implements AutoCloseable {
                   + r.stuck(),
               true);
       case AttemptState.Running r -> {
-        if (b.claimedAgoMs() > route.launchTimeout().toMillis()) {
+        if (launchAgoMs > route.launchTimeout().toMillis()) {
           requeue(
               b,
               ref,

@@ -133,6 +133,30 @@ public interface Launcher extends AutoCloseable {
     return java.util.Optional.empty();
   }
 
+  /**
+   * The clusters this launcher launches into and how each is doing, in the order routes name them;
+   * empty for a launcher with one place to launch (local, or one cluster's own).
+   */
+  default List<ClusterState> clusters() {
+    return List.of();
+  }
+
+  /** The cluster of that name as {@link #clusters} says it; empty when there is none. */
+  default java.util.Optional<ClusterState> cluster(String name) {
+    return clusters().stream().filter(c -> c.name().equals(name)).findFirst();
+  }
+
+  /**
+   * The routes whose builds cannot launch now, with why: their cluster cannot be reached or refuses
+   * the dispatcher (its credentials, its Role in the route's namespace). The dispatcher claims none
+   * of their builds until they can.
+   */
+  default java.util.Map<String, String> stalledRoutes() {
+    java.util.Map<String, String> out = new java.util.LinkedHashMap<>();
+    clusters().forEach(c -> out.putAll(c.stalled()));
+    return out;
+  }
+
   /** Releases the launcher's own resources. Running attempts are left running. */
   @Override
   void close();

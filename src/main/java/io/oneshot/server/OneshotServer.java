@@ -23,7 +23,6 @@ import io.oneshot.launch.Attempt;
 import io.oneshot.launch.AttemptRef;
 import io.oneshot.launch.Launcher;
 import io.oneshot.launch.Reachability;
-import io.oneshot.launch.kubernetes.KubernetesLauncher;
 import io.oneshot.launch.local.LocalCommand;
 import io.oneshot.launch.local.LocalLauncher;
 import io.oneshot.source.Sources;
@@ -275,6 +274,9 @@ public final class OneshotServer implements AutoCloseable {
         metrics.watchLauncher(
             la.kind(), () -> la.reachability().map(Reachability::reachable).orElse(true));
       }
+      if (!la.clusters().isEmpty()) {
+        metrics.watchClusters(la::clusters);
+      }
       QueueGauges queue =
           new QueueGauges(store, metrics, leadership::isLeader, config.dispatch().maxConcurrent());
       Database pools = db;
@@ -424,8 +426,7 @@ public final class OneshotServer implements AutoCloseable {
         }
         yield new LocalLauncher(runDir, command, env, sandbox);
       }
-      case "kubernetes" ->
-          KubernetesLauncher.create(config, KubernetesLauncher.client(vertx, config));
+      case "kubernetes" -> io.oneshot.launch.kubernetes.Clusters.create(vertx, config);
       default ->
           throw new ConfigException(
               "launcher.kind: '" + config.launcher().kind() + "': use local or kubernetes");
@@ -511,6 +512,27 @@ public final class OneshotServer implements AutoCloseable {
             }
             s.put(launcher.kind(), k);
           });
+      List<io.oneshot.launch.ClusterState> clusters =
+          launcher == null ? List.of() : launcher.clusters();
+      if (!clusters.isEmpty()) {
+        // Said, not counted against readiness: one cluster's trouble stalls its routes alone, and
+        // the API serves the others' runners meanwhile.
+        Map<String, Object> all = new LinkedHashMap<>();
+        for (io.oneshot.launch.ClusterState c : clusters) {
+          Map<String, Object> k = new LinkedHashMap<>();
+          k.put("api", c.api());
+          k.put("reachable", c.reachable());
+          k.put("ready", c.fine());
+          if (!c.fine()) {
+            k.put("trouble", c.trouble());
+            k.put("since", c.since().toString());
+            k.put("stalledRoutes", c.stalled().keySet());
+          }
+          k.put("routes", c.routes());
+          all.put(c.name(), k);
+        }
+        s.put("clusters", all);
+      }
       if (sources != null && !sources.all().isEmpty()) {
         // Said, not counted against readiness: a source's database being down must not take the
         // API (which every route's runners need) out of its Service.

@@ -350,7 +350,8 @@ class FairShareTest {
                     c.routes(),
                     c.sources(),
                     c.encryption(),
-                    heavier)));
+                    heavier,
+                    c.clusters())));
     assertThat(Sql.value("SELECT weight FROM oneshot.teams WHERE name = 'tc'")).isEqualTo(3);
     assertThat(
             Sql.value(

@@ -14,7 +14,20 @@ class WaitReasonsTest {
   private static WaitReasons.Waiting waiting(
       String route, String team, int routeLive, int globalLive, int ahead) {
     return new WaitReasons.Waiting(
-        route, null, null, null, 100, routeLive, globalLive, ahead, team, null, null);
+        route,
+        null,
+        null,
+        null,
+        100,
+        routeLive,
+        globalLive,
+        ahead,
+        team,
+        null,
+        null,
+        "home",
+        null,
+        null);
   }
 
   private static ShareStore.Share team(String name, int weight, int live, boolean waiting) {
@@ -59,15 +72,44 @@ class WaitReasonsTest {
   }
 
   @Test
+  void aStalledClusterIsNamedBeforeAHoldOrALimit() {
+    WaitReasons.Waiting stalled =
+        new WaitReasons.Waiting(
+            "eu-builds",
+            null,
+            null,
+            null,
+            1,
+            1,
+            40,
+            0,
+            "a",
+            HOLD,
+            null,
+            "eu",
+            "cluster eu: cannot reach the Kubernetes API at https://127.0.0.1:26443/: connection"
+                + " refused",
+            Instant.parse("2026-12-07T05:00:00Z"));
+    assertThat(WaitReasons.why(stalled, List.of(team("a", 1, 1, true)), 40))
+        .isEqualTo(
+            "route eu-builds takes no launches now (since 2026-12-07T05:00:00.000Z): cluster eu:"
+                + " cannot reach the Kubernetes API at https://127.0.0.1:26443/: connection refused;"
+                + " it waits until cluster eu is fine again, and no attempt of it is spent"
+                + " meanwhile");
+  }
+
+  @Test
   void aHoldIsNamedWithWhoWhenAndWhyBeforeAnyLimit() {
     WaitReasons.Waiting routeHeld =
-        new WaitReasons.Waiting("ra", null, null, null, 1, 1, 40, 0, "a", HOLD, null);
+        new WaitReasons.Waiting(
+            "ra", null, null, null, 1, 1, 40, 0, "a", HOLD, null, "home", null, null);
     assertThat(WaitReasons.why(routeHeld, List.of(team("a", 1, 1, true)), 40))
         .isEqualTo(
             "route ra is held by alice since 2026-12-06T10:00:00.000Z: state migration; it waits"
                 + " until the route is released (oneshot routes release ra)");
     WaitReasons.Waiting teamHeld =
-        new WaitReasons.Waiting("ra", null, null, null, 5, 0, 0, 0, "a", null, HOLD);
+        new WaitReasons.Waiting(
+            "ra", null, null, null, 5, 0, 0, 0, "a", null, HOLD, "home", null, null);
     assertThat(WaitReasons.why(teamHeld, List.of(team("a", 1, 0, true)), 40))
         .isEqualTo(
             "team a is held by alice since 2026-12-06T10:00:00.000Z: state migration; it waits"

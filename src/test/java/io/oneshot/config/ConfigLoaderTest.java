@@ -106,11 +106,11 @@ class ConfigLoaderTest {
         "routes[0].maxConcurent: unknown field (did you mean maxConcurrent?); known fields: name,"
             + " tags, template, maxConcurrent, timeout, launchTimeout, hangTimeout, lease,"
             + " cancelGrace, drainGrace, passEnv, network, maxAttempts, retryAfterAcquire, namespace, untagged,"
-            + " retention, warm, pod, team");
+            + " retention, warm, pod, team, cluster");
     refused(
         "dispatc: {}\n" + ROUTES,
         "dispatc: unknown field (did you mean dispatch?); known fields: database, api, dispatch,"
-            + " limits, launcher, logging, retention, routes, sources, encryption, teams");
+            + " limits, launcher, logging, retention, routes, sources, encryption, teams, clusters");
   }
 
   @Test

@@ -12,9 +12,11 @@ final class ApiErrors {
 
   /**
    * What a refused call means. Refused for good, failing the build at once with the API's message:
-   * 422 (the Job is invalid), 404 (the namespace does not exist) and a 403 that is not a quota
-   * (RBAC: the dispatcher's Role lacks a verb). Tried again: 429 after as long as the server asks,
-   * a 403 for an exceeded quota, 409 conflicts, 5xx, timeouts and calls that got no answer.
+   * 422 (the Job is invalid) and 404 (the namespace does not exist). Tried again: 429 after as long
+   * as the server asks, a 403 for an exceeded quota, 409 conflicts, 5xx, timeouts and calls that
+   * got no answer; and a refusal of the dispatcher itself, which an operator fixes while the build
+   * waits (its cluster's routes stall meanwhile, {@link Clusters}): a 401 (its credential expired
+   * or was revoked) and a 403 that is not a quota (RBAC: its Role lacks a verb).
    */
   static LaunchOutcome classify(KubernetesClientException e, String where, ApiReachability api) {
     int code = e.getCode();
@@ -28,13 +30,12 @@ final class ApiErrors {
       case 429 ->
           new LaunchOutcome.RetryLater(
               retryAfter(e), "throttled by the Kubernetes API: " + message);
+      case 401 -> new LaunchOutcome.RetryLater(REFUSED_RETRY, unauthorized(api, message));
       case 403 ->
           quota(message)
               ? new LaunchOutcome.RetryLater(
                   Duration.ofSeconds(5), "waiting for quota in the Kubernetes API: " + message)
-              : new LaunchOutcome.Rejected(
-                  "forbidden by the Kubernetes API (the dispatcher's Role must allow it): "
-                      + message);
+              : new LaunchOutcome.RetryLater(REFUSED_RETRY, forbidden(message));
       default ->
           new LaunchOutcome.RetryLater(
               null,
@@ -42,6 +43,25 @@ final class ApiErrors {
                   ? api.describe(rootMessage(e))
                   : "the Kubernetes API answered " + code + ": " + message);
     };
+  }
+
+  /**
+   * How long a launch the API refused the dispatcher itself waits before its next try, unless its
+   * cluster is seen fixed sooner (then at once).
+   */
+  static final Duration REFUSED_RETRY = Duration.ofSeconds(30);
+
+  /** "the Kubernetes API at … refuses the dispatcher's credentials (401 Unauthorized): …". */
+  static String unauthorized(ApiReachability api, String message) {
+    return api.describeRefusal(
+        "refuses the dispatcher's credentials (401 Unauthorized; an expired or revoked token or"
+            + " certificate): "
+            + message);
+  }
+
+  /** "forbidden by the Kubernetes API (the dispatcher's Role must allow it): …". */
+  static String forbidden(String message) {
+    return "forbidden by the Kubernetes API (the dispatcher's Role must allow it): " + message;
   }
 
   /** Whether a 403 is a ResourceQuota's ("exceeded quota: …"), which passes as builds end. */

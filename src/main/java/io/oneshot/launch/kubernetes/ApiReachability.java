@@ -65,6 +65,11 @@ final class ApiReachability {
     state = new Reachability(false, detail, was.reachable() ? Instant.now() : was.since());
   }
 
+  /** "the Kubernetes API at https://… refuses …". */
+  String describeRefusal(String what) {
+    return "the Kubernetes API at " + url + " " + what;
+  }
+
   /** "cannot reach the Kubernetes API at https://…: connection refused". */
   String describe(String why) {
     return "cannot reach the Kubernetes API at " + url + ": " + why;

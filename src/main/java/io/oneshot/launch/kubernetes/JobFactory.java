@@ -119,6 +119,11 @@ final class JobFactory {
     return namespace(a.route());
   }
 
+  /** The namespace of the route's Jobs: its own, else the launcher's. */
+  String namespaceOf(OneshotConfig.Route route) {
+    return namespace(route);
+  }
+
   private String namespace(OneshotConfig.Route route) {
     return route.namespace() != null ? route.namespace() : defaultNamespace;
   }

@@ -115,6 +115,17 @@ public final class KubernetesLauncher implements Launcher {
         balloonFactory == null
             ? null
             : new Balloons(client, balloonFactory, this::call, routes, watch);
+    for (OneshotConfig.Route r : routes) {
+      routeNamespaces.put(r.name(), factory.namespaceOf(r));
+    }
+  }
+
+  /** The namespace of each route's Jobs. */
+  private final Map<String, String> routeNamespaces = new java.util.HashMap<>();
+
+  /** The namespace the route's Jobs go to; null for a route this launcher does not serve. */
+  String namespaceOf(String route) {
+    return routeNamespaces.get(route);
   }
 
   /**
@@ -123,23 +134,55 @@ public final class KubernetesLauncher implements Launcher {
    */
   public static KubernetesLauncher create(OneshotConfig config, KubernetesClient client) {
     OneshotConfig.Kubernetes k = config.launcher().kubernetes();
+    return create(
+        config, config.routes(), k.namespace(), k.qps(), k.burst(), k.launchesInFlight(), client);
+  }
+
+  /**
+   * The launcher of one cluster: its routes' templates, its namespace (where a route that names
+   * none launches) and its client limits; nothing is called until {@link #start}.
+   */
+  public static KubernetesLauncher create(
+      OneshotConfig config, OneshotConfig.Cluster cluster, KubernetesClient client) {
+    return create(
+        config,
+        config.routes().stream().filter(r -> r.cluster().equals(cluster.name())).toList(),
+        cluster.namespace(),
+        cluster.qps(),
+        cluster.burst(),
+        cluster.launchesInFlight(),
+        client);
+  }
+
+  private static KubernetesLauncher create(
+      OneshotConfig config,
+      List<OneshotConfig.Route> routes,
+      String namespace,
+      double qps,
+      int burst,
+      int launchesInFlight,
+      KubernetesClient client) {
+    OneshotConfig.Kubernetes k = config.launcher().kubernetes();
     // Read with a serialization of their own: the client's decodes a Job read by its kind as the
     // watch does, without its spec (WatchedKinds).
     JobTemplates templates =
-        JobTemplates.load(k.templateDir(), config.routes(), new KubernetesSerialization());
+        JobTemplates.load(k.templateDir(), routes, new KubernetesSerialization());
     KubernetesSerialization serialization = client.getKubernetesSerialization();
     Set<String> namespaces = new TreeSet<>();
-    for (OneshotConfig.Route r : config.routes()) {
-      namespaces.add(r.namespace() != null ? r.namespace() : k.namespace());
+    for (OneshotConfig.Route r : routes) {
+      namespaces.add(r.namespace() != null ? r.namespace() : namespace);
+    }
+    if (namespaces.isEmpty()) {
+      namespaces.add(namespace);
     }
     return new KubernetesLauncher(
         client,
-        new JobFactory(templates, k.namespace(), k.ttlSecondsAfterFinished(), serialization),
-        new RateLimiter(k.qps(), k.burst()),
-        k.launchesInFlight(),
+        new JobFactory(templates, namespace, k.ttlSecondsAfterFinished(), serialization),
+        new RateLimiter(qps, burst),
+        launchesInFlight,
         namespaces,
-        new BalloonFactory(templates, k.namespace(), k.balloonPriorityClass(), serialization),
-        config.routes());
+        new BalloonFactory(templates, namespace, k.balloonPriorityClass(), serialization),
+        routes);
   }
 
   /**
@@ -155,10 +198,15 @@ public final class KubernetesLauncher implements Launcher {
    * caller, say), with the same settings as {@link #client(Vertx, OneshotConfig)}.
    */
   public static KubernetesClient client(Vertx vertx, Config found, OneshotConfig config) {
+    return client(vertx, found, config.launcher().kubernetes().requestTimeout());
+  }
+
+  /** {@link #client(Vertx, Config, OneshotConfig)} with {@code requestTimeout}. */
+  public static KubernetesClient client(Vertx vertx, Config found, Duration requestTimeout) {
     Config c =
         new ConfigBuilder(found)
             .withRequestRetryBackoffLimit(0)
-            .withRequestTimeout((int) config.launcher().kubernetes().requestTimeout().toMillis())
+            .withRequestTimeout((int) requestTimeout.toMillis())
             .withConnectionTimeout(10_000)
             .build();
     return new KubernetesClientBuilder()
@@ -480,6 +528,9 @@ public final class KubernetesLauncher implements Launcher {
       return result;
     } catch (KubernetesClientException e) {
       events.apiCall(verb, Math.max(0, e.getCode()));
+      if (e.getCode() == 401) {
+        trouble.unauthorized(ApiErrors.unauthorized(api, ApiErrors.message(e)));
+      }
       if (e.getCode() > 0) {
         api.answered();
       } else {
@@ -547,6 +598,7 @@ public final class KubernetesLauncher implements Launcher {
         made = true;
       }
       putSecret(a, ns, uid);
+      trouble.allowed(ns);
       return existed
           ? new LaunchOutcome.AlreadyLaunched(ns, "Job " + where + " exists")
           : new LaunchOutcome.Launched(ns, "Job " + where + " created");
@@ -554,6 +606,11 @@ public final class KubernetesLauncher implements Launcher {
       LaunchOutcome refused = ApiErrors.classify(e, where, api);
       if (made && refused instanceof LaunchOutcome.Rejected) {
         dropJob(ns, a.name());
+      }
+      if (e.getCode() == 401) {
+        trouble.unauthorized(ApiErrors.unauthorized(api, ApiErrors.message(e)));
+      } else if (e.getCode() == 403 && !ApiErrors.quota(ApiErrors.message(e))) {
+        trouble.forbidden(ns, ApiErrors.forbidden(ApiErrors.message(e)));
       }
       return refused;
     } catch (InterruptedException e) {
@@ -888,6 +945,151 @@ public final class KubernetesLauncher implements Launcher {
       }
     }
     return out;
+  }
+
+  /**
+   * Who hears that the API server refused the dispatcher itself, as a launch found it: its
+   * credential (401), or what its Role allows in a namespace (403 that is not a quota); and that a
+   * launch in a namespace went through.
+   */
+  interface Trouble {
+    void unauthorized(String why);
+
+    void forbidden(String namespace, String why);
+
+    void allowed(String namespace);
+
+    Trouble NONE =
+        new Trouble() {
+          @Override
+          public void unauthorized(String why) {}
+
+          @Override
+          public void forbidden(String namespace, String why) {}
+
+          @Override
+          public void allowed(String namespace) {}
+        };
+  }
+
+  private volatile Trouble trouble = Trouble.NONE;
+
+  void trouble(Trouble trouble) {
+    this.trouble = trouble;
+  }
+
+  /**
+   * What a look at the API server found: null fields where nothing is wrong. {@code unreachable},
+   * it did not answer; {@code unauthorized}, it refused the dispatcher's credentials; {@code
+   * forbidden}, the namespaces where the dispatcher may not make a build's Job or token Secret, and
+   * why; {@code version}, the server's when it answered.
+   */
+  record Probe(
+      String unreachable, String unauthorized, Map<String, String> forbidden, String version) {
+    boolean fine() {
+      return unreachable == null && unauthorized == null && forbidden.isEmpty();
+    }
+
+    /** What is wrong, said whole; null when nothing. */
+    String trouble() {
+      if (unreachable != null) {
+        return unreachable;
+      }
+      if (unauthorized != null) {
+        return unauthorized;
+      }
+      if (!forbidden.isEmpty()) {
+        return String.join("; ", new TreeSet<>(forbidden.values()));
+      }
+      return null;
+    }
+  }
+
+  /** What a launch makes in a namespace: the verb, group and resource a Role must allow. */
+  private static final List<String[]> LAUNCH_NEEDS =
+      List.of(new String[] {"create", "batch", "jobs"}, new String[] {"create", "", "secrets"});
+
+  /**
+   * Looks at the API server as a launch would need it (not rate-limited: a handful of calls):
+   * whether it answers ({@code /version}), takes the dispatcher's credentials, and lets it create
+   * Jobs and Secrets in each namespace its routes use (a SelfSubjectAccessReview each, which every
+   * authenticated user may make: the {@code system:basic-user} ClusterRole). Blocks.
+   */
+  Probe probe() {
+    String version;
+    try {
+      var v = send("get", client::getKubernetesVersion);
+      version = v == null ? null : v.getGitVersion();
+    } catch (KubernetesClientException e) {
+      if (e.getCode() <= 0) {
+        return new Probe(api.describe(ApiErrors.rootMessage(e)), null, Map.of(), null);
+      }
+      if (e.getCode() == 401) {
+        return new Probe(null, ApiErrors.unauthorized(api, ApiErrors.message(e)), Map.of(), null);
+      }
+      version = null; // answered with a refusal of its own (403 for anonymous): reachable
+    }
+    Map<String, String> forbidden = new java.util.TreeMap<>();
+    for (String ns : watch.namespaces()) {
+      for (String[] need : LAUNCH_NEEDS) {
+        var review =
+            new io.fabric8.kubernetes.api.model.authorization.v1.SelfSubjectAccessReviewBuilder()
+                .withNewSpec()
+                .withNewResourceAttributes()
+                .withNamespace(ns)
+                .withVerb(need[0])
+                .withGroup(need[1])
+                .withResource(need[2])
+                .endResourceAttributes()
+                .endSpec()
+                .build();
+        try {
+          io.fabric8.kubernetes.api.model.authorization.v1.SelfSubjectAccessReview answer =
+              send(
+                  "create",
+                  () -> client.authorization().v1().selfSubjectAccessReview().create(review));
+          var st = answer == null ? null : answer.getStatus();
+          // A server that says nothing (no status) is taken at its word that nothing is wrong.
+          if (st != null && !Boolean.TRUE.equals(st.getAllowed())) {
+            forbidden.put(
+                ns,
+                ApiErrors.forbidden(
+                    "the dispatcher may not "
+                        + need[0]
+                        + " "
+                        + need[2]
+                        + (need[1].isEmpty() ? "" : "." + need[1])
+                        + " in namespace "
+                        + ns
+                        + (st.getReason() == null || st.getReason().isBlank()
+                            ? ""
+                            : " (" + st.getReason() + ")")));
+            break;
+          }
+        } catch (KubernetesClientException e) {
+          if (e.getCode() <= 0) {
+            return new Probe(api.describe(ApiErrors.rootMessage(e)), null, Map.of(), version);
+          }
+          if (e.getCode() == 401) {
+            return new Probe(
+                null, ApiErrors.unauthorized(api, ApiErrors.message(e)), Map.of(), version);
+          }
+          // Reviews refused (a server without the API): a launch will say what is wrong.
+          log.debug("SelfSubjectAccessReview in {} refused: {}", ns, ApiErrors.message(e));
+        }
+      }
+    }
+    return new Probe(null, null, Map.copyOf(forbidden), version);
+  }
+
+  /** The namespaces this launcher's routes use. */
+  Set<String> namespaces() {
+    return watch.namespaces();
+  }
+
+  /** The API server's URL. */
+  String apiUrl() {
+    return String.valueOf(client.getMasterUrl());
   }
 
   /** The informers' view of the cluster (for tests in this package). */

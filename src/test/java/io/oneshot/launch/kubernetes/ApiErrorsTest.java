@@ -24,12 +24,24 @@ class ApiErrorsTest {
   }
 
   @Test
-  void aRoleWithoutTheVerbFailsTheBuildAtOnce() {
+  void aRoleWithoutTheVerbWaitsForTheOperatorToFixIt() {
     assertThat(classify(answered(403, "jobs.batch is forbidden: User x cannot create jobs")))
         .isEqualTo(
-            new LaunchOutcome.Rejected(
+            new LaunchOutcome.RetryLater(
+                ApiErrors.REFUSED_RETRY,
                 "forbidden by the Kubernetes API (the dispatcher's Role must allow it): jobs.batch"
                     + " is forbidden: User x cannot create jobs"));
+  }
+
+  @Test
+  void refusedCredentialsWaitForTheirRotation() {
+    assertThat(classify(answered(401, "Unauthorized")))
+        .isEqualTo(
+            new LaunchOutcome.RetryLater(
+                ApiErrors.REFUSED_RETRY,
+                api.describeRefusal(
+                    "refuses the dispatcher's credentials (401 Unauthorized; an expired or revoked"
+                        + " token or certificate): Unauthorized")));
   }
 
   @Test

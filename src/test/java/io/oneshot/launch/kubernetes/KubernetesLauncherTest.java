@@ -504,17 +504,17 @@ class KubernetesLauncherTest {
   }
 
   /**
-   * Refusals that cannot pass fail the build at once, with the API's message: a Role without {@code
-   * create} on Jobs (403 that is not a quota), a namespace that does not exist (404).
+   * Refusals that cannot pass fail the build at once, with the API's message: a namespace that does
+   * not exist (404). (A Role without a verb is the operator's to fix, and the build waits:
+   * ClustersTest.)
    */
   @ParameterizedTest(name = "{0}")
   @CsvSource(
       delimiter = '|',
       textBlock =
           """
-          RBAC            | jobs    | 403 | Forbidden | jobs.batch is forbidden: User cannot create resource jobs in the namespace team-b | launch rejected: forbidden by the Kubernetes API (the dispatcher's Role must allow it): jobs.batch is forbidden: User cannot create resource jobs in the namespace team-b
           namespace       | jobs    | 404 | NotFound  | namespaces team-b not found | launch rejected: the Kubernetes API has no namespace for Job team-b/oneshot-ID-1: namespaces team-b not found
-          RBAC on Secrets | secrets | 403 | Forbidden | secrets is forbidden: User cannot create resource secrets in the namespace team-b | launch rejected: forbidden by the Kubernetes API (the dispatcher's Role must allow it): secrets is forbidden: User cannot create resource secrets in the namespace team-b
+          invalid Secret  | secrets | 422 | Invalid   | Secret "x" is invalid: data: Too long | launch rejected: the Kubernetes API refused Job team-b/oneshot-ID-1: Secret "x" is invalid: data: Too long
           """)
   void aRefusalThatCannotPassFailsTheBuildAtOnce(
       String name, String resource, int code, String reason, String message, String error) {

@@ -179,8 +179,29 @@ public final class FakeKubelet implements AutoCloseable {
     }
   }
 
-  /** The API server's ServiceAccount tokens, which the kubelet asks for a pod's projected ones. */
+  /**
+   * The API server's ServiceAccount tokens, which the kubelet asks for a pod's projected ones; null
+   * on a real API server, which issues them itself ({@link #onRealApi}).
+   */
   private final ServiceAccountTokens tokens;
+
+  /**
+   * The Job controller and the kubelet for a real API server that runs neither (the second control
+   * plane of {@code scripts/kube second}: etcd, kube-apiserver, and kube-controller-manager with
+   * its ServiceAccount, token and garbage collector controllers only). What differs from the mock:
+   * a pod's projected token comes from the API server's TokenRequest ({@code POST
+   * serviceaccounts/<name>/token} bound to the pod, as pkg/kubelet/token/token_manager.go asks for
+   * it), status is written through the {@code status} subresource (the API server ignores status on
+   * a plain update), a deleted Job's pods are the garbage collector's to delete, and a pod no node
+   * holds is deleted at once (kube-apiserver v1.20.2 pkg/registry/core/pod/strategy.go, {@code
+   * CheckGracefulDelete}: an unscheduled pod gets a grace of 0), so its process gets its template's
+   * grace.
+   */
+  public static FakeKubelet onRealApi(KubernetesClient admin, List<String> namespaces, Path work) {
+    FakeKubelet k = new FakeKubelet(admin, null, namespaces, work, null);
+    k.start();
+    return k;
+  }
 
   FakeKubelet(
       KubernetesClient api,
@@ -217,6 +238,49 @@ public final class FakeKubelet implements AutoCloseable {
   }
 
   void start() {
+    if (tokens == null) {
+      // As the real controllers watch: informers, which list again after their API server was
+      // away and tell of what changed meanwhile.
+      for (String ns : namespaces) {
+        informers.add(
+            api.batch()
+                .v1()
+                .jobs()
+                .inNamespace(ns)
+                .inform(
+                    new io.fabric8.kubernetes.client.informers.ResourceEventHandler<Job>() {
+                      @Override
+                      public void onAdd(Job job) {
+                        work.execute(() -> begin(job));
+                      }
+
+                      @Override
+                      public void onUpdate(Job before, Job job) {}
+
+                      @Override
+                      public void onDelete(Job job, boolean unknown) {
+                        work.execute(() -> jobDeleted(job));
+                      }
+                    }));
+        informers.add(
+            api.pods()
+                .inNamespace(ns)
+                .inform(
+                    new io.fabric8.kubernetes.client.informers.ResourceEventHandler<Pod>() {
+                      @Override
+                      public void onAdd(Pod pod) {}
+
+                      @Override
+                      public void onUpdate(Pod before, Pod pod) {}
+
+                      @Override
+                      public void onDelete(Pod pod, boolean unknown) {
+                        work.execute(() -> podDeleted(pod));
+                      }
+                    }));
+      }
+      return;
+    }
     for (String ns : namespaces) {
       watches.add(
           api.batch()
@@ -527,6 +591,9 @@ public final class FakeKubelet implements AutoCloseable {
       j.deleted = true;
       mine = List.copyOf(j.pods);
     }
+    if (requests == null) {
+      return; // a real garbage collector deletes or orphans the Job's pods
+    }
     String policy =
         requests
             .lastDeleteOptions("/apis/batch/v1/namespaces/" + j.ns + "/jobs/" + j.name)
@@ -586,7 +653,7 @@ public final class FakeKubelet implements AutoCloseable {
             .withPhase("Pending")
             .endStatus()
             .build();
-    api.pods().inNamespace(j.ns).resource(pod).create();
+    createPod(j.ns, pod);
     if (j.deleted) {
       // The Job went while its pod was being made: the garbage collector takes the pod too.
       api.pods().inNamespace(j.ns).withName(podName).delete();
@@ -622,7 +689,12 @@ public final class FakeKubelet implements AutoCloseable {
         });
     Container c = container(p);
     String image = c.getImage() == null ? "" : c.getImage();
-    if (!image.startsWith(ONESHOT_REPOSITORY + ":") || unpullable.contains(image)) {
+    // On a real API server, the real node's templates name the image imported there (the same
+    // oneshot, RealCluster.image()).
+    boolean known =
+        image.startsWith(ONESHOT_REPOSITORY + ":")
+            || (tokens == null && image.startsWith(RealCluster.IMAGE + ":"));
+    if (!known || unpullable.contains(image)) {
       String why = "failed to pull and unpack image \"" + image + "\": not found";
       waiting(p, "ErrImagePull", why);
       timers.schedule(
@@ -751,7 +823,9 @@ public final class FakeKubelet implements AutoCloseable {
           try {
             Files.writeString(
                 mounts.get(mountPathOf(c, v.getName())).resolve(sat.getPath()),
-                tokens.issue(self, sat.getAudience(), ttl),
+                tokens != null
+                    ? tokens.issue(self, sat.getAudience(), ttl)
+                    : tokenRequest(self, sat.getAudience(), ttl),
                 StandardCharsets.UTF_8);
           } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -902,8 +976,9 @@ public final class FakeKubelet implements AutoCloseable {
       return;
     }
     long grace =
-        requests
-            .lastDeleteOptions("/api/v1/namespaces/" + j.ns + "/pods/" + p.name)
+        (requests == null
+                ? Optional.<com.fasterxml.jackson.databind.JsonNode>empty()
+                : requests.lastDeleteOptions("/api/v1/namespaces/" + j.ns + "/pods/" + p.name))
             .filter(o -> o.hasNonNull("gracePeriodSeconds"))
             .map(o -> o.get("gracePeriodSeconds").asLong())
             .orElseGet(
@@ -986,6 +1061,32 @@ public final class FakeKubelet implements AutoCloseable {
    * as controllers do; null when the pod is gone.
    */
   private Pod updatePod(PodRun p, Consumer<Pod> change) {
+    return untilAnswered(() -> updatePodOnce(p, change));
+  }
+
+  /**
+   * On a real API server, what a call needs done is done once it answers: a kubelet or controller
+   * whose API server is away syncs again until it is back (the mock's calls are made once).
+   */
+  private <T> T untilAnswered(java.util.function.Supplier<T> call) {
+    while (true) {
+      try {
+        return call.get();
+      } catch (io.fabric8.kubernetes.client.KubernetesClientException e) {
+        if (tokens != null || e.getCode() > 0 || work.isShutdown()) {
+          throw e;
+        }
+      }
+      try {
+        Thread.sleep(1000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted");
+      }
+    }
+  }
+
+  private Pod updatePodOnce(PodRun p, Consumer<Pod> change) {
     for (int i = 0; ; i++) {
       Pod pod = api.pods().inNamespace(p.job.ns).withName(p.name).get();
       if (pod == null) {
@@ -996,7 +1097,9 @@ public final class FakeKubelet implements AutoCloseable {
       }
       change.accept(pod);
       try {
-        return api.pods().inNamespace(p.job.ns).resource(pod).update();
+        return tokens == null
+            ? api.pods().inNamespace(p.job.ns).resource(pod).updateStatus()
+            : api.pods().inNamespace(p.job.ns).resource(pod).update();
       } catch (io.fabric8.kubernetes.client.KubernetesClientException e) {
         if (e.getCode() == 404) {
           return null; // deleted since it was read
@@ -1009,6 +1112,14 @@ public final class FakeKubelet implements AutoCloseable {
   }
 
   private void updateJob(JobRun j, Consumer<JobStatusBuilder> change) {
+    untilAnswered(
+        () -> {
+          updateJobOnce(j, change);
+          return null;
+        });
+  }
+
+  private void updateJobOnce(JobRun j, Consumer<JobStatusBuilder> change) {
     for (int i = 0; ; i++) {
       Job stored = api.batch().v1().jobs().inNamespace(j.ns).withName(j.name).get();
       if (stored == null) {
@@ -1019,7 +1130,11 @@ public final class FakeKubelet implements AutoCloseable {
       change.accept(s);
       stored.setStatus(s.build());
       try {
-        api.batch().v1().jobs().inNamespace(j.ns).resource(stored).update();
+        if (tokens == null) {
+          api.batch().v1().jobs().inNamespace(j.ns).resource(stored).updateStatus();
+        } else {
+          api.batch().v1().jobs().inNamespace(j.ns).resource(stored).update();
+        }
         return;
       } catch (io.fabric8.kubernetes.client.KubernetesClientException e) {
         if (e.getCode() == 404) {
@@ -1032,9 +1147,65 @@ public final class FakeKubelet implements AutoCloseable {
     }
   }
 
+  /**
+   * Creates the pod; on a real API server, again while the namespace's default ServiceAccount is
+   * not there yet (its controller makes it just after the namespace; the ServiceAccount admission
+   * plugin refuses a pod of an account that does not exist), as the Job controller tries again.
+   */
+  private void createPod(String ns, Pod pod) {
+    for (int i = 0; ; i++) {
+      try {
+        api.pods().inNamespace(ns).resource(pod).create();
+        return;
+      } catch (io.fabric8.kubernetes.client.KubernetesClientException e) {
+        if (tokens != null || e.getCode() != 403 || i == 50) {
+          throw e;
+        }
+      }
+      try {
+        Thread.sleep(200);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
+  }
+
+  /** A token of the pod's ServiceAccount bound to the pod, from a real API server. */
+  private String tokenRequest(Pod pod, String audience, long ttl) {
+    String account =
+        pod.getSpec().getServiceAccountName() == null
+            ? "default"
+            : pod.getSpec().getServiceAccountName();
+    var request =
+        new io.fabric8.kubernetes.api.model.authentication.TokenRequestBuilder()
+            .withNewSpec()
+            .withAudiences(audience == null ? List.of() : List.of(audience))
+            .withExpirationSeconds(ttl)
+            .withNewBoundObjectRef()
+            .withApiVersion("v1")
+            .withKind("Pod")
+            .withName(pod.getMetadata().getName())
+            .withUid(pod.getMetadata().getUid())
+            .endBoundObjectRef()
+            .endSpec()
+            .build();
+    return api.serviceAccounts()
+        .inNamespace(pod.getMetadata().getNamespace())
+        .withName(account)
+        .tokenRequest(request)
+        .getStatus()
+        .getToken();
+  }
+
+  /** The informers of a kubelet on a real API server. */
+  private final List<io.fabric8.kubernetes.client.informers.SharedIndexInformer<?>> informers =
+      new ArrayList<>();
+
   @Override
   public void close() {
     watches.forEach(Watch::close);
+    informers.forEach(io.fabric8.kubernetes.client.informers.SharedIndexInformer::close);
     for (PodRun p : pods.values()) {
       killTree(p);
     }

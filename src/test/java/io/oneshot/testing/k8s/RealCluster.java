@@ -98,6 +98,65 @@ public final class RealCluster {
     return Path.of(env("ONESHOT_KUBE_STATE", "/var/lib/oneshot-kube"));
   }
 
+  private static RealCluster second;
+
+  /**
+   * The second control plane {@code scripts/kube second start} runs (no node: a test serves its
+   * Jobs with {@link FakeKubelet#onRealApi}), or the test is skipped (failed under {@link
+   * #REQUIRE}) when it does not run.
+   */
+  public static synchronized RealCluster second() {
+    if (second == null) {
+      Path state = Path.of(state() + "-2");
+      Path cache = cacheDir();
+      boolean up =
+          Files.isReadable(state.resolve("admin.kubeconfig"))
+              && Files.isExecutable(cache.resolve("bin/kubectl"))
+              && answers(state, cache);
+      Required.tool(
+          up,
+          REQUIRE,
+          "no second control plane runs here (scripts/kube second start runs one; state in "
+              + state
+              + ")",
+          "the tests of several clusters are skipped");
+      second = new RealCluster(state, cache);
+    }
+    return second;
+  }
+
+  /**
+   * Stops this control plane's API server alone ({@code scripts/kube second api-stop}): its clients
+   * get no answer; etcd keeps everything. For the second control plane only.
+   */
+  public void stopApi() {
+    script("api-stop");
+  }
+
+  /** Starts the API server {@link #stopApi} stopped, and waits until it answers. */
+  public void startApi() {
+    script("api-start");
+  }
+
+  private void script(String command) {
+    Path script = Path.of("scripts/kube").toAbsolutePath();
+    try {
+      Process p =
+          new ProcessBuilder(script.toString(), "second", command)
+              .redirectErrorStream(true)
+              .start();
+      String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      if (!p.waitFor(2, TimeUnit.MINUTES) || p.exitValue() != 0) {
+        throw new AssertionError("scripts/kube second " + command + " failed: " + out);
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new AssertionError("interrupted", e);
+    }
+  }
+
   private static String env(String name, String fallback) {
     String v = System.getenv(name);
     return v == null || v.isBlank() ? fallback : v;

@@ -2,7 +2,8 @@
 -- and the tokens at hand ($2), shared between teams by weight (db/019_fair_share.sql): within a
 -- team by priority then age; across teams, each next slot to the team whose running and claimed
 -- builds are fewest for its weight, a team's guaranteed slots first, none past its cap or past its
--- share and borrowLimit. Held routes and teams are skipped; so are builds whose workspace has an
+-- share and borrowLimit. Held routes and teams are skipped, and stalled routes (their cluster cannot
+-- take launches now, db/022_clusters.sql); so are builds whose workspace has an
 -- earlier build unfinished (a workspace is its route's, db/016_workspaces_by_route.sql). The caller
 -- holds the claim lock, so the counts include every earlier claim.
 -- Transition: pending -> launching, attempt + 1, a new token hash, runner binding cleared.
@@ -24,9 +25,9 @@ WITH events AS MATERIALIZED (
   FROM (SELECT greatest($1 - (SELECT coalesce(sum(n), 0) FROM live), 0)::int AS free) f
 ), route_team AS (
   -- Each route with its team (itself when it names none, db/019_fair_share.sql), whether the
-  -- route or its team is held, and the team's rules.
+  -- route or its team is held or the route stalled, and the team's rules.
   SELECT r.name, r.max_concurrent, coalesce(l.n, 0) AS live, coalesce(r.team, r.name) AS team,
-         (r.held_at IS NOT NULL OR t.held_at IS NOT NULL) AS held,
+         (r.held_at IS NOT NULL OR t.held_at IS NOT NULL OR r.stalled IS NOT NULL) AS held,
          coalesce(t.weight, 1) AS weight, coalesce(t.guaranteed, 0) AS guaranteed,
          t.borrow_limit, t.max_concurrent AS team_max
   FROM oneshot.routes r

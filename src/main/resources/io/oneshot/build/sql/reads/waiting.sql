@@ -3,11 +3,12 @@
 -- route that will be claimed before it (higher priority, or as high and older, and not held back by
 -- their own workspace, as the claim counts them; counted up to 1001, so that a page of a million
 -- queued builds reads as fast as one), and all live builds (for the global limit); its route's team,
--- and the holds on its route and team (db/019_fair_share.sql).
+-- and the holds on its route and team (db/019_fair_share.sql); its route's cluster and stall
+-- (db/022_clusters.sql).
 -- Transition: none (read). A build that is not pending has no row.
 SELECT b.id, b.route, b.workspace,
        r.max_concurrent, coalesce(r.team, r.name) AS team,
-       r.held_at, r.held_by, r.held_why,
+       r.held_at, r.held_by, r.held_why, r.cluster, r.stalled, r.stalled_at,
        t.held_at AS team_held_at, t.held_by AS team_held_by, t.held_why AS team_held_why,
        w.id AS workspace_build, w.status AS workspace_status,
        (SELECT count(*) FROM oneshot.builds x

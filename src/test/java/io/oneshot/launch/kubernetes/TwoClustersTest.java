@@ -1,0 +1,314 @@
+package io.oneshot.launch.kubernetes;
+
+import static io.oneshot.testing.TestServer.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.fabric8.kubernetes.api.model.Secret;
+import io.fabric8.kubernetes.api.model.SecretBuilder;
+import io.fabric8.kubernetes.api.model.batch.v1.Job;
+import io.fabric8.kubernetes.client.Config;
+import io.oneshot.testing.Ports;
+import io.oneshot.testing.PromText;
+import io.oneshot.testing.Sql;
+import io.oneshot.testing.TestServer;
+import io.oneshot.testing.k8s.FakeKubelet;
+import io.oneshot.testing.k8s.RealCluster;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * One dispatcher, two real API servers on loopback: the real node's ({@code scripts/kube start},
+ * the dispatcher's own, {@code home}) and a second control plane without a node ({@code
+ * scripts/kube second start}; the test kubelet serves its Jobs, on the real API server), reached
+ * through a kubeconfig file with the token of the ServiceAccount the chart makes there, holding the
+ * chart's Role and nothing more. Routes in each; bursts split across both; the second's API server
+ * stopped for over a minute mid-burst (longer than its route's launch timeout) and started again;
+ * its credential revoked and a new one written to the kubeconfig. Every build is audited: one Job,
+ * in its route's cluster and nowhere else, its script run once, on its first attempt.
+ */
+class TwoClustersTest {
+  @TempDir Path tmp;
+  private RealCluster home;
+  private RealCluster two;
+  private String homeNs;
+  private String twoNs;
+  private FakeKubelet kubelet;
+  private TestServer t;
+  private int port;
+  private Path kubeconfig;
+
+  @BeforeEach
+  void setUp() {
+    home = RealCluster.get();
+    two = RealCluster.second();
+    homeNs = home.namespace("two-home");
+    // The chart makes the build pods' account there, as in any namespace it is given.
+    twoNs = two.bareNamespace("two-far");
+    port = Ports.stable();
+  }
+
+  /** Whether the far API server is stopped (the next test needs it started again). */
+  private boolean farStopped;
+
+  @AfterEach
+  void tearDown() {
+    try {
+      if (farStopped) {
+        two.startApi();
+      }
+      if (t != null) {
+        t.close();
+      }
+    } finally {
+      try {
+        if (kubelet != null) {
+          kubelet.close();
+        }
+      } finally {
+        home.delete(homeNs);
+        two.delete(twoNs);
+      }
+    }
+  }
+
+  private static final String ROUTES =
+      """
+      clusters:
+        - {name: far, kubeconfig: %s, namespace: %s}
+      routes:
+        - {name: near, tags: {at: near}, template: script.yaml, maxConcurrent: 3, maxAttempts: 3}
+        - {name: away, tags: {at: far}, template: script.yaml, cluster: far, maxConcurrent: 3, maxAttempts: 3, launchTimeout: 20s}
+      """;
+
+  /**
+   * The token of a new Secret of the ServiceAccount's, once the token controller filled it in: what
+   * a cluster's operator hands the dispatcher, and revokes by deleting the Secret.
+   */
+  private String newToken(String name) {
+    two.admin
+        .secrets()
+        .inNamespace(twoNs)
+        .resource(
+            new SecretBuilder()
+                .withNewMetadata()
+                .withName(name)
+                .withAnnotations(Map.of("kubernetes.io/service-account.name", "oneshot"))
+                .endMetadata()
+                .withType("kubernetes.io/service-account-token")
+                .build())
+        .create();
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () -> {
+              Secret s = two.admin.secrets().inNamespace(twoNs).withName(name).get();
+              return s != null && s.getData() != null && s.getData().containsKey("token");
+            });
+    return new String(
+        Base64.getDecoder()
+            .decode(
+                two.admin.secrets().inNamespace(twoNs).withName(name).get().getData().get("token")),
+        StandardCharsets.UTF_8);
+  }
+
+  /** Writes the far cluster's kubeconfig with {@code token}, whole at once (as a Secret's is). */
+  private void writeKubeconfig(String token) throws IOException {
+    Config admin = Config.fromKubeconfig(Files.readString(two.kubeconfig));
+    String yaml =
+        """
+        apiVersion: v1
+        kind: Config
+        clusters:
+        - name: far
+          cluster: {server: "%s", certificate-authority: "%s"}
+        users:
+        - name: oneshot
+          user: {token: "%s"}
+        contexts:
+        - name: far
+          context: {cluster: far, user: oneshot, namespace: %s}
+        current-context: far
+        """
+            .formatted(admin.getMasterUrl(), admin.getCaCertFile(), token, twoNs);
+    Path next = tmp.resolve("kubeconfig.next");
+    Files.writeString(next, yaml);
+    Files.move(
+        next, kubeconfig, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+  }
+
+  private void start() throws Exception {
+    // The chart in the far cluster, no dispatcher of its own: its ServiceAccount and Role there.
+    new com.marcnuri.helm.Helm(io.oneshot.testing.Chart.DIR)
+        .install()
+        .withName("oneshot")
+        .withNamespace(twoNs)
+        .withKubeConfig(two.kubeconfig)
+        .set("replicaCount", 0)
+        .call();
+    kubeconfig = tmp.resolve("far.kubeconfig");
+    writeKubeconfig(newToken("oneshot-token-1"));
+    kubelet = FakeKubelet.onRealApi(two.admin, List.of(twoNs), tmp.resolve("kubelet"));
+    Path dir = home.templates(tmp.resolve("templates"), UnaryOperator.identity());
+    Config homeAdmin = Config.fromKubeconfig(Files.readString(home.kubeconfig));
+    t =
+        home.server(homeNs, dir, port, "ttlSecondsAfterFinished: 600")
+            .dispatch(
+                "maxConcurrent: 6, pollInterval: 200ms, rescueInterval: 300ms,"
+                    + " heartbeatInterval: 300ms")
+            .routes(ROUTES.formatted(kubeconfig, twoNs))
+            .launchers(
+                (vertx, cfg) ->
+                    new Clusters(
+                        cfg,
+                        c ->
+                            KubernetesLauncher.create(
+                                cfg,
+                                c,
+                                KubernetesLauncher.client(
+                                    vertx,
+                                    c.name().equals("home") ? homeAdmin : Clusters.clientConfig(c),
+                                    c.requestTimeout()))))
+            .start();
+  }
+
+  private long submit(String at, String marker) {
+    return t.api.submitScript(
+        "{\"at\": \"" + at + "\"}", "echo " + marker + "; sleep 2; echo done-" + marker);
+  }
+
+  private static String awaitEnd(long id) {
+    await()
+        .atMost(4, TimeUnit.MINUTES)
+        .until(() -> List.of("succeeded", "failed", "canceled").contains(status(id)));
+    return status(id);
+  }
+
+  private JsonNode clusterOnReadyz(String name) {
+    return t.api.get("/readyz").json().path("clusters").path(name);
+  }
+
+  private static List<Job> jobs(RealCluster c, long build) {
+    return c.admin
+        .batch()
+        .v1()
+        .jobs()
+        .inAnyNamespace()
+        .withLabel("oneshot.io/build", Long.toString(build))
+        .list()
+        .getItems();
+  }
+
+  @Test
+  void eachRouteLaunchesIntoItsClusterThroughAnOutageAndACredentialRotation() throws Exception {
+    start();
+    assertThat(clusterOnReadyz("far").path("ready").asBoolean()).isTrue();
+    assertThat(clusterOnReadyz("home").path("ready").asBoolean()).isTrue();
+    List<Long> near = new ArrayList<>();
+    List<Long> away = new ArrayList<>();
+    for (int i = 0; i < 4; i++) {
+      near.add(submit("near", "near-" + i));
+      away.add(submit("far", "far-" + i));
+    }
+    // Mid-burst: the far API server stops; builds keep coming for both.
+    await().atMost(2, TimeUnit.MINUTES).until(() -> status(away.get(0)).equals("running"));
+    farStopped = true;
+    two.stopApi();
+    long stoppedAt = System.nanoTime();
+    for (int i = 4; i < 8; i++) {
+      near.add(submit("near", "near-" + i));
+      away.add(submit("far", "far-" + i));
+    }
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(() -> !clusterOnReadyz("far").path("ready").asBoolean(true));
+    assertThat(clusterOnReadyz("far").path("trouble").asText()).contains("cannot reach");
+    assertThat(clusterOnReadyz("far").path("stalledRoutes").toString()).contains("away");
+    assertThat(t.api.get("/readyz").status()).as("one cluster's trouble is its own").isEqualTo(200);
+    // A far build still queued says why it waits.
+    long last = away.get(away.size() - 1);
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () -> t.api.get("/api/v1/builds/" + last).json().path("reason").asText(""),
+            r -> r.contains("cluster far") && r.contains("cannot reach"));
+    assertThat(
+            PromText.parse(t.api.get("/metrics").text())
+                .value("oneshot_cluster_ready", "cluster", "far"))
+        .isEqualTo(0.0);
+    // The near route runs on meanwhile, to the end of its burst.
+    for (long id : near) {
+      assertThat(awaitEnd(id)).as("near build %d", id).isEqualTo("succeeded");
+    }
+    // Down for over a minute: longer than the far route's launch timeout.
+    await()
+        .atMost(2, TimeUnit.MINUTES)
+        .pollInterval(Duration.ofSeconds(1))
+        .until(() -> System.nanoTime() - stoppedAt > TimeUnit.SECONDS.toNanos(65));
+    assertThat(away.stream().map(id -> status(id)))
+        .as("nothing of the far route failed while its cluster was away")
+        .doesNotContain("failed", "canceled");
+    two.startApi();
+    farStopped = false;
+    for (long id : away) {
+      assertThat(awaitEnd(id)).as("far build %d", id).isEqualTo("succeeded");
+    }
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(() -> clusterOnReadyz("far").path("ready").asBoolean());
+
+    // The credential is revoked: the cluster refuses the dispatcher, the route stalls and says so.
+    two.admin.secrets().inNamespace(twoNs).withName("oneshot-token-1").delete();
+    await()
+        .atMost(2, TimeUnit.MINUTES)
+        .until(() -> clusterOnReadyz("far").path("trouble").asText(""), r -> r.contains("401"));
+    List<Long> rotated = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      rotated.add(submit("far", "rotated-" + i));
+    }
+    long waiting = rotated.get(2);
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () -> t.api.get("/api/v1/builds/" + waiting).json().path("reason").asText(""),
+            r -> r.contains("cluster far") && r.contains("401"));
+    // A new one is written to the kubeconfig: picked up without a restart.
+    writeKubeconfig(newToken("oneshot-token-2"));
+    for (long id : rotated) {
+      assertThat(awaitEnd(id)).as("build %d after the rotation", id).isEqualTo("succeeded");
+    }
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(() -> clusterOnReadyz("far").path("ready").asBoolean());
+
+    // The audit: one Job per build, in its route's cluster alone; run once, on its first attempt.
+    List<Long> all = new ArrayList<>(near);
+    all.addAll(away);
+    all.addAll(rotated);
+    for (long id : all) {
+      boolean far = !near.contains(id);
+      assertThat(jobs(far ? two : home, id)).as("build %d's Jobs in its cluster", id).hasSize(1);
+      assertThat(jobs(far ? home : two, id)).as("build %d's Jobs in the other", id).isEmpty();
+      assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id))
+          .as("build %d's attempts", id)
+          .isEqualTo(1);
+      List<String> out = Sql.logLines(id, "stdout");
+      assertThat(out.stream().filter(l -> l.startsWith("done-"))).as("build %d ran", id).hasSize(1);
+    }
+  }
+}
