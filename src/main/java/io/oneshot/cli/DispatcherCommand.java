@@ -52,6 +52,16 @@ final class DispatcherCommand implements Callable<Integer> {
               + " 2) or a summary (exit 0). Nothing is connected to.")
   boolean check;
 
+  @Option(
+      names = "--reach",
+      description =
+          "With --check and the kubernetes launcher: also reach every cluster the routes launch"
+              + " into (the dispatcher's own, and those of clusters:), as the dispatcher would:"
+              + " its API server answers, takes the credentials, and lets the dispatcher create"
+              + " Jobs and Secrets in each route's namespace. A cluster that does not is a"
+              + " problem (exit 3).")
+  boolean reach;
+
   @Spec CommandSpec spec;
 
   @Override
@@ -131,18 +141,28 @@ final class DispatcherCommand implements Callable<Integer> {
                             ? " (" + (c.encryption().keys().size() - 1) + " older to open with)"
                             : "")));
     List<List<String>> rows = new ArrayList<>();
+    boolean clusters = !c.clusters().isEmpty();
     for (OneshotConfig.Route r : c.routes()) {
-      rows.add(
-          List.of(
-              r.name(),
-              Text.tags(r.tags()),
-              String.valueOf(r.maxConcurrent()),
-              r.template() == null ? "-" : r.template(),
-              Units.format(r.timeout()),
-              String.valueOf(r.maxAttempts())));
+      List<String> row =
+          new ArrayList<>(
+              List.of(
+                  r.name(),
+                  Text.tags(r.tags()),
+                  String.valueOf(r.maxConcurrent()),
+                  r.template() == null ? "-" : r.template(),
+                  Units.format(r.timeout()),
+                  String.valueOf(r.maxAttempts())));
+      if (clusters) {
+        row.add(r.cluster());
+      }
+      rows.add(row);
     }
-    out.print(
-        Text.table(List.of("ROUTE", "TAGS", "LIMIT", "TEMPLATE", "TIMEOUT", "ATTEMPTS"), rows));
+    List<String> head =
+        new ArrayList<>(List.of("ROUTE", "TAGS", "LIMIT", "TEMPLATE", "TIMEOUT", "ATTEMPTS"));
+    if (clusters) {
+      head.add("CLUSTER");
+    }
+    out.print(Text.table(head, rows));
     if (!c.sources().isEmpty()) {
       // The databases are not contacted: --check reads files only.
       List<List<String>> sources = new ArrayList<>();
@@ -163,12 +183,62 @@ final class DispatcherCommand implements Callable<Integer> {
       out.println();
       out.print(Text.table(List.of("SOURCE", "KIND", "CHANNEL", "ROUTES", "POLL"), sources));
     }
+    int exit = Main.OK;
+    if (reach && launcher.kind().equals("kubernetes")) {
+      exit = reachClusters(out, c);
+    } else if (reach) {
+      out.println();
+      out.println("--reach: launcher " + launcher.kind() + " has no cluster to reach.");
+    } else if (!c.clusters().isEmpty()) {
+      out.println();
+      out.println(
+          "Clusters: "
+              + String.join(", ", c.usedClusters())
+              + " (not reached; --reach reaches each as the dispatcher would).");
+    }
     if (!notRead.isEmpty()) {
       out.println();
       for (String what : notRead) {
         out.println(
             "Not on this machine, not read: " + what + ". The dispatcher reads it at start.");
       }
+    }
+    return exit;
+  }
+
+  /** Exit code when a cluster the routes launch into cannot be used. */
+  static final int UNREACHABLE = 3;
+
+  /** {@code --reach}: each cluster, as the dispatcher would look at it. */
+  private int reachClusters(PrintWriter out, OneshotConfig c) {
+    io.vertx.core.Vertx vertx = io.vertx.core.Vertx.vertx();
+    List<io.oneshot.launch.kubernetes.Clusters.Reach> all;
+    try {
+      all = io.oneshot.launch.kubernetes.Clusters.reach(vertx, c);
+    } finally {
+      vertx.close();
+    }
+    List<List<String>> rows = new ArrayList<>();
+    boolean bad = false;
+    for (var r : all) {
+      bad |= r.trouble() != null;
+      rows.add(
+          List.of(
+              r.cluster(),
+              r.api() == null ? "-" : r.api(),
+              r.version() == null ? "-" : r.version(),
+              String.join(", ", r.routes()),
+              r.trouble() == null ? "ok" : r.trouble()));
+    }
+    out.println();
+    out.print(Text.table(List.of("CLUSTER", "API", "VERSION", "ROUTES", "STATE"), rows));
+    if (bad) {
+      spec.commandLine()
+          .getErr()
+          .println(
+              "A cluster the routes launch into cannot be used now: its routes' builds would wait"
+                  + " queued (docs/clusters.md).");
+      return UNREACHABLE;
     }
     return Main.OK;
   }

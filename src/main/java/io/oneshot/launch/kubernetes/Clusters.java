@@ -196,6 +196,47 @@ public final class Clusters implements Launcher {
     }
   }
 
+  /**
+   * What {@code oneshot dispatcher --check --reach} found of one cluster: its API server's URL and
+   * version, what is wrong (null: nothing), and the routes that launch into it.
+   */
+  public record Reach(
+      String cluster, String api, String version, String trouble, List<String> routes) {}
+
+  /**
+   * Reaches each cluster the routes of {@code config} launch into, as the dispatcher would look at
+   * it ({@link KubernetesLauncher#probe}); nothing is watched or made. Blocks.
+   */
+  public static List<Reach> reach(Vertx vertx, OneshotConfig config) {
+    List<Reach> out = new ArrayList<>();
+    for (String name : config.usedClusters()) {
+      OneshotConfig.Cluster cluster = config.cluster(name);
+      List<String> routes =
+          config.routes().stream()
+              .filter(r -> r.cluster().equals(name))
+              .map(OneshotConfig.Route::name)
+              .toList();
+      KubernetesLauncher l;
+      try {
+        l =
+            KubernetesLauncher.create(
+                config,
+                cluster,
+                KubernetesLauncher.client(vertx, clientConfig(cluster), cluster.requestTimeout()));
+      } catch (RuntimeException e) {
+        out.add(new Reach(name, null, null, e.getMessage(), routes));
+        continue;
+      }
+      try {
+        KubernetesLauncher.Probe p = l.probe();
+        out.add(new Reach(name, l.apiUrl(), p.version(), p.trouble(), routes));
+      } finally {
+        l.close();
+      }
+    }
+    return out;
+  }
+
   @Override
   public String kind() {
     return "kubernetes";

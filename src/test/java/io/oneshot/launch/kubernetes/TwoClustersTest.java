@@ -153,6 +153,10 @@ class TwoClustersTest {
   }
 
   private void start() throws Exception {
+    start(ROUTES);
+  }
+
+  private void start(String routes) throws Exception {
     // The chart in the far cluster, no dispatcher of its own: its ServiceAccount and Role there.
     new com.marcnuri.helm.Helm(io.oneshot.testing.Chart.DIR)
         .install()
@@ -170,8 +174,8 @@ class TwoClustersTest {
         home.server(homeNs, dir, port, "ttlSecondsAfterFinished: 600")
             .dispatch(
                 "maxConcurrent: 6, pollInterval: 200ms, rescueInterval: 300ms,"
-                    + " heartbeatInterval: 300ms")
-            .routes(ROUTES.formatted(kubeconfig, twoNs))
+                    + " heartbeatInterval: 300ms, warmInterval: 1s")
+            .routes(routes.formatted(kubeconfig, twoNs))
             .launchers(
                 (vertx, cfg) ->
                     new Clusters(
@@ -310,5 +314,137 @@ class TwoClustersTest {
       List<String> out = Sql.logLines(id, "stdout");
       assertThat(out.stream().filter(l -> l.startsWith("done-"))).as("build %d ran", id).hasSize(1);
     }
+  }
+
+  /**
+   * {@code oneshot dispatcher --check --reach} looks at each cluster as the dispatcher would: one
+   * that answers and allows what a launch makes is ok; one whose account may not make Jobs in the
+   * route's namespace, and one whose kubeconfig is not there, are problems, each said (exit 3).
+   */
+  @Test
+  void checkReachesEachClusterAsTheDispatcherWould() throws Exception {
+    new com.marcnuri.helm.Helm(io.oneshot.testing.Chart.DIR)
+        .install()
+        .withName("oneshot")
+        .withNamespace(twoNs)
+        .withKubeConfig(two.kubeconfig)
+        .set("replicaCount", 0)
+        .call();
+    kubeconfig = tmp.resolve("far.kubeconfig");
+    writeKubeconfig(newToken("oneshot-token-1"));
+    Path config = tmp.resolve("oneshot.yaml");
+    Files.writeString(
+        config,
+        """
+        api: {listen: "127.0.0.1:0", publicUrl: "http://127.0.0.1:8080", adminToken: "%s"}
+        launcher: {kind: kubernetes, kubernetes: {namespace: %s, templateDir: %s}}
+        clusters:
+          - {name: near, kubeconfig: %s}
+          - {name: far, kubeconfig: %s, namespace: %s}
+          - {name: denied, kubeconfig: %s, namespace: default}
+          - {name: gone, kubeconfig: %s}
+        routes:
+          - {name: r-near, tags: {at: near}, template: script.yaml, cluster: near}
+          - {name: r-far, tags: {at: far}, template: script.yaml, cluster: far}
+          - {name: r-denied, tags: {at: denied}, template: script.yaml, cluster: denied}
+          - {name: r-gone, tags: {at: gone}, template: script.yaml, cluster: gone}
+        """
+            .formatted(
+                TestServer.ADMIN_TOKEN,
+                homeNs,
+                Path.of("job-templates").toAbsolutePath(),
+                home.kubeconfig,
+                kubeconfig,
+                twoNs,
+                kubeconfig,
+                tmp.resolve("missing.kubeconfig")));
+    java.io.StringWriter out = new java.io.StringWriter();
+    java.io.StringWriter err = new java.io.StringWriter();
+    int code =
+        io.oneshot.cli.Main.commandLine(
+                new java.io.PrintWriter(out, true), new java.io.PrintWriter(err, true))
+            .execute("dispatcher", "--config", config.toString(), "--check", "--reach");
+    assertThat(code).as(out + "\n" + err).isEqualTo(3);
+    Map<String, String> state = new java.util.HashMap<>();
+    for (String line : out.toString().split("\n")) {
+      String[] cells = line.trim().split("\\s{2,}");
+      if (cells.length == 5 && List.of("near", "far", "denied", "gone").contains(cells[0])) {
+        state.put(cells[0], cells[4]);
+      }
+    }
+    assertThat(state.get("near")).as(out.toString()).isEqualTo("ok");
+    assertThat(state.get("far")).as(out.toString()).isEqualTo("ok");
+    assertThat(state.get("denied"))
+        .as(out.toString())
+        .contains("may not create jobs.batch in namespace default");
+    assertThat(state.get("gone")).as(out.toString()).contains("cannot read");
+    assertThat(err.toString()).contains("cannot be used now");
+  }
+
+  /**
+   * A route's balloons are kept in its own cluster (the Deployment there, none in the other), and a
+   * build's own pod settings reach its Job in its route's cluster.
+   */
+  @Test
+  void balloonsAndPodSettingsGoToTheRoutesCluster() throws Exception {
+    two.balloonClass();
+    start(
+        """
+        clusters:
+          - {name: far, kubeconfig: %s, namespace: %s}
+        routes:
+          - {name: near, tags: {at: near}, template: script.yaml, maxConcurrent: 3}
+          - name: away
+            tags: {at: far}
+            template: script.yaml
+            cluster: far
+            maxConcurrent: 3
+            warm: {idle: 2}
+            pod: {maxRequests: {cpu: "1"}}
+        """);
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () ->
+                two.admin
+                    .apps()
+                    .deployments()
+                    .inNamespace(twoNs)
+                    .withName(BalloonFactory.name("away"))
+                    .get(),
+            d -> d != null && Integer.valueOf(2).equals(d.getSpec().getReplicas()));
+    assertThat(
+            home.admin
+                .apps()
+                .deployments()
+                .inAnyNamespace()
+                .withLabel(BalloonFactory.BALLOONS)
+                .list()
+                .getItems())
+        .as("no balloon in the other cluster")
+        .isEmpty();
+    long id =
+        t.api
+            .post(
+                "/api/v1/builds",
+                "{\"tags\": {\"at\": \"far\"}, \"input\": {\"provisioner\": \"script\","
+                    + " \"command\": [\"sh\", \"-c\", \"echo sized\"], \"pod\": {\"resources\":"
+                    + " {\"requests\": {\"cpu\": \"250m\"}}}}}")
+            .json()
+            .path("id")
+            .asLong();
+    assertThat(awaitEnd(id)).isEqualTo("succeeded");
+    Job job = jobs(two, id).get(0);
+    assertThat(
+            job.getSpec().getTemplate().getSpec().getContainers().stream()
+                .filter(c -> c.getName().equals("provisionerd"))
+                .findFirst()
+                .orElseThrow()
+                .getResources()
+                .getRequests()
+                .get("cpu")
+                .toString())
+        .isEqualTo("250m");
+    assertThat(jobs(home, id)).isEmpty();
   }
 }
