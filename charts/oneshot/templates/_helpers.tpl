@@ -42,7 +42,7 @@ app.kubernetes.io/component: dispatcher
 {{- define "oneshot.buildNamespaces" -}}
 {{- $all := list (include "oneshot.buildNamespace" .) -}}
 {{- range .Values.routes -}}
-{{- if .namespace -}}{{- $all = append $all .namespace -}}{{- end -}}
+{{- if and .namespace (eq (.cluster | default "home") "home") -}}{{- $all = append $all .namespace -}}{{- end -}}
 {{- end -}}
 {{- $all | uniq | sortAlpha | join "\n" -}}
 {{- end -}}

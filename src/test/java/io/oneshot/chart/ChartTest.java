@@ -53,6 +53,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 class ChartTest {
   private static final Path CHART = Chart.DIR;
   private static final Path ORGS = CHART.resolve("examples/organisations.yaml");
+  private static final Path CLUSTERS = CHART.resolve("examples/clusters.yaml");
   private static final Path GPU = CHART.resolve("examples/gpu.yaml");
   private static final Path OWN_IMAGE = CHART.resolve("examples/own-image.yaml");
   private static final Path CODER = CHART.resolve("examples/coder.yaml");
@@ -109,7 +110,7 @@ class ChartTest {
     LintResult r = new Helm(CHART).lint().strict().call();
     assertThat(r.isFailed()).as(String.join("\n", r.getMessages())).isFalse();
     // helm lint takes no values file here; rendering each example parses every object it makes.
-    for (Path values : List.of(ORGS, GPU, OWN_IMAGE, CODER)) {
+    for (Path values : List.of(ORGS, GPU, OWN_IMAGE, CODER, CLUSTERS)) {
       assertThat(render(t -> t.withValuesFile(values))).as(values.toString()).isNotEmpty();
     }
   }
@@ -217,6 +218,54 @@ class ChartTest {
         .contains("helm.sh/hook: pre-install")
         .contains("helm.sh/resource-policy: keep")
         .contains("printf \"k1=%s\\n\" (randAlphaNum 48)");
+  }
+
+  /**
+   * Another cluster's kubeconfig comes from its Secret, mounted whole (not a subPath: a rotated
+   * credential reaches the file) where the configuration names it; the dispatcher reads the
+   * rendered configuration; the home cluster gets no Role for a namespace only the other's routes
+   * use.
+   */
+  @Test
+  void anotherClustersKubeconfigIsMountedFromItsSecretWhereTheConfigurationReadsIt()
+      throws IOException {
+    List<HasMetadata> objs =
+        render(t -> t.withValuesFile(CLUSTERS).set("routes[1].namespace", "far"));
+    String cfg = one(objs, ConfigMap.class, "oneshot-config").getData().get("oneshot.yaml");
+    JsonNode cluster = tree(cfg).path("clusters").get(0);
+    assertThat(cluster.path("name").asText()).isEqualTo("us");
+    assertThat(cluster.path("namespace").asText()).isEqualTo("builds");
+    assertThat(cluster.has("kubeconfigSecret")).isFalse();
+    var spec = one(objs, Deployment.class, "oneshot").getSpec().getTemplate().getSpec();
+    var mount =
+        spec.getContainers().get(0).getVolumeMounts().stream()
+            .filter(m -> m.getName().equals("cluster-us"))
+            .findFirst()
+            .orElseThrow();
+    assertThat(mount.getSubPath()).isNull();
+    var volume =
+        spec.getVolumes().stream()
+            .filter(v -> v.getName().equals("cluster-us"))
+            .findFirst()
+            .orElseThrow()
+            .getSecret();
+    assertThat(volume.getSecretName()).isEqualTo("cluster-us");
+    assertThat(volume.getItems().get(0).getKey()).isEqualTo("kubeconfig");
+    assertThat(mount.getMountPath() + "/" + volume.getItems().get(0).getPath())
+        .isEqualTo(cluster.path("kubeconfig").asText());
+    OneshotConfig config =
+        ConfigLoader.parse(
+            cfg,
+            "rendered",
+            Map.of(
+                "ONESHOT_ADMIN_TOKEN",
+                "an-admin-token-of-32-characters!",
+                "ONESHOT_ENCRYPTION_KEYS",
+                "k1=a-key-of-the-chart-0123456789abcdef"));
+    assertThat(config.route("us").orElseThrow().cluster()).isEqualTo("us");
+    assertThat(config.route("eu").orElseThrow().cluster()).isEqualTo(OneshotConfig.HOME);
+    assertThat(all(objs, Role.class).stream().map(r -> r.getMetadata().getNamespace()))
+        .containsExactly("oneshot");
   }
 
   @Test
@@ -914,6 +963,20 @@ class ChartTest {
         .fieldNames()
         .forEachRemaining(teamFields::add);
     assertThat(teamFields).isEqualTo(new TreeSet<>(ConfigLoader.TEAM_FIELDS));
+    // A cluster's fields: the dispatcher's, with its kubeconfig from a Secret; in-cluster is the
+    // dispatcher's own cluster, home.
+    Set<String> clusterFields = new TreeSet<>();
+    schema
+        .path("properties")
+        .path("clusters")
+        .path("items")
+        .path("properties")
+        .fieldNames()
+        .forEachRemaining(clusterFields::add);
+    Set<String> clusterExpected = new TreeSet<>(ConfigLoader.CLUSTER_FIELDS);
+    clusterExpected.removeAll(Set.of("kubeconfig", "inCluster"));
+    clusterExpected.add("kubeconfigSecret");
+    assertThat(clusterFields).isEqualTo(clusterExpected);
   }
 
   /** The extension points of the dispatcher's pod, and an extra object, as values. */
