@@ -36,6 +36,75 @@ class ConfigLoaderTest {
     assertThat(c.launcher().kind()).isEqualTo("local");
   }
 
+  private static final String CLUSTERED =
+      """
+      api: {publicUrl: "http://oneshot:8080"}
+      launcher: {kind: kubernetes, kubernetes: {namespace: builds, qps: 40, burst: 80}}
+      """;
+
+  @Test
+  void aRouteLaunchesIntoItsClusterWhichTakesTheLaunchersLimitsUnlessItSaysOthers() {
+    OneshotConfig c =
+        parse(
+            CLUSTERED
+                + """
+                clusters:
+                  - {name: eu, kubeconfig: /etc/oneshot/clusters/eu/kubeconfig, context: ops, qps: 5}
+                  - {name: local, inCluster: true, namespace: far}
+                routes:
+                  - {name: a, tags: {at: home}, template: script.yaml}
+                  - {name: b, tags: {at: eu}, template: script.yaml, cluster: eu}
+                """);
+    assertThat(c.route("a").orElseThrow().cluster()).isEqualTo(OneshotConfig.HOME);
+    assertThat(c.route("b").orElseThrow().cluster()).isEqualTo("eu");
+    assertThat(c.usedClusters()).containsExactly("home", "eu");
+    OneshotConfig.Cluster eu = c.cluster("eu");
+    assertThat(eu.kubeconfig()).isEqualTo(Path.of("/etc/oneshot/clusters/eu/kubeconfig"));
+    assertThat(eu.context()).isEqualTo("ops");
+    assertThat(eu.qps()).isEqualTo(5);
+    assertThat(eu.burst()).isEqualTo(80);
+    assertThat(eu.namespace()).isEqualTo("builds");
+    assertThat(c.cluster("local").namespace()).isEqualTo("far");
+    assertThat(c.cluster("home").qps()).isEqualTo(40);
+  }
+
+  @Test
+  void aClusterThatCannotBeUsedIsRefusedWithWhy() {
+    String routes =
+        """
+        routes:
+          - {name: a, tags: {at: home}, template: script.yaml, cluster: %s}
+        """;
+    refused(
+        CLUSTERED + "clusters: [{name: eu, kubeconfig: /x}]\n" + routes.formatted("us"),
+        "routes[0].cluster: names no cluster; clusters: home, eu, got \"us\"");
+    refused(
+        CLUSTERED + "clusters: [{name: home, kubeconfig: /x}]\n" + routes.formatted("home"),
+        "clusters[0].name: home is the dispatcher's own cluster (launcher.kubernetes); name the"
+            + " others, got \"home\"");
+    refused(
+        CLUSTERED + "clusters: [{name: eu}]\n" + routes.formatted("eu"),
+        "clusters[0]: needs kubeconfig (a file, like a Secret mounted by the chart) or inCluster:"
+            + " true");
+    refused(
+        CLUSTERED
+            + "clusters: [{name: eu, kubeconfig: /x, inCluster: true}]\n"
+            + routes.formatted("eu"),
+        "clusters[0]: has both kubeconfig and inCluster: give one");
+    refused(
+        CLUSTERED
+            + "clusters: [{name: eu, kubeconfig: /x}, {name: eu, kubeconfig: /y}]\n"
+            + routes.formatted("eu"),
+        "clusters[1].name: duplicate cluster 'eu' (also clusters[0])");
+    refused(
+        "clusters: [{name: eu, kubeconfig: /x}]\n"
+            + "routes:\n  - {name: a, tags: {at: home}, cluster: eu}\n",
+        "2 problems:\n"
+            + "  clusters: needs launcher.kind kubernetes: clusters are Kubernetes APIs that routes"
+            + " launch Jobs into (the local launcher runs builds as processes here)\n"
+            + "  routes[0].cluster: names no cluster; clusters: home, got \"eu\"");
+  }
+
   @Test
   void defaultsFillWhatIsNotSaid() {
     OneshotConfig c = parse(ROUTES);
@@ -564,14 +633,14 @@ class ConfigLoaderTest {
             + "  encryption.keys[2]: needs an id and a secret");
   }
 
-  private static final String KUBE =
+  private static final String KUBE_HOME =
       "api: {publicUrl: \"http://127.0.0.1:8080\"}\nlauncher: {kind: kubernetes}\n";
 
   @Test
   void aRoutesWarmRoomIsReadWithItsDefaults() {
     OneshotConfig c =
         parse(
-            KUBE
+            KUBE_HOME
                 + "routes:\n"
                 + "  - name: a\n"
                 + "    template: script.yaml\n"
@@ -602,7 +671,7 @@ class ConfigLoaderTest {
     assertThatThrownBy(
             () ->
                 parse(
-                    KUBE
+                    KUBE_HOME
                         + "dispatch: {warmInterval: 1m}\n"
                         + "retention: {age: 7d}\n"
                         + "routes:\n"
@@ -664,7 +733,7 @@ class ConfigLoaderTest {
   void aRoutesPodRulesAreReadAndBadOnesRefusedNamingEachField() {
     OneshotConfig c =
         parse(
-            KUBE
+            KUBE_HOME
                 + "routes:\n"
                 + "  - name: a\n"
                 + "    template: script.yaml\n"
@@ -680,12 +749,13 @@ class ConfigLoaderTest {
     assertThat(p.images()).containsExactly("ghcr.io/acme/*");
     assertThat(p.nodeSelector()).isEqualTo(Map.of("pool", java.util.List.of("gpu")));
     assertThat(p.serviceAccounts()).containsExactly("builder");
-    assertThat(parse(KUBE + "routes: [{name: a, template: script.yaml}]").routes().get(0).pod())
+    assertThat(
+            parse(KUBE_HOME + "routes: [{name: a, template: script.yaml}]").routes().get(0).pod())
         .isNull();
     assertThatThrownBy(
             () ->
                 parse(
-                    KUBE
+                    KUBE_HOME
                         + "routes:\n"
                         + "  - name: a\n"
                         + "    template: script.yaml\n"

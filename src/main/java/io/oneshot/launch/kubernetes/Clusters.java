@@ -479,10 +479,7 @@ public final class Clusters implements Launcher {
     }
     if (trouble != null) {
       log.warn(
-          "Cluster {} is in trouble; its routes ({}) wait: {}.",
-          m.name(),
-          String.join(", ", m.routes),
-          trouble);
+          "Cluster {} is in trouble; its routes {} wait: {}.", m.name(), stalled.keySet(), trouble);
     } else {
       log.info(
           "Cluster {} is fine again (it was in trouble for {} s: {}).",
@@ -556,7 +553,21 @@ public final class Clusters implements Launcher {
       return new LaunchOutcome.RetryLater(
           PROBE_TROUBLED, "cluster " + m.name() + ": " + m.state.trouble());
     }
-    return l.launch(a);
+    LaunchOutcome outcome = l.launch(a);
+    if (members.size() == 1) {
+      return outcome;
+    }
+    // Where there is more than one cluster, what a launch did says which one.
+    String in = " in cluster " + m.name();
+    return switch (outcome) {
+      case LaunchOutcome.Launched x -> new LaunchOutcome.Launched(x.namespace(), x.detail() + in);
+      case LaunchOutcome.AlreadyLaunched x ->
+          new LaunchOutcome.AlreadyLaunched(x.namespace(), x.detail() + in);
+      case LaunchOutcome.Rejected x ->
+          new LaunchOutcome.Rejected("cluster " + m.name() + ": " + x.reason());
+      case LaunchOutcome.RetryLater x ->
+          new LaunchOutcome.RetryLater(x.delay(), "cluster " + m.name() + ": " + x.reason());
+    };
   }
 
   @Override

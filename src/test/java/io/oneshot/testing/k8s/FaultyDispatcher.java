@@ -90,6 +90,57 @@ public final class FaultyDispatcher extends Dispatcher {
     faults.add(f);
   }
 
+  /** Answers every request it matches until {@link #remove}d (not only the first). */
+  public void addLasting(Fault f) {
+    lasting.add(f);
+  }
+
+  /** The lasting fault is answered no more: requests go to the store again. */
+  public void remove(Fault f) {
+    lasting.remove(f);
+  }
+
+  private final List<Fault> lasting = new CopyOnWriteArrayList<>();
+
+  /** Namespaces where the dispatcher's account may do nothing ({@link #deny}). */
+  private final java.util.Set<String> denied = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  /**
+   * From now on the dispatcher's account may do nothing in {@code namespace}, as its
+   * SelfSubjectAccessReviews are answered; {@link #allow} undoes it. (Its other requests there are
+   * the test's to refuse, with a lasting fault.)
+   */
+  public void deny(String namespace) {
+    denied.add(namespace);
+  }
+
+  public void allow(String namespace) {
+    denied.remove(namespace);
+  }
+
+  /**
+   * A SelfSubjectAccessReview answered as kube-apiserver v1.20.2 answers one
+   * (pkg/registry/authorization/selfsubjectaccessreview/rest.go, {@code Create}: the review as
+   * sent, with what the authorizer decided in {@code status}; 201). The mock's store would refuse
+   * it (422: it has no name). Allowed unless its namespace is {@link #deny}ed, where RBAC has no
+   * opinion: {@code allowed} false, no reason.
+   */
+  private MockResponse review(RecordedRequest request) {
+    var review =
+        io.fabric8.kubernetes.client.utils.Serialization.unmarshal(
+            request.getUtf8Body(),
+            io.fabric8.kubernetes.api.model.authorization.v1.SelfSubjectAccessReview.class);
+    var attrs = review.getSpec() == null ? null : review.getSpec().getResourceAttributes();
+    boolean allowed = attrs == null || !denied.contains(attrs.getNamespace());
+    review.setStatus(
+        new io.fabric8.kubernetes.api.model.authorization.v1.SubjectAccessReviewStatus(
+            allowed, false, null, ""));
+    return new MockResponse()
+        .setResponseCode(201)
+        .setHeader("Content-Type", "application/json")
+        .setBody(io.fabric8.kubernetes.client.utils.Serialization.asJson(review));
+  }
+
   private volatile List<String> droppedJobFields = List.of();
 
   /**
@@ -180,6 +231,15 @@ public final class FaultyDispatcher extends Dispatcher {
           return f.answer().apply(request, crud);
         }
       }
+    }
+    for (Fault f : lasting) {
+      if (f.method().equals(request.getMethod()) && f.path().matcher(request.getPath()).find()) {
+        return f.answer().apply(request, crud);
+      }
+    }
+    if (request.getMethod().equals("POST")
+        && request.getPath().startsWith("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")) {
+      return review(request);
     }
     ServiceAccountTokens t = tokens;
     if (t != null
