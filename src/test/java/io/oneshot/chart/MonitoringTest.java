@@ -167,7 +167,7 @@ class MonitoringTest {
             "OneshotDispatcherMemoryHigh",
             "OneshotNoLeader",
             "OneshotListenerReconnecting",
-            "OneshotKubernetesUnreachable",
+            "OneshotClusterNotReady",
             "OneshotSourceDown",
             "OneshotSourceJobsUnrouted");
   }
