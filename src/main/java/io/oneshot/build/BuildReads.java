@@ -376,7 +376,9 @@ public final class BuildReads {
    * failed ({@code finishedLastHour}) and failed over those that ended in the last hour; {@code
    * oldestQueuedReason}: why the oldest queued build waits (null when not asked for); {@code team}:
    * the team it shares a weight with (its own name when it names none); {@code held}: an operator's
-   * hold on the route itself (null: none; its team's is the team's).
+   * hold on the route itself (null: none; its team's is the team's); {@code cluster}: where its
+   * builds launch; {@code stalled}: why it takes no launches now, its cluster being in trouble
+   * (null: it does).
    */
   public record RouteStatus(
       String name,
@@ -396,7 +398,9 @@ public final class BuildReads {
       long failedLastHour,
       Warm warm,
       String team,
-      ShareStore.Hold held) {
+      ShareStore.Hold held,
+      String cluster,
+      Stall stalled) {
 
     RouteStatus withOldestQueuedReason(String why) {
       return new RouteStatus(
@@ -417,9 +421,14 @@ public final class BuildReads {
           failedLastHour,
           warm,
           team,
-          held);
+          held,
+          cluster,
+          stalled);
     }
   }
+
+  /** Why a route takes no launches now, and since when. */
+  public record Stall(String why, Instant since) {}
 
   /**
    * A warm route's balloons as the leader last counted ({@code wanted}, {@code why}) and saw them
@@ -503,7 +512,11 @@ public final class BuildReads {
                                 r.getNumeric("warm_hours").doubleValue(),
                                 r.getInteger("warm_preemptions")),
                         r.getString("team"),
-                        ShareStore.Hold.of(r)));
+                        ShareStore.Hold.of(r),
+                        r.getString("cluster"),
+                        r.getString("stalled") == null
+                            ? null
+                            : new Stall(r.getString("stalled"), Rows.instant(r, "stalled_at"))));
               }
               return out;
             });

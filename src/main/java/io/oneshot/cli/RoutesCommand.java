@@ -279,6 +279,18 @@ final class RoutesCommand implements Callable<Integer> {
     for (JsonNode r : routes) {
       held(out, "Route " + r.path("name").asText(), r.path("held"), r.path("name").asText(), zone);
     }
+    for (JsonNode r : routes) {
+      JsonNode s = r.path("stalled");
+      if (s.isObject()) {
+        out.append("Route ")
+            .append(r.path("name").asText())
+            .append(" takes no launches now (since ")
+            .append(Text.at(s.path("since"), zone))
+            .append("): ")
+            .append(s.path("why").asText())
+            .append(" (its queued builds wait; docs/clusters.md)\n");
+      }
+    }
     return out.toString();
   }
 

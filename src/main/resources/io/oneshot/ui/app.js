@@ -354,7 +354,14 @@ async function overview() {
       h("span", {}, h("span", { class: "dot " + (health.listener === "listening" ? "ok" : "bad") }), "listener: " + health.listener),
       h("span", {}, "global limit: " + ov.globalLimit + " builds at once"),
     ];
-    if (k8s) {
+    const clusters = Object.entries(health.clusters || {});
+    if (clusters.length) {
+      // Each cluster the routes launch into: one in trouble stalls its own routes alone.
+      for (const [name, c] of clusters) {
+        items.push(h("span", { "data-cluster": name }, h("span", { class: "dot " + (c.ready ? "ok" : "bad") }),
+          "cluster " + name + ": " + (c.ready ? "ready" : (c.trouble || "in trouble") + " (since " + ago(c.since) + ")")));
+      }
+    } else if (k8s) {
       items.push(h("span", {}, h("span", { class: "dot " + (k8s.reachable ? "ok" : "bad") }),
         "Kubernetes: " + (k8s.reachable ? "reachable" : "unreachable — " + (k8s.detail || ""))));
     }
@@ -372,8 +379,10 @@ async function overview() {
         h("dt", {}, "run p50 / p95"), h("dd", { "data-k": "run" }, ms(r.runP50Ms) + " / " + ms(r.runP95Ms)),
         h("dt", {}, "failed"), h("dd", { "data-k": "failed", class: r.failedLastHour ? "bad" : "" }, failureRate(r)),
         ...(r.team && r.team !== r.name ? [h("dt", {}, "team"), h("dd", { "data-k": "team" }, r.team)] : []),
+        ...(r.cluster && r.cluster !== "home" ? [h("dt", {}, "cluster"), h("dd", { "data-k": "cluster" }, r.cluster)] : []),
         ...warmStats(r.warm)),
       ...(r.oldestQueuedReason ? [h("p", { class: "why", "data-k": "queue-why" }, "#" + r.oldestQueuedId + " waits: " + r.oldestQueuedReason)] : []),
+      ...(r.stalled ? [h("p", { class: "warn", "data-k": "stalled" }, "takes no launches now (since " + ago(r.stalled.since) + "): " + r.stalled.why)] : []),
       ...(r.held ? [heldLine("routes", r.name, r.held, render)] : []),
       ...((teams || []).filter((t) => t.name === r.team && t.held && t.name !== r.name).map((t) =>
         h("p", { class: "warn", "data-k": "team-held" }, "its team " + t.name + " is held by " + t.held.by + " " + ago(t.held.at) + ": " + t.held.why))),

@@ -167,6 +167,16 @@ class ClustersTest {
             r ->
                 r.startsWith("route team-b takes no launches now")
                     && r.contains("the dispatcher may not create jobs.batch in namespace team-b"));
+    JsonNode routes = t.api.get("/api/v1/routes").json();
+    for (JsonNode r : routes) {
+      if (r.path("name").asText().equals("team-b")) {
+        assertThat(r.path("cluster").asText()).isEqualTo("home");
+        assertThat(r.path("stalled").path("why").asText())
+            .contains("may not create jobs.batch in namespace team-b");
+      } else {
+        assertThat(r.path("stalled").isNull() || r.path("stalled").isMissingNode()).isTrue();
+      }
+    }
     // Well past the route's launch timeout, nothing of it failed or spent an attempt.
     await()
         .atMost(30, TimeUnit.SECONDS)
@@ -224,6 +234,30 @@ class ClustersTest {
             () -> reason(second),
             r -> r.startsWith("route team-a takes no launches now") && r.contains(api));
     assertThat(status(second)).isEqualTo("pending");
+    // The console's overview says it: the cluster in trouble, and the route that waits for it.
+    try (io.oneshot.testing.Browser browser = io.oneshot.testing.Browser.start("clusters")) {
+      org.openqa.selenium.WebDriver d = browser.driver;
+      var wait =
+          new org.openqa.selenium.support.ui.WebDriverWait(d, java.time.Duration.ofSeconds(20));
+      wait.ignoring(org.openqa.selenium.StaleElementReferenceException.class);
+      d.get(t.api.base() + "/ui/");
+      wait.until(
+              org.openqa.selenium.support.ui.ExpectedConditions.visibilityOfElementLocated(
+                  org.openqa.selenium.By.id("token")))
+          .sendKeys(TestServer.ADMIN_TOKEN);
+      d.findElement(org.openqa.selenium.By.id("sign-in")).click();
+      assertThat(
+              wait.until(
+                      org.openqa.selenium.support.ui.ExpectedConditions.visibilityOfElementLocated(
+                          org.openqa.selenium.By.cssSelector(
+                              "[data-route=team-a] [data-k=stalled]")))
+                  .getText())
+          .startsWith("takes no launches now")
+          .contains(api);
+      assertThat(d.findElement(org.openqa.selenium.By.cssSelector("[data-cluster=home]")).getText())
+          .contains("cluster home: " + api);
+      browser.screenshot("a-route-stalled-on-its-cluster");
+    }
     // Past the launch timeout (claimed before the stall was seen, or not), nothing failed.
     await()
         .atMost(30, TimeUnit.SECONDS)

@@ -2,10 +2,12 @@
 -- oldest wait and its build, wait percentiles over the last hour's claims, run-time percentiles and
 -- failures over the last hour's ends; for a warm route, its balloons as
 -- the leader last counted and saw them (db/017_warm_capacity.sql) and their cost over the last day;
--- its team and an operator's hold on it (db/019_fair_share.sql).
+-- its team and an operator's hold on it (db/019_fair_share.sql); its cluster, and why it takes no
+-- launches now when its cluster is in trouble (db/022_clusters.sql).
 -- Transition: none (read).
 SELECT r.name, r.tags::text AS tags, r.template, r.max_concurrent,
        coalesce(r.team, r.name) AS team, r.held_at, r.held_by, r.held_why,
+       r.cluster, r.stalled, r.stalled_at,
        (SELECT count(*) FROM oneshot.builds b
         WHERE b.route = r.name AND b.status = 'pending') AS queued,
        (SELECT count(*) FROM oneshot.builds b
