@@ -367,6 +367,58 @@ class DispatcherTest {
         .until(() -> calls.get() == tried);
   }
 
+  /**
+   * A launch into a cluster in trouble is tried past its launch timeout without spending an
+   * attempt, and goes through once the cluster is fine.
+   */
+  @Test
+  void aLaunchIntoAClusterInTroubleOutlastsItsLaunchTimeoutAndGoesOnceItIsFine() {
+    RecordingLauncher launcher = new RecordingLauncher();
+    AtomicInteger calls = new AtomicInteger();
+    java.util.concurrent.atomic.AtomicBoolean fine =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    launcher.clusters(
+        new io.oneshot.launch.ClusterState(
+            "home",
+            null,
+            false,
+            "cannot reach the Kubernetes API",
+            java.time.Instant.now(),
+            java.util.List.of("a"),
+            java.util.Map.of()));
+    launcher.answer(
+        a -> {
+          calls.incrementAndGet();
+          return fine.get()
+              ? new LaunchOutcome.Launched(null, "launched")
+              : new LaunchOutcome.RetryLater(Duration.ofMillis(200), "cannot reach the API");
+        });
+    t =
+        TestServer.with()
+            .dispatch("rescueInterval: 200ms")
+            .routes("routes: [{name: a, launchTimeout: 1s, maxAttempts: 1}]")
+            .launcher(launcher)
+            .start();
+    long id = enqueueDirectly();
+    // Well past its launch timeout, still tried, still on its first attempt.
+    await().atMost(20, TimeUnit.SECONDS).until(() -> calls.get() >= 12);
+    assertThat(status(id)).isEqualTo("launching");
+    assertThat(Sql.transitions(id)).containsExactly("pending>launching");
+    launcher.clusters(
+        new io.oneshot.launch.ClusterState(
+            "home",
+            null,
+            true,
+            null,
+            java.time.Instant.now(),
+            java.util.List.of("a"),
+            java.util.Map.of()));
+    fine.set(true);
+    launcher.answersAgain();
+    launcher.awaitLaunched(id, 1);
+    assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id)).isEqualTo(1);
+  }
+
   /** When the platform answers again, a launch waiting for its next try is tried at once. */
   @Test
   void aWaitingLaunchIsTriedAtOnceWhenThePlatformAnswersAgain() {

@@ -186,6 +186,43 @@ class RescuerTest {
     assertThat(systemLog(id).get(0)).startsWith("provisionerd did not acquire the build within 5m");
   }
 
+  private static io.oneshot.launch.ClusterState home(String trouble, java.time.Instant since) {
+    return new io.oneshot.launch.ClusterState(
+        "home", null, trouble == null, trouble, since, List.of("a"), java.util.Map.of());
+  }
+
+  /**
+   * While its cluster is in trouble an attempt is neither requeued nor killed, however long it has
+   * been launching; once the cluster is fine, its launch timeout counts from the cluster's return.
+   */
+  @Test
+  void anAttemptInAClusterInTroubleIsLeftAloneAndItsLaunchTimeoutCountsFromTheReturn() {
+    start();
+    long id = enqueue("{}");
+    Attempt first = awaitLaunch(id, 1);
+    await().atMost(10, TimeUnit.SECONDS).until(() -> Sql.launchRecorded(id));
+    launcher.clusters(
+        home("cannot reach the Kubernetes API", java.time.Instant.now().minusSeconds(7200)));
+    Sql.exec("UPDATE oneshot.builds SET claimed_at = now() - interval '1 hour' WHERE id = ?", id);
+    Sql.exec(
+        "UPDATE oneshot.build_launches SET launched_at = now() - interval '1 hour'"
+            + " WHERE build_id = ?",
+        id);
+    t.server.rescuer().tick();
+    t.server.rescuer().tick();
+    assertThat(status(id)).isEqualTo("launching");
+    assertThat(launcher.killed).isEmpty();
+    // Fine again a second ago: the 5m launch timeout runs from there.
+    launcher.clusters(home(null, java.time.Instant.now().minusSeconds(1)));
+    t.server.rescuer().tick();
+    assertThat(status(id)).isEqualTo("launching");
+    assertThat(launcher.killed).isEmpty();
+    // Fine for an hour: past it, the attempt is replaced as any other.
+    launcher.clusters(home(null, java.time.Instant.now().minusSeconds(3600)));
+    awaitLaunch(id, 2);
+    assertThat(launcher.killed).extracting(r -> r.name()).contains(first.name());
+  }
+
   @Test
   void aRunningBuildWhoseHeartbeatStopsFailsAsHung() {
     start();

@@ -54,6 +54,18 @@ public final class RecordingLauncher implements Launcher {
     killsToFail.set(n);
   }
 
+  private volatile List<io.oneshot.launch.ClusterState> clusters = List.of();
+
+  /** From now on, the clusters are said to be as {@code clusters} says. */
+  public void clusters(io.oneshot.launch.ClusterState... clusters) {
+    this.clusters = List.of(clusters);
+  }
+
+  @Override
+  public List<io.oneshot.launch.ClusterState> clusters() {
+    return clusters;
+  }
+
   /** Tells those waiting for it that the platform answers again. */
   public void answersAgain() {
     whenReachable.forEach(Runnable::run);
