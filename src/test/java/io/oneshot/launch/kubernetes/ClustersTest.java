@@ -62,21 +62,35 @@ class ClustersTest {
 
   /** A kubeconfig for the mock API server behind {@code proxy}. */
   private Path kubeconfig(TcpProxy proxy) throws IOException {
+    return kubeconfig(proxy, "a-token");
+  }
+
+  /**
+   * A kubeconfig for the mock API server behind {@code proxy} with {@code token}, written whole at
+   * once (as the kubelet updates a mounted Secret).
+   */
+  private Path kubeconfig(TcpProxy proxy, String token) throws IOException {
     Path file = tmp.resolve("far-" + proxy.port() + ".kubeconfig");
+    Path next = tmp.resolve("far-" + proxy.port() + ".next");
     Files.writeString(
-        file,
+        next,
         """
         apiVersion: v1
         kind: Config
         clusters:
         - {name: far, cluster: {server: "http://127.0.0.1:%d"}}
         users:
-        - {name: far, user: {token: "a-token"}}
+        - {name: far, user: {token: "%s"}}
         contexts:
         - {name: far, context: {cluster: far, user: far}}
         current-context: far
         """
-            .formatted(proxy.port()));
+            .formatted(proxy.port(), token));
+    Files.move(
+        next,
+        file,
+        java.nio.file.StandardCopyOption.ATOMIC_MOVE,
+        java.nio.file.StandardCopyOption.REPLACE_EXISTING);
     return file;
   }
 
@@ -422,6 +436,74 @@ class ClustersTest {
           .hasSize(1);
       assertThat(Sql.logLines(id, "stdout").stream().filter(l -> l.startsWith("away-")))
           .as("build %d ran once", id)
+          .hasSize(1);
+    }
+  }
+
+  /**
+   * A cluster that refuses the dispatcher's credential (revoked) stalls its routes and says so; the
+   * new credential written to its kubeconfig is picked up without a restart, and its builds run,
+   * once, there.
+   */
+  @Test
+  void aRevokedCredentialStallsItsClusterUntilANewOneIsWrittenToItsKubeconfig() throws IOException {
+    MockCluster home = cluster("home", "team-a");
+    MockCluster far = cluster("far", "team-far");
+    TcpProxy toFar = proxyTo(far);
+    Path kubeconfig = kubeconfig(toFar, "old-token");
+    t =
+        server(
+                """
+                clusters:
+                  - {name: far, kubeconfig: %s, namespace: team-far}
+                routes:
+                  - {name: near, tags: {at: near}, template: script.yaml, namespace: team-a}
+                  - {name: away, tags: {at: far}, template: script.yaml, cluster: far, launchTimeout: 3s, maxAttempts: 1}
+                """
+                    .formatted(kubeconfig),
+                (vertx, cfg) ->
+                    c ->
+                        c.name().equals("home")
+                            ? KubernetesLauncher.create(cfg, c, home.clientFor(vertx))
+                            : KubernetesLauncher.create(
+                                cfg,
+                                c,
+                                KubernetesLauncher.client(
+                                    vertx, Clusters.clientConfig(c), c.requestTimeout())))
+            .start();
+    long before = t.api.submitScript("{\"at\": \"far\"}", "echo before");
+    assertThat(awaitEnd(before)).isEqualTo("succeeded");
+    far.dispatcher.revoke("old-token");
+    long refused = t.api.submitScript("{\"at\": \"far\"}", "echo refused");
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(() -> cluster("far").path("trouble").asText(""), r -> r.contains("401"));
+    long waiting = t.api.submitScript("{\"at\": \"far\"}", "echo waiting");
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () -> reason(waiting),
+            r -> r.contains("cluster far") && r.contains("refuses the dispatcher's credentials"));
+    long near = t.api.submitScript("{\"at\": \"near\"}", "echo near");
+    assertThat(awaitEnd(near)).as("the other cluster runs on").isEqualTo("succeeded");
+    assertThat(List.of(status(refused), status(waiting))).doesNotContain("failed");
+    kubeconfig(toFar, "new-token");
+    assertThat(awaitEnd(refused)).isEqualTo("succeeded");
+    assertThat(awaitEnd(waiting)).isEqualTo("succeeded");
+    assertThat(attempt(refused)).isEqualTo(1);
+    assertThat(attempt(waiting)).isEqualTo(1);
+    await().atMost(30, TimeUnit.SECONDS).until(() -> cluster("far").path("ready").asBoolean());
+    for (long id : List.of(before, refused, waiting)) {
+      assertThat(
+              far.admin
+                  .batch()
+                  .v1()
+                  .jobs()
+                  .inAnyNamespace()
+                  .withLabel("oneshot.io/build", Long.toString(id))
+                  .list()
+                  .getItems())
+          .as("build %d's Job in its cluster", id)
           .hasSize(1);
     }
   }

@@ -90,6 +90,19 @@ public final class FaultyDispatcher extends Dispatcher {
     faults.add(f);
   }
 
+  /** Bearer tokens no longer accepted ({@link #revoke}). */
+  private final java.util.Set<String> revoked = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  /**
+   * From now on a request with this bearer token is refused as kube-apiserver v1.20.2 refuses one
+   * no authenticator accepts (staging/src/k8s.io/apiserver/pkg/endpoints/filters/authentication.go,
+   * {@code WithAuthentication}: {@code unauthorized}, a 401 Status with reason and message
+   * "Unauthorized"), whatever it asks: an expired or revoked credential.
+   */
+  public void revoke(String token) {
+    revoked.add(token);
+  }
+
   /** Answers every request it matches until {@link #remove}d (not only the first). */
   public void addLasting(Fault f) {
     lasting.add(f);
@@ -231,6 +244,13 @@ public final class FaultyDispatcher extends Dispatcher {
           return f.answer().apply(request, crud);
         }
       }
+    }
+    String auth = request.getHeader("Authorization");
+    if (auth != null && auth.startsWith("Bearer ") && revoked.contains(auth.substring(7))) {
+      return new MockResponse()
+          .setResponseCode(401)
+          .setHeader("Content-Type", "application/json")
+          .setBody(status(401, "Unauthorized", "Unauthorized", null));
     }
     for (Fault f : lasting) {
       if (f.method().equals(request.getMethod()) && f.path().matcher(request.getPath()).find()) {
