@@ -254,6 +254,30 @@ class FairShareTest {
     assertThat(live()).isEqualTo(Map.of("a", 5L, "b", 5L));
   }
 
+  /**
+   * A stalled route (its cluster takes no launches now) is skipped like a held one, keeps its
+   * builds, and is claimed again once the stall is lifted; a configuration written again keeps the
+   * stall while the route's cluster is the same.
+   */
+  @Test
+  void aStalledRouteIsSkippedAndKeepsItsBuildsUntilItsClusterIsFine() {
+    f = new StoreFixture(threeTeams("weight: 1", "weight: 1", "weight: 1"));
+    Database.await(
+        f.store
+            .routeMirror()
+            .stalls(List.of("a", "b", "c"), Map.of("a", "cluster home: cannot reach the API")));
+    Database.await(f.store.routeMirror().write(f.config));
+    flood("a", 5);
+    flood("b", 5);
+    claim(40, 100);
+    assertThat(live()).isEqualTo(Map.of("b", 5L));
+    assertThat(Sql.value("SELECT stalled FROM oneshot.routes WHERE name = 'a'"))
+        .isEqualTo("cluster home: cannot reach the API");
+    Database.await(f.store.routeMirror().stalls(List.of("a", "b", "c"), Map.of()));
+    claim(40, 100);
+    assertThat(live()).isEqualTo(Map.of("a", 5L, "b", 5L));
+  }
+
   @Test
   void aHeldTeamHoldsEveryRouteInIt() {
     f =
