@@ -86,7 +86,10 @@ class MonitoringTest {
                         + "sources: [{name: coder, kind: coder, databaseUrl: '"
                         + new io.oneshot.testing.CoderDatabase().url
                         + "', routes: [{route: a, organization: acme}]}]")
-                .launchers((vertx, cfg) -> KubernetesLauncher.create(cfg, cluster.clientFor(vertx)))
+                .launchers(
+                    (vertx, cfg) ->
+                        new io.oneshot.launch.kubernetes.Clusters(
+                            cfg, c -> KubernetesLauncher.create(cfg, c, cluster.clientFor(vertx))))
                 .start()) {
       cluster.kubelet.hold("oneshot-1-1");
       long requeued = t.api.submitScript("{}", "echo second try");

@@ -18,7 +18,6 @@ import io.oneshot.launch.WarmRoom;
 import io.vertx.core.Vertx;
 import java.io.IOException;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
@@ -74,6 +73,7 @@ public final class Clusters implements Launcher {
   }
 
   private final Map<String, Member> members = new LinkedHashMap<>();
+  private final JobFactory templates;
   private final Map<String, String> clusterOfRoute = new ConcurrentHashMap<>();
   private final Connect connect;
   private final ScheduledExecutorService probes;
@@ -119,6 +119,18 @@ public final class Clusters implements Launcher {
    */
   public Clusters(OneshotConfig config, Connect connect) {
     this.connect = connect;
+    // The routes' templates are read and checked now, whatever cluster answers: a template that
+    // cannot be used stops the start, and the route mirror needs what each asks for its container
+    // before any cluster is reached.
+    OneshotConfig.Kubernetes k = config.launcher().kubernetes();
+    this.templates =
+        new JobFactory(
+            JobTemplates.load(
+                k.templateDir(),
+                config.routes(),
+                new io.fabric8.kubernetes.client.utils.KubernetesSerialization()),
+            k.namespace(),
+            k.ttlSecondsAfterFinished());
     for (String name : config.usedClusters()) {
       List<String> routes =
           config.routes().stream()
@@ -187,10 +199,8 @@ public final class Clusters implements Launcher {
           .formatHex(
               MessageDigest.getInstance("SHA-256")
                   .digest(Files.readAllBytes(cluster.kubeconfig())));
-    } catch (NoSuchFileException e) {
-      return null;
     } catch (IOException e) {
-      return null;
+      return null; // not there (yet), or not readable: said when a client is made from it
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
     }
@@ -282,6 +292,11 @@ public final class Clusters implements Launcher {
       return;
     }
     Duration next = m.state.fine() && m.launcher != null ? PROBE_FINE : PROBE_TROUBLED;
+    lookIn(m, next);
+  }
+
+  /** Looks at the cluster after {@code delay}, then schedules the next look. */
+  private void lookIn(Member m, Duration delay) {
     m.nextProbe =
         probes.schedule(
             () -> {
@@ -293,7 +308,7 @@ public final class Clusters implements Launcher {
                 schedule(m);
               }
             },
-            next.toMillis(),
+            delay.toMillis(),
             TimeUnit.MILLISECONDS);
   }
 
@@ -313,7 +328,7 @@ public final class Clusters implements Launcher {
       } catch (RuntimeException e) {
         if (current == null) {
           m.notStarted = e.getMessage();
-          assess(m, null);
+          assess(m);
         } else {
           // A kubeconfig being rewritten, or broken: the launcher from the last good one goes on.
           log.warn("Cluster {}: cannot use its changed kubeconfig: {}.", m.name(), e.getMessage());
@@ -327,22 +342,27 @@ public final class Clusters implements Launcher {
         if (current == null) {
           m.notStarted = probe.trouble();
         } else {
-          m.unauthorized = probe.unauthorized();
+          // The launcher from the last good kubeconfig goes on; the new one is tried again at the
+          // next look.
+          log.warn(
+              "Cluster {}: its changed kubeconfig cannot be used yet: {}.",
+              m.name(),
+              probe.trouble());
         }
-        assess(m, current == null ? null : current.probe());
+        assess(m);
         return;
       }
       try {
         fresh.events(events);
         fresh.trouble(troubleOf(m, fresh));
-        fresh.whenReachable(() -> assess(m, null));
+        fresh.whenReachable(() -> assess(m));
         fresh.start();
       } catch (RuntimeException e) {
         fresh.close();
         if (current == null) {
           m.notStarted = e.getMessage();
         }
-        assess(m, null);
+        assess(m);
         return;
       }
       m.launcher = fresh;
@@ -357,12 +377,12 @@ public final class Clusters implements Launcher {
         current.close();
       }
       applyProbe(m, probe);
-      assess(m, probe);
+      assess(m);
       return;
     }
     KubernetesLauncher.Probe probe = current.probe();
     applyProbe(m, probe);
-    assess(m, probe);
+    assess(m);
   }
 
   private void applyProbe(Member m, KubernetesLauncher.Probe probe) {
@@ -386,7 +406,7 @@ public final class Clusters implements Launcher {
       public void unauthorized(String why) {
         if (m.launcher == owner && m.unauthorized == null) {
           m.unauthorized = why;
-          assess(m, null);
+          assess(m);
           lookSoon(m);
         }
       }
@@ -394,7 +414,7 @@ public final class Clusters implements Launcher {
       @Override
       public void forbidden(String namespace, String why) {
         if (m.launcher == owner && !why.equals(m.forbidden.put(namespace, why))) {
-          assess(m, null);
+          assess(m);
           lookSoon(m);
         }
       }
@@ -404,7 +424,7 @@ public final class Clusters implements Launcher {
         if (m.launcher == owner
             && (m.unauthorized != null || m.forbidden.remove(namespace) != null)) {
           m.unauthorized = null;
-          assess(m, null);
+          assess(m);
         }
       }
     };
@@ -413,20 +433,8 @@ public final class Clusters implements Launcher {
   /** Looks at a cluster soon rather than at its next look. */
   private void lookSoon(Member m) {
     Future<?> next = m.nextProbe;
-    if (next != null && next.cancel(false)) {
-      m.nextProbe =
-          probes.schedule(
-              () -> {
-                try {
-                  look(m);
-                } catch (RuntimeException e) {
-                  log.warn("Looking at cluster {} failed: {}.", m.name(), e.toString());
-                } finally {
-                  schedule(m);
-                }
-              },
-              PROBE_TROUBLED.toMillis(),
-              TimeUnit.MILLISECONDS);
+    if (!closed && next != null && next.cancel(false)) {
+      lookIn(m, PROBE_TROUBLED);
     }
   }
 
@@ -434,7 +442,7 @@ public final class Clusters implements Launcher {
    * Works out the cluster's state from what is known, and says what changed: in the log, and to
    * those waiting for it to be fine again.
    */
-  private synchronized void assess(Member m, KubernetesLauncher.Probe probe) {
+  private synchronized void assess(Member m) {
     KubernetesLauncher l = m.launcher;
     Optional<Reachability> r = l == null ? Optional.empty() : l.reachability();
     boolean reachable = r.map(Reachability::reachable).orElse(m.notStarted == null);
@@ -504,7 +512,7 @@ public final class Clusters implements Launcher {
       KubernetesLauncher l = m.launcher;
       if (l != null
           && l.reachability().map(Reachability::reachable).orElse(true) != m.state.reachable()) {
-        assess(m, null);
+        assess(m);
       }
       out.add(m.state);
     }
@@ -626,8 +634,9 @@ public final class Clusters implements Launcher {
 
   /**
    * Proves a runner call in the cluster whose API server accepts its pod's token (a token of one
-   * cluster's is refused by every other's): each running cluster is asked in turn until one proves
-   * it.
+   * cluster's is refused by every other's): each cluster is asked in turn until one proves it. A
+   * call none proves while a cluster could not be asked (not started yet, or not answering) is not
+   * refused for good: the exception makes it a 503, which the runner tries again.
    */
   @Override
   public RunnerProof prove(RunnerCall call) {
@@ -636,6 +645,9 @@ public final class Clusters implements Launcher {
     for (Member m : members.values()) {
       KubernetesLauncher l = m.launcher;
       if (l == null) {
+        // Not started yet (the dispatcher is starting, or the cluster could not be reached): the
+        // call may be its pod's, so it is not refused for good; the runner tries again.
+        failed = notWatched(m);
         continue;
       }
       try {
@@ -653,9 +665,12 @@ public final class Clusters implements Launcher {
     if (failed != null) {
       throw failed; // the cluster that could not be asked may be the pod's: try again later
     }
-    return first != null
-        ? first
-        : new RunnerProof.Unproven("no cluster of this dispatcher's can be asked about its pod");
+    return first;
+  }
+
+  private static IllegalStateException notWatched(Member m) {
+    return new IllegalStateException(
+        "cluster " + m.name() + " is not watched yet (" + m.state.trouble() + ")");
   }
 
   @Override
@@ -693,9 +708,7 @@ public final class Clusters implements Launcher {
 
   @Override
   public Map<String, Map<String, String>> templateResources(OneshotConfig.Route route) {
-    KubernetesLauncher l = memberOf(route.cluster()).launcher;
-    // Templates are read when a launcher is made; a cluster not started has read none yet.
-    return l == null ? Map.of() : l.templateResources(route);
+    return route.template() == null ? Map.of() : templates.templateResources(route);
   }
 
   /** Each route's balloons in its own cluster. */

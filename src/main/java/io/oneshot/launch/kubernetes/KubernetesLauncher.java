@@ -1044,9 +1044,11 @@ public final class KubernetesLauncher implements Launcher {
                 .endSpec()
                 .build();
         try {
+          // Counted as a review, not a create: it writes nothing (a dashboard of the writes
+          // to the API server, or a test of a follower's, counts creates).
           io.fabric8.kubernetes.api.model.authorization.v1.SelfSubjectAccessReview answer =
               send(
-                  "create",
+                  "review",
                   () -> client.authorization().v1().selfSubjectAccessReview().create(review));
           var st = answer == null ? null : answer.getStatus();
           // A server that says nothing (no status) is taken at its word that nothing is wrong.

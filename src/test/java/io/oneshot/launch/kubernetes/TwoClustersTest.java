@@ -207,12 +207,13 @@ class TwoClustersTest {
     return t.api.get("/readyz").json().path("clusters").path(name);
   }
 
-  private static List<Job> jobs(RealCluster c, long build) {
+  /** The build's Jobs in this test's namespace of the cluster (others hold earlier tests'). */
+  private List<Job> jobs(RealCluster c, long build) {
     return c.admin
         .batch()
         .v1()
         .jobs()
-        .inAnyNamespace()
+        .inNamespace(c == home ? homeNs : twoNs)
         .withLabel("oneshot.io/build", Long.toString(build))
         .list()
         .getItems();
@@ -417,7 +418,7 @@ class TwoClustersTest {
             home.admin
                 .apps()
                 .deployments()
-                .inAnyNamespace()
+                .inNamespace(homeNs)
                 .withLabel(BalloonFactory.BALLOONS)
                 .list()
                 .getItems())

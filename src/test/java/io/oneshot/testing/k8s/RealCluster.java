@@ -294,9 +294,17 @@ public final class RealCluster {
             "{kind: kubernetes, kubernetes: {namespace: %s, templateDir: %s%s}}"
                 .formatted(namespace, templates, kubernetes.isEmpty() ? "" : ", " + kubernetes))
         .launchers(
+            // As the dispatcher launches: through Clusters, which looks at the cluster (its API,
+            // the credentials, what the account may do in each namespace) as it runs.
             (vertx, cfg) ->
-                io.oneshot.launch.kubernetes.KubernetesLauncher.create(
-                    cfg, io.oneshot.launch.kubernetes.KubernetesLauncher.client(vertx, as, cfg)));
+                new io.oneshot.launch.kubernetes.Clusters(
+                    cfg,
+                    c ->
+                        io.oneshot.launch.kubernetes.KubernetesLauncher.create(
+                            cfg,
+                            c,
+                            io.oneshot.launch.kubernetes.KubernetesLauncher.client(
+                                vertx, as, c.requestTimeout()))));
   }
 
   /** The extended resource tests give the node as its room: one per build or balloon. */
