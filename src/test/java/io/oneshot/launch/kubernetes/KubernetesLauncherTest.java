@@ -514,7 +514,7 @@ class KubernetesLauncherTest {
       textBlock =
           """
           namespace       | jobs    | 404 | NotFound  | namespaces team-b not found | launch rejected: the Kubernetes API has no namespace for Job team-b/oneshot-ID-1: namespaces team-b not found
-          invalid Secret  | secrets | 422 | Invalid   | Secret "x" is invalid: data: Too long | launch rejected: the Kubernetes API refused Job team-b/oneshot-ID-1: Secret "x" is invalid: data: Too long
+          invalid Secret  | secrets | 422 | Invalid   | Secret x is invalid: data: Too long | launch rejected: the Kubernetes API refused Job team-b/oneshot-ID-1: Secret x is invalid: data: Too long
           """)
   void aRefusalThatCannotPassFailsTheBuildAtOnce(
       String name, String resource, int code, String reason, String message, String error) {

@@ -301,13 +301,34 @@ class TwoClustersTest {
         .atMost(1, TimeUnit.MINUTES)
         .until(() -> clusterOnReadyz("far").path("ready").asBoolean());
 
-    // The audit: one Job per build, in its route's cluster alone; run once, on its first attempt.
+    // The audit: one Job per build, made in its route's cluster alone (the launch says where;
+    // the rescuer may since have removed a finished build's Job whose end its cluster never
+    // heard of), none in the other; run once, on its first attempt.
     List<Long> all = new ArrayList<>(near);
     all.addAll(away);
     all.addAll(rotated);
     for (long id : all) {
       boolean far = !near.contains(id);
-      assertThat(jobs(far ? two : home, id)).as("build %d's Jobs in its cluster", id).hasSize(1);
+      assertThat(Sql.count("SELECT count(*) FROM oneshot.build_launches WHERE build_id = ?", id))
+          .as("build %d's launches", id)
+          .isEqualTo(1);
+      assertThat(
+              Sql.count(
+                  "SELECT count(*) FROM oneshot.build_events WHERE build_id = ?"
+                      + " AND reason LIKE ?",
+                  id,
+                  "%launched Job "
+                      + (far ? twoNs : homeNs)
+                      + "/oneshot-"
+                      + id
+                      + "-1 created in"
+                      + " cluster "
+                      + (far ? "far" : "home")))
+          .as("build %d launched in its cluster", id)
+          .isEqualTo(1);
+      assertThat(jobs(far ? two : home, id))
+          .as("build %d's Jobs in its cluster", id)
+          .hasSizeLessThanOrEqualTo(1);
       assertThat(jobs(far ? home : two, id)).as("build %d's Jobs in the other", id).isEmpty();
       assertThat(Sql.value("SELECT attempt FROM oneshot.builds WHERE id = ?", id))
           .as("build %d's attempts", id)
