@@ -517,4 +517,62 @@ class ClustersTest {
           .hasSize(1);
     }
   }
+
+  /**
+   * The dispatcher starts again while a build runs in a cluster it cannot reach yet: the build's
+   * runner calls are answered "try again" (not refused, which would end the build) until the
+   * cluster is watched, then proven; the build ends as its script decided, run once.
+   */
+  @Test
+  void aRunnerOfAClusterNotWatchedYetIsToldToTryAgainNotRefused() throws IOException {
+    MockCluster home = cluster("home", "team-a");
+    MockCluster far = cluster("far", "team-far");
+    TcpProxy toFar = proxyTo(far);
+    Path kubeconfig = kubeconfig(toFar);
+    String routes =
+        """
+        clusters:
+          - {name: far, kubeconfig: %s, namespace: team-far}
+        routes:
+          - {name: near, tags: {at: near}, template: script.yaml, namespace: team-a}
+          - {name: away, tags: {at: far}, template: script.yaml, cluster: far}
+        """
+            .formatted(kubeconfig);
+    Connect connect =
+        (vertx, cfg) ->
+            c ->
+                c.name().equals("home")
+                    ? KubernetesLauncher.create(cfg, c, home.clientFor(vertx))
+                    : KubernetesLauncher.create(
+                        cfg,
+                        c,
+                        KubernetesLauncher.client(
+                            vertx, Clusters.clientConfig(c), c.requestTimeout()));
+    int port = Ports.stable();
+    t = server(routes, connect, port, null).start();
+    long id =
+        t.api.submitScript(
+            "{\"at\": \"far\"}",
+            "echo started; for i in 1 2 3 4 5 6 7 8; do sleep 1; done; echo done");
+    await()
+        .atMost(60, TimeUnit.SECONDS)
+        .until(() -> Sql.logLines(id, "stdout").contains("started"));
+    t.close();
+    toFar.cut();
+    t = server(routes, connect, port, null).keepQueue().start();
+    assertThat(cluster("far").path("trouble").asText()).startsWith("not started");
+    // Its runner's calls meanwhile are answered 503 and tried again; none refused.
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () ->
+                PromText.parse(t.api.get("/metrics").text())
+                        .sum("oneshot_api_requests_total", "code", "503")
+                    > 0);
+    toFar.restore();
+    assertThat(awaitEnd(id)).isEqualTo("succeeded");
+    assertThat(attempt(id)).isEqualTo(1);
+    assertThat(Sql.logLines(id, "stdout").stream().filter(l -> l.equals("started"))).hasSize(1);
+    assertThat(Sql.logLines(id, "stdout")).contains("done");
+  }
 }
