@@ -569,5 +569,6 @@ final class Balloons implements WarmRoom {
     all.addAll(pods.values());
     all.addAll(preemptions.values());
     all.forEach(SharedIndexInformer::stop);
+    Informers.awaitStopped(all);
   }
 }

@@ -420,5 +420,6 @@ final class ClusterWatch {
     all.addAll(pods.values());
     all.addAll(jobEvents.values());
     all.forEach(SharedIndexInformer::stop);
+    Informers.awaitStopped(all);
   }
 }

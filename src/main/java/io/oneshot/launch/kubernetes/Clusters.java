@@ -318,6 +318,17 @@ public final class Clusters implements Launcher {
    * and says what changed.
    */
   private void look(Member m) {
+    // One look at a cluster at a time: two at once (the scheduled one and one asked for sooner)
+    // would each make a launcher from a changed kubeconfig, and one would be left running.
+    synchronized (m) {
+      lookNow(m);
+    }
+  }
+
+  private void lookNow(Member m) {
+    if (closed) {
+      return;
+    }
     KubernetesLauncher current = m.launcher;
     String digest = digest(m.spec);
     boolean rotated = current != null && digest != null && !digest.equals(m.source);
@@ -815,9 +826,12 @@ public final class Clusters implements Launcher {
     closed = true;
     probes.shutdownNow();
     for (Member m : members.values()) {
-      KubernetesLauncher l = m.launcher;
-      if (l != null) {
-        l.close();
+      // After a look under way: it may be making a launcher.
+      synchronized (m) {
+        KubernetesLauncher l = m.launcher;
+        if (l != null) {
+          l.close();
+        }
       }
     }
   }
