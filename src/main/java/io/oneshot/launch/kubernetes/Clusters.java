@@ -148,13 +148,19 @@ public final class Clusters implements Launcher {
 
   /** The clusters of {@code config}, each with a client on {@code vertx}. */
   public static Clusters create(Vertx vertx, OneshotConfig config) {
-    return new Clusters(
+    return new Clusters(config, cluster -> connect(vertx, config, cluster));
+  }
+
+  /**
+   * The launcher of {@code cluster}, its client on {@code vertx} made from the cluster's settings
+   * as they are now ({@link #clientConfig}); nothing is called until it starts.
+   */
+  public static KubernetesLauncher connect(
+      Vertx vertx, OneshotConfig config, OneshotConfig.Cluster cluster) {
+    return KubernetesLauncher.create(
         config,
-        cluster ->
-            KubernetesLauncher.create(
-                config,
-                cluster,
-                KubernetesLauncher.client(vertx, clientConfig(cluster), cluster.requestTimeout())));
+        cluster,
+        KubernetesLauncher.client(vertx, clientConfig(cluster), cluster.requestTimeout()));
   }
 
   /**
@@ -228,11 +234,7 @@ public final class Clusters implements Launcher {
               .toList();
       KubernetesLauncher l;
       try {
-        l =
-            KubernetesLauncher.create(
-                config,
-                cluster,
-                KubernetesLauncher.client(vertx, clientConfig(cluster), cluster.requestTimeout()));
+        l = connect(vertx, config, cluster);
       } catch (RuntimeException e) {
         out.add(new Reach(name, null, null, e.getMessage(), routes));
         continue;

@@ -986,10 +986,6 @@ public final class KubernetesLauncher implements Launcher {
    */
   record Probe(
       String unreachable, String unauthorized, Map<String, String> forbidden, String version) {
-    boolean fine() {
-      return unreachable == null && unauthorized == null && forbidden.isEmpty();
-    }
-
     /** What is wrong, said whole; null when nothing. */
     String trouble() {
       if (unreachable != null) {

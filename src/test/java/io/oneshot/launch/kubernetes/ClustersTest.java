@@ -115,6 +115,18 @@ class ClustersTest {
         .launchers((vertx, cfg) -> new Clusters(cfg, connect.on(vertx, cfg)));
   }
 
+  /**
+   * The home cluster's launcher on the mock {@code home}; any other's as the dispatcher makes it,
+   * from its kubeconfig.
+   */
+  private static Connect homeAndFar(MockCluster home) {
+    return (vertx, cfg) ->
+        c ->
+            c.name().equals("home")
+                ? KubernetesLauncher.create(cfg, c, home.clientFor(vertx))
+                : Clusters.connect(vertx, cfg, c);
+  }
+
   /** Makes a cluster's launcher on the server's Vert.x. */
   @FunctionalInterface
   private interface Connect {
@@ -312,15 +324,7 @@ class ClustersTest {
                   - {name: away, tags: {at: far}, template: script.yaml, cluster: far}
                 """
                     .formatted(kubeconfig),
-                (vertx, cfg) ->
-                    c ->
-                        c.name().equals("home")
-                            ? KubernetesLauncher.create(cfg, c, home.clientFor(vertx))
-                            : KubernetesLauncher.create(
-                                cfg,
-                                c,
-                                KubernetesLauncher.client(
-                                    vertx, Clusters.clientConfig(c), c.requestTimeout())))
+                homeAndFar(home))
             .start();
     assertThat(cluster("far").path("trouble").asText()).startsWith("not started: cannot reach");
     long away = t.api.submitScript("{\"at\": \"far\"}", "echo away");
@@ -375,16 +379,7 @@ class ClustersTest {
           - {name: away, tags: {at: far}, template: script.yaml, cluster: far, launchTimeout: 3s}
         """
             .formatted(kubeconfig);
-    Connect connect =
-        (vertx, cfg) ->
-            c ->
-                c.name().equals("home")
-                    ? KubernetesLauncher.create(cfg, c, home.clientFor(vertx))
-                    : KubernetesLauncher.create(
-                        cfg,
-                        c,
-                        KubernetesLauncher.client(
-                            vertx, Clusters.clientConfig(c), c.requestTimeout()));
+    Connect connect = homeAndFar(home);
     int firstPort = Ports.stable();
     int secondPort = Ports.stable();
     // The Service in front of both replicas: pods reach whichever answers.
@@ -461,15 +456,7 @@ class ClustersTest {
                   - {name: away, tags: {at: far}, template: script.yaml, cluster: far, launchTimeout: 3s, maxAttempts: 1}
                 """
                     .formatted(kubeconfig),
-                (vertx, cfg) ->
-                    c ->
-                        c.name().equals("home")
-                            ? KubernetesLauncher.create(cfg, c, home.clientFor(vertx))
-                            : KubernetesLauncher.create(
-                                cfg,
-                                c,
-                                KubernetesLauncher.client(
-                                    vertx, Clusters.clientConfig(c), c.requestTimeout())))
+                homeAndFar(home))
             .start();
     long before = t.api.submitScript("{\"at\": \"far\"}", "echo before");
     assertThat(awaitEnd(before)).isEqualTo("succeeded");
@@ -538,16 +525,7 @@ class ClustersTest {
           - {name: away, tags: {at: far}, template: script.yaml, cluster: far}
         """
             .formatted(kubeconfig);
-    Connect connect =
-        (vertx, cfg) ->
-            c ->
-                c.name().equals("home")
-                    ? KubernetesLauncher.create(cfg, c, home.clientFor(vertx))
-                    : KubernetesLauncher.create(
-                        cfg,
-                        c,
-                        KubernetesLauncher.client(
-                            vertx, Clusters.clientConfig(c), c.requestTimeout()));
+    Connect connect = homeAndFar(home);
     int port = Ports.stable();
     t = server(routes, connect, port, null).start();
     long id =

@@ -152,12 +152,11 @@ class TwoClustersTest {
         next, kubeconfig, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
   }
 
-  private void start() throws Exception {
-    start(ROUTES);
-  }
-
-  private void start(String routes) throws Exception {
-    // The chart in the far cluster, no dispatcher of its own: its ServiceAccount and Role there.
+  /**
+   * The chart in the far cluster, no dispatcher of its own (its ServiceAccount and Role there), and
+   * the far kubeconfig with a token of that account.
+   */
+  private void farAccount() throws Exception {
     new com.marcnuri.helm.Helm(io.oneshot.testing.Chart.DIR)
         .install()
         .withName("oneshot")
@@ -167,6 +166,14 @@ class TwoClustersTest {
         .call();
     kubeconfig = tmp.resolve("far.kubeconfig");
     writeKubeconfig(newToken("oneshot-token-1"));
+  }
+
+  private void start() throws Exception {
+    start(ROUTES);
+  }
+
+  private void start(String routes) throws Exception {
+    farAccount();
     kubelet = FakeKubelet.onRealApi(two.admin, List.of(twoNs), tmp.resolve("kubelet"));
     Path dir = home.templates(tmp.resolve("templates"), UnaryOperator.identity());
     Config homeAdmin = Config.fromKubeconfig(Files.readString(home.kubeconfig));
@@ -345,15 +352,7 @@ class TwoClustersTest {
    */
   @Test
   void checkReachesEachClusterAsTheDispatcherWould() throws Exception {
-    new com.marcnuri.helm.Helm(io.oneshot.testing.Chart.DIR)
-        .install()
-        .withName("oneshot")
-        .withNamespace(twoNs)
-        .withKubeConfig(two.kubeconfig)
-        .set("replicaCount", 0)
-        .call();
-    kubeconfig = tmp.resolve("far.kubeconfig");
-    writeKubeconfig(newToken("oneshot-token-1"));
+    farAccount();
     Path config = tmp.resolve("oneshot.yaml");
     Files.writeString(
         config,
