@@ -39,8 +39,9 @@ import org.junit.jupiter.api.io.TempDir;
  * through a kubeconfig file with the token of the ServiceAccount the chart makes there, holding the
  * chart's Role and nothing more. Routes in each; bursts split across both; the second's API server
  * stopped for over a minute mid-burst (longer than its route's launch timeout) and started again;
- * its credential revoked and a new one written to the kubeconfig. Every build is audited: one Job,
- * in its route's cluster and nowhere else, its script run once, on its first attempt.
+ * its credential revoked and a new one written to the kubeconfig; and, with two replicas, the
+ * leader gone while the far cluster is away. Every build is audited: one Job, in its route's
+ * cluster and nowhere else, its script run once, on its first attempt.
  */
 class TwoClustersTest {
   @TempDir Path tmp;
@@ -52,6 +53,10 @@ class TwoClustersTest {
   private TestServer t;
   private int port;
   private Path kubeconfig;
+  private Path templates;
+
+  /** Replicas besides {@link #t}, and the Service in front of them, closed after the test. */
+  private final List<AutoCloseable> closing = new ArrayList<>();
 
   @BeforeEach
   void setUp() {
@@ -67,13 +72,16 @@ class TwoClustersTest {
   private boolean farStopped;
 
   @AfterEach
-  void tearDown() {
+  void tearDown() throws Exception {
     try {
       if (farStopped) {
         two.startApi();
       }
       if (t != null) {
         t.close();
+      }
+      for (AutoCloseable c : closing) {
+        c.close();
       }
     } finally {
       try {
@@ -173,15 +181,28 @@ class TwoClustersTest {
   }
 
   private void start(String routes) throws Exception {
+    prepare();
+    t = replica(routes, port, null).start();
+  }
+
+  /** The far cluster's account and kubeconfig, the test kubelet there, and the Job templates. */
+  private void prepare() throws Exception {
     farAccount();
     kubelet = FakeKubelet.onRealApi(two.admin, List.of(twoNs), tmp.resolve("kubelet"));
-    Path dir = home.templates(tmp.resolve("templates"), UnaryOperator.identity());
+    templates = home.templates(tmp.resolve("templates"), UnaryOperator.identity());
+  }
+
+  /**
+   * A dispatcher replica on {@code port}, launching into both clusters as the dispatcher does; its
+   * pods call it at {@code publicUrl} (null: that port).
+   */
+  private TestServer.Builder replica(String routes, int port, String publicUrl) throws IOException {
     Config homeAdmin = Config.fromKubeconfig(Files.readString(home.kubeconfig));
-    t =
-        home.server(homeNs, dir, port, "ttlSecondsAfterFinished: 600")
+    TestServer.Builder b =
+        home.server(homeNs, templates, port, "ttlSecondsAfterFinished: 600")
             .dispatch(
                 "maxConcurrent: 6, pollInterval: 200ms, rescueInterval: 300ms,"
-                    + " heartbeatInterval: 300ms, warmInterval: 1s")
+                    + " heartbeatInterval: 300ms, warmInterval: 1s, leaderInterval: 500ms")
             .routes(routes.formatted(kubeconfig, twoNs))
             .launchers(
                 (vertx, cfg) ->
@@ -194,13 +215,17 @@ class TwoClustersTest {
                                 KubernetesLauncher.client(
                                     vertx,
                                     c.name().equals("home") ? homeAdmin : Clusters.clientConfig(c),
-                                    c.requestTimeout()))))
-            .start();
+                                    c.requestTimeout()))));
+    if (publicUrl != null) {
+      b.api(
+          "{listen: \"127.0.0.1:%d\", publicUrl: \"%s\", adminToken: \"%s\"}"
+              .formatted(port, publicUrl, TestServer.ADMIN_TOKEN));
+    }
+    return b;
   }
 
   private long submit(String at, String marker) {
-    return t.api.submitScript(
-        "{\"at\": \"" + at + "\"}", "echo " + marker + "; sleep 2; echo done-" + marker);
+    return t.api.submitScript("{\"at\": \"" + at + "\"}", script(marker));
   }
 
   private static String awaitEnd(long id) {
@@ -308,12 +333,18 @@ class TwoClustersTest {
         .atMost(1, TimeUnit.MINUTES)
         .until(() -> clusterOnReadyz("far").path("ready").asBoolean());
 
-    // The audit: one Job per build, made in its route's cluster alone (the launch says where;
-    // the rescuer may since have removed a finished build's Job whose end its cluster never
-    // heard of), none in the other; run once, on its first attempt.
     List<Long> all = new ArrayList<>(near);
     all.addAll(away);
     all.addAll(rotated);
+    audit(near, all);
+  }
+
+  /**
+   * The audit: each build one Job, made in its route's cluster alone (the launch says where; the
+   * rescuer may since have removed a finished build's Job whose end its cluster never heard of),
+   * none in the other; run once, on its first attempt.
+   */
+  private void audit(List<Long> near, List<Long> all) {
     for (long id : all) {
       boolean far = !near.contains(id);
       assertThat(Sql.count("SELECT count(*) FROM oneshot.build_launches WHERE build_id = ?", id))
@@ -343,6 +374,105 @@ class TwoClustersTest {
       List<String> out = Sql.logLines(id, "stdout");
       assertThat(out.stream().filter(l -> l.startsWith("done-"))).as("build %d ran", id).hasSize(1);
     }
+  }
+
+  /**
+   * Two replicas behind one Service; the far API server stops mid-burst and the leader goes while
+   * it is away, longer than the far route's launch timeout: the new leader keeps the far route
+   * stalled and says so, runs the near route on, and launches the far builds once their cluster
+   * answers; builds that were running when the leader went finish through the other replica.
+   */
+  @Test
+  void aFailoverWhileOneClusterIsAwayLosesNothingAndRunsNothingTwice() throws Exception {
+    prepare();
+    int firstPort = port;
+    int secondPort = Ports.stable();
+    // The Service in front of both replicas: pods reach whichever answers.
+    io.oneshot.testing.TcpProxy service =
+        new io.oneshot.testing.TcpProxy(
+            List.of(
+                new java.net.InetSocketAddress("127.0.0.1", firstPort),
+                new java.net.InetSocketAddress("127.0.0.1", secondPort)));
+    closing.add(service);
+    String url = "http://127.0.0.1:" + service.port();
+    TestServer first = replica(ROUTES, firstPort, url).start();
+    closing.add(0, first);
+    await().atMost(30, TimeUnit.SECONDS).until(first.server::leader);
+    t = replica(ROUTES, secondPort, url).keepQueue().start();
+    TestServer second = t;
+    assertThat(second.server.leader()).isFalse();
+
+    List<Long> near = new ArrayList<>();
+    List<Long> away = new ArrayList<>();
+    // The first builds run long enough to be running when the leader goes.
+    for (int i = 0; i < 3; i++) {
+      near.add(first.api.submitScript("{\"at\": \"near\"}", script("near-" + i, 25)));
+      away.add(first.api.submitScript("{\"at\": \"far\"}", script("far-" + i, 25)));
+    }
+    await().atMost(2, TimeUnit.MINUTES).until(() -> status(away.get(0)).equals("running"));
+    farStopped = true;
+    two.stopApi();
+    long stoppedAt = System.nanoTime();
+    for (int i = 3; i < 6; i++) {
+      near.add(second.api.submitScript("{\"at\": \"near\"}", script("near-" + i)));
+      away.add(second.api.submitScript("{\"at\": \"far\"}", script("far-" + i)));
+    }
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () -> Sql.value("SELECT stalled FROM oneshot.routes WHERE name = 'away'"),
+            v -> v != null && v.toString().contains("cannot reach"));
+
+    // The leader goes while the far cluster is away and builds of both routes run or wait.
+    assertThat(near.subList(0, 3).stream().map(id -> status(id))).contains("running");
+    assertThat(away.subList(0, 3).stream().map(id -> status(id))).contains("running");
+    first.close();
+    closing.remove(first);
+    await().atMost(1, TimeUnit.MINUTES).until(second.server::leader);
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(() -> !clusterOnReadyz("far").path("ready").asBoolean(true));
+    assertThat(clusterOnReadyz("far").path("stalledRoutes").toString()).contains("away");
+    for (int i = 6; i < 8; i++) {
+      near.add(second.api.submitScript("{\"at\": \"near\"}", script("near-" + i)));
+      away.add(second.api.submitScript("{\"at\": \"far\"}", script("far-" + i)));
+    }
+    long last = away.get(away.size() - 1);
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(
+            () -> second.api.get("/api/v1/builds/" + last).json().path("reason").asText(""),
+            r -> r.contains("cluster far") && r.contains("cannot reach"));
+    for (long id : near) {
+      assertThat(awaitEnd(id)).as("near build %d", id).isEqualTo("succeeded");
+    }
+    // Away for longer than the far route's launch timeout (20 s) before it answers again.
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .pollInterval(Duration.ofSeconds(1))
+        .until(() -> System.nanoTime() - stoppedAt > TimeUnit.SECONDS.toNanos(30));
+    assertThat(away.stream().map(id -> status(id)))
+        .as("nothing of the far route failed while its cluster was away")
+        .doesNotContain("failed", "canceled");
+    two.startApi();
+    farStopped = false;
+    for (long id : away) {
+      assertThat(awaitEnd(id)).as("far build %d", id).isEqualTo("succeeded");
+    }
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(() -> clusterOnReadyz("far").path("ready").asBoolean());
+    List<Long> all = new ArrayList<>(near);
+    all.addAll(away);
+    audit(near, all);
+  }
+
+  private static String script(String marker) {
+    return script(marker, 2);
+  }
+
+  private static String script(String marker, int seconds) {
+    return "echo " + marker + "; sleep " + seconds + "; echo done-" + marker;
   }
 
   /**
