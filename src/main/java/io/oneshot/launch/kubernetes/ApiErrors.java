@@ -31,11 +31,14 @@ final class ApiErrors {
           new LaunchOutcome.RetryLater(
               retryAfter(e), "throttled by the Kubernetes API: " + message);
       case 401 -> new LaunchOutcome.RetryLater(REFUSED_RETRY, unauthorized(api, message));
-      case 403 ->
-          quota(message)
-              ? new LaunchOutcome.RetryLater(
-                  Duration.ofSeconds(5), "waiting for quota in the Kubernetes API: " + message)
-              : new LaunchOutcome.RetryLater(REFUSED_RETRY, forbidden(message));
+      case 403 -> {
+        String why =
+            credentialRefused(api, e) != null ? credentialRefused(api, e) : forbidden(message);
+        yield quota(message)
+            ? new LaunchOutcome.RetryLater(
+                Duration.ofSeconds(5), "waiting for quota in the Kubernetes API: " + message)
+            : new LaunchOutcome.RetryLater(REFUSED_RETRY, why);
+      }
       default ->
           new LaunchOutcome.RetryLater(
               null,
@@ -57,6 +60,27 @@ final class ApiErrors {
         "refuses the dispatcher's credentials (401 Unauthorized; an expired or revoked token or"
             + " certificate): "
             + message);
+  }
+
+  /**
+   * What a refusal says of the dispatcher's credential, or null when it says nothing of it: a 401,
+   * or a 403 to {@code system:anonymous}, the user the API server makes of a request none of whose
+   * credentials it accepts while anonymous requests are allowed (its default). A client certificate
+   * its CA did not sign comes to that: the TLS client offers a certificate only when it is of a CA
+   * the server names, so the request goes without one.
+   */
+  static String credentialRefused(ApiReachability api, KubernetesClientException e) {
+    String message = message(e);
+    if (e.getCode() == 401) {
+      return unauthorized(api, message);
+    }
+    if (e.getCode() == 403 && message.contains("User \"system:anonymous\"")) {
+      return api.describeRefusal(
+          "takes the dispatcher for system:anonymous (it accepts none of its credentials: an"
+              + " expired, revoked or unknown token, or a certificate its CA did not sign): "
+              + message);
+    }
+    return null;
   }
 
   /** "forbidden by the Kubernetes API (the dispatcher's Role must allow it): …". */

@@ -1,5 +1,8 @@
 package io.oneshot.launch.kubernetes;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.fabric8.kubernetes.client.Config;
 import io.oneshot.build.Runner;
 import io.oneshot.config.ConfigException;
@@ -17,7 +20,9 @@ import io.oneshot.launch.RunnerProof;
 import io.oneshot.launch.WarmRoom;
 import io.vertx.core.Vertx;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
@@ -195,21 +200,69 @@ public final class Clusters implements Launcher {
     }
   }
 
-  /** The SHA-256 of the cluster's kubeconfig now; null without one, or when it cannot be read. */
+  /**
+   * The SHA-256 of the cluster's kubeconfig now and of the certificate and key files it names (a
+   * client certificate rotated beside an unchanged kubeconfig, as cert-manager does, is a new
+   * credential too); null without one, or when it cannot be read.
+   */
   static String digest(OneshotConfig.Cluster cluster) {
     if (cluster.kubeconfig() == null) {
       return null;
     }
     try {
-      return HexFormat.of()
-          .formatHex(
-              MessageDigest.getInstance("SHA-256")
-                  .digest(Files.readAllBytes(cluster.kubeconfig())));
+      MessageDigest sha = MessageDigest.getInstance("SHA-256");
+      byte[] kubeconfig = Files.readAllBytes(cluster.kubeconfig());
+      sha.update(kubeconfig);
+      for (Path file : namedFiles(cluster.kubeconfig(), kubeconfig)) {
+        sha.update(file.toString().getBytes(StandardCharsets.UTF_8));
+        try {
+          sha.update(MessageDigest.getInstance("SHA-256").digest(Files.readAllBytes(file)));
+        } catch (IOException e) {
+          sha.update((byte) 0); // not there (yet): said when a client is made from it
+        }
+      }
+      return HexFormat.of().formatHex(sha.digest());
     } catch (IOException e) {
       return null; // not there (yet), or not readable: said when a client is made from it
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
     }
+  }
+
+  /** The kubeconfig fields that name a file a client reads its credentials or trust from. */
+  private static final List<String> FILE_FIELDS =
+      List.of("certificate-authority", "client-certificate", "client-key");
+
+  private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
+
+  /**
+   * The files a kubeconfig's clusters and users name, relative ones resolved against its own
+   * directory (as kubectl and the client resolve them); none when it is not YAML.
+   */
+  static List<Path> namedFiles(Path kubeconfig, byte[] content) {
+    JsonNode root;
+    try {
+      root = YAML.readTree(content);
+    } catch (IOException e) {
+      return List.of(); // said when a client is made from it
+    }
+    List<Path> files = new ArrayList<>();
+    for (String[] at : new String[][] {{"clusters", "cluster"}, {"users", "user"}}) {
+      for (JsonNode entry : root == null ? List.<JsonNode>of() : iterable(root.path(at[0]))) {
+        for (String field : FILE_FIELDS) {
+          JsonNode name = entry.path(at[1]).path(field);
+          if (name.isTextual() && !name.asText().isBlank()) {
+            Path parent = kubeconfig.toAbsolutePath().getParent();
+            files.add(parent.resolve(name.asText()).normalize());
+          }
+        }
+      }
+    }
+    return files;
+  }
+
+  private static Iterable<JsonNode> iterable(JsonNode array) {
+    return array.isArray() ? array::elements : List.of();
   }
 
   /**
@@ -384,7 +437,8 @@ public final class Clusters implements Launcher {
       m.unauthorized = null;
       if (current != null) {
         log.info(
-            "Cluster {}: its kubeconfig {} changed; launching with the new one from now on.",
+            "Cluster {}: its kubeconfig {} (or a certificate or key it names) changed; launching"
+                + " with the new one from now on.",
             m.name(),
             m.spec.kubeconfig());
         current.close();

@@ -528,8 +528,9 @@ public final class KubernetesLauncher implements Launcher {
       return result;
     } catch (KubernetesClientException e) {
       events.apiCall(verb, Math.max(0, e.getCode()));
-      if (e.getCode() == 401) {
-        trouble.unauthorized(ApiErrors.unauthorized(api, ApiErrors.message(e)));
+      String refused = ApiErrors.credentialRefused(api, e);
+      if (refused != null) {
+        trouble.unauthorized(refused);
       }
       if (e.getCode() > 0) {
         api.answered();
@@ -607,8 +608,9 @@ public final class KubernetesLauncher implements Launcher {
       if (made && refused instanceof LaunchOutcome.Rejected) {
         dropJob(ns, a.name());
       }
-      if (e.getCode() == 401) {
-        trouble.unauthorized(ApiErrors.unauthorized(api, ApiErrors.message(e)));
+      String credential = ApiErrors.credentialRefused(api, e);
+      if (credential != null) {
+        trouble.unauthorized(credential);
       } else if (e.getCode() == 403 && !ApiErrors.quota(ApiErrors.message(e))) {
         trouble.forbidden(ns, ApiErrors.forbidden(ApiErrors.message(e)));
       }
@@ -1020,64 +1022,96 @@ public final class KubernetesLauncher implements Launcher {
       if (e.getCode() <= 0) {
         return new Probe(api.describe(ApiErrors.rootMessage(e)), null, Map.of(), null);
       }
-      if (e.getCode() == 401) {
-        return new Probe(null, ApiErrors.unauthorized(api, ApiErrors.message(e)), Map.of(), null);
+      String refused = ApiErrors.credentialRefused(api, e);
+      if (refused != null) {
+        return new Probe(null, refused, Map.of(), null);
       }
-      version = null; // answered with a refusal of its own (403 for anonymous): reachable
+      version = null; // answered with a refusal of its own: reachable
     }
     Map<String, String> forbidden = new java.util.TreeMap<>();
-    for (String ns : watch.namespaces()) {
-      for (String[] need : LAUNCH_NEEDS) {
-        var review =
-            new io.fabric8.kubernetes.api.model.authorization.v1.SelfSubjectAccessReviewBuilder()
-                .withNewSpec()
-                .withNewResourceAttributes()
-                .withNamespace(ns)
-                .withVerb(need[0])
-                .withGroup(need[1])
-                .withResource(need[2])
-                .endResourceAttributes()
-                .endSpec()
-                .build();
-        try {
-          // Counted as a review, not a create: it writes nothing (a dashboard of the writes
-          // to the API server, or a test of a follower's, counts creates).
-          io.fabric8.kubernetes.api.model.authorization.v1.SelfSubjectAccessReview answer =
-              send(
-                  "review",
-                  () -> client.authorization().v1().selfSubjectAccessReview().create(review));
-          var st = answer == null ? null : answer.getStatus();
-          // A server that says nothing (no status) is taken at its word that nothing is wrong.
-          if (st != null && !Boolean.TRUE.equals(st.getAllowed())) {
-            forbidden.put(
-                ns,
-                ApiErrors.forbidden(
-                    "the dispatcher may not "
-                        + need[0]
-                        + " "
-                        + need[2]
-                        + (need[1].isEmpty() ? "" : "." + need[1])
-                        + " in namespace "
-                        + ns
-                        + (st.getReason() == null || st.getReason().isBlank()
-                            ? ""
-                            : " (" + st.getReason() + ")")));
+    try {
+      for (String ns : watch.namespaces()) {
+        for (String[] need : LAUNCH_NEEDS) {
+          String denied = denied(ns, need);
+          if (denied != null) {
+            forbidden.put(ns, denied);
             break;
           }
-        } catch (KubernetesClientException e) {
-          if (e.getCode() <= 0) {
-            return new Probe(api.describe(ApiErrors.rootMessage(e)), null, Map.of(), version);
-          }
-          if (e.getCode() == 401) {
-            return new Probe(
-                null, ApiErrors.unauthorized(api, ApiErrors.message(e)), Map.of(), version);
-          }
-          // Reviews refused (a server without the API): a launch will say what is wrong.
-          log.debug("SelfSubjectAccessReview in {} refused: {}", ns, ApiErrors.message(e));
         }
       }
+      // Without it no build pod can prove who it is: each would be launched, wait for its proof
+      // until its launch timeout, and spend its attempts.
+      String denied = denied(null, PROOF_NEED);
+      if (denied != null) {
+        for (String ns : watch.namespaces()) {
+          forbidden.merge(ns, denied, (a, b) -> a + "; " + b);
+        }
+      }
+    } catch (KubernetesClientException e) {
+      String refused = ApiErrors.credentialRefused(api, e);
+      if (refused != null) {
+        return new Probe(null, refused, Map.of(), version);
+      }
+      return new Probe(api.describe(ApiErrors.rootMessage(e)), null, Map.of(), version);
     }
     return new Probe(null, null, Map.copyOf(forbidden), version);
+  }
+
+  /**
+   * What a runner's proof needs, cluster-wide: the TokenReview of its pod's token (the chart's
+   * ClusterRole {@code …-runner-review}).
+   */
+  private static final String[] PROOF_NEED = {"create", "authentication.k8s.io", "tokenreviews"};
+
+  /**
+   * Whether the API server lets the dispatcher do {@code need} in {@code ns} (null: cluster-wide),
+   * by a SelfSubjectAccessReview: what it says is denied, or null when it allows it, says nothing,
+   * or refuses the review itself for a reason of its own (a server without the API: a launch will
+   * say what is wrong). Throws when it cannot be reached or does not take the credentials.
+   */
+  private String denied(String ns, String[] need) {
+    var review =
+        new io.fabric8.kubernetes.api.model.authorization.v1.SelfSubjectAccessReviewBuilder()
+            .withNewSpec()
+            .withNewResourceAttributes()
+            .withNamespace(ns)
+            .withVerb(need[0])
+            .withGroup(need[1])
+            .withResource(need[2])
+            .endResourceAttributes()
+            .endSpec()
+            .build();
+    io.fabric8.kubernetes.api.model.authorization.v1.SelfSubjectAccessReview answer;
+    try {
+      // Counted as a review, not a create: it writes nothing (a dashboard of the writes to the
+      // API server, or a test of a follower's, counts creates).
+      answer =
+          send(
+              "review", () -> client.authorization().v1().selfSubjectAccessReview().create(review));
+    } catch (KubernetesClientException e) {
+      if (e.getCode() <= 0 || ApiErrors.credentialRefused(api, e) != null) {
+        throw e;
+      }
+      log.debug("SelfSubjectAccessReview in {} refused: {}", ns, ApiErrors.message(e));
+      return null;
+    }
+    var st = answer == null ? null : answer.getStatus();
+    // A server that says nothing (no status) is taken at its word that nothing is wrong.
+    if (st == null || Boolean.TRUE.equals(st.getAllowed())) {
+      return null;
+    }
+    return ApiErrors.forbidden(
+        "the dispatcher may not "
+            + need[0]
+            + " "
+            + need[2]
+            + (need[1].isEmpty() ? "" : "." + need[1])
+            + (ns == null
+                ? " (cluster-wide: each build pod proves who it is with one)"
+                : " in namespace " + ns)
+            + (st.getReason() == null || st.getReason().isBlank()
+                ? ""
+                : " (" + st.getReason() + ")"));
   }
 
   /** The namespaces this launcher's routes use. */

@@ -44,6 +44,33 @@ class ApiErrorsTest {
                         + " token or certificate): Unauthorized")));
   }
 
+  /**
+   * A request none of whose credentials the API server accepts, while it allows anonymous requests
+   * (its default), is made as system:anonymous: RBAC's 403 then says nothing of a Role but of the
+   * credential, as kube-apiserver v1.20.2 words it (an unknown client certificate is not even
+   * offered by the TLS client; seen on the second control plane in TwoClustersTest).
+   */
+  @Test
+  void aRequestMadeAsNobodyIsACredentialRefusedNotARoleMissingAVerb() {
+    String message =
+        "jobs.batch is forbidden: User \"system:anonymous\" cannot create resource \"jobs\" in API"
+            + " group \"batch\" in the namespace \"team-a\"";
+    String refused =
+        api.describeRefusal(
+            "takes the dispatcher for system:anonymous (it accepts none of its credentials: an"
+                + " expired, revoked or unknown token, or a certificate its CA did not sign): "
+                + message);
+    assertThat(ApiErrors.credentialRefused(api, answered(403, message))).isEqualTo(refused);
+    assertThat(classify(answered(403, message)))
+        .isEqualTo(new LaunchOutcome.RetryLater(ApiErrors.REFUSED_RETRY, refused));
+    assertThat(
+            ApiErrors.credentialRefused(
+                api, answered(403, "jobs.batch is forbidden: User \"x\" cannot create jobs")))
+        .isNull();
+    assertThat(ApiErrors.credentialRefused(api, answered(401, "Unauthorized")))
+        .isEqualTo(ApiErrors.unauthorized(api, "Unauthorized"));
+  }
+
   @Test
   void anExceededQuotaWaitsForBuildsToEnd() {
     assertThat(classify(answered(403, "exceeded quota: builds, requested: pods=1")))

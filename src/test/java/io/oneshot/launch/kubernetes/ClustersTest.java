@@ -224,6 +224,67 @@ class ClustersTest {
     await().atMost(30, TimeUnit.SECONDS).until(() -> cluster("home").path("ready").asBoolean());
   }
 
+  /**
+   * An account without the cluster-wide TokenReview (the chart's ClusterRole not bound in that
+   * cluster): no build pod there could prove who it is, so its routes stall and say why, rather
+   * than launch builds that wait for their proof until their launch timeout and fail; bound, they
+   * run.
+   */
+  @Test
+  void anAccountThatMayNotReviewTokensStallsItsRoutesUntilItMay() throws IOException {
+    MockCluster home = cluster("home", "team-a");
+    // As kube-apiserver refuses it (RBAC's Forbidden for a cluster-scoped resource).
+    FaultyDispatcher.Fault noReviews =
+        FaultyDispatcher.error(
+            "POST",
+            "^/apis/authentication.k8s.io/v1/tokenreviews",
+            403,
+            "Forbidden",
+            "tokenreviews.authentication.k8s.io is forbidden: User"
+                + " system:serviceaccount:oneshot:oneshot cannot create resource tokenreviews in"
+                + " API group authentication.k8s.io at the cluster scope");
+    home.dispatcher.addLasting(noReviews);
+    home.dispatcher.deny(FaultyDispatcher.CLUSTER_WIDE);
+    t =
+        server(
+                """
+                routes:
+                  - {name: team-a, tags: {team: a}, template: script.yaml, namespace: team-a, launchTimeout: 3s, maxAttempts: 1}
+                """,
+                (vertx, cfg) -> c -> KubernetesLauncher.create(cfg, c, home.clientFor(vertx)))
+            .start();
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () -> cluster("home").path("trouble").asText(""),
+            r -> r.contains("may not create tokenreviews.authentication.k8s.io (cluster-wide"));
+    long a = t.api.submitScript("{\"team\": \"a\"}", "echo a");
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () -> reason(a),
+            r ->
+                r.startsWith("route team-a takes no launches now")
+                    && r.contains("tokenreviews.authentication.k8s.io"));
+    // Well past the route's launch timeout: nothing launched, nothing failed.
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(
+            () ->
+                Sql.count(
+                        "SELECT count(*) FROM oneshot.builds WHERE id = ? AND now() - created_at"
+                            + " > interval '6 seconds'",
+                        a)
+                    == 1);
+    assertThat(status(a)).isEqualTo("pending");
+    assertThat(home.admin.batch().v1().jobs().inAnyNamespace().list().getItems()).isEmpty();
+    home.dispatcher.remove(noReviews);
+    home.dispatcher.allow(FaultyDispatcher.CLUSTER_WIDE);
+    assertThat(awaitEnd(a)).isEqualTo("succeeded");
+    assertThat(attempt(a)).isEqualTo(1);
+    await().atMost(30, TimeUnit.SECONDS).until(() -> cluster("home").path("ready").asBoolean());
+  }
+
   @Test
   void anUnreachableApiStallsItsRoutesWithoutSpendingAttemptsAndTheyRunOnceItAnswers()
       throws IOException {

@@ -476,6 +476,222 @@ class TwoClustersTest {
   }
 
   /**
+   * A kubeconfig that names its client certificate and key files, mounted beside it (as a Secret
+   * cert-manager keeps is): each certificate and key written to those files, the kubeconfig itself
+   * unchanged, is picked up without a restart. First one the cluster does not trust, then one of a
+   * user bound to the chart's Role alone (the TokenReview a build pod's proof needs is missing),
+   * then, the launcher running, a rotation to another user's as the first loses its bindings.
+   */
+  @Test
+  void clientCertificatesRotatedBesideAnUnchangedKubeconfigArePickedUp() throws Exception {
+    prepare();
+    Path certs = Files.createDirectories(tmp.resolve("certs"));
+    // What the cluster does not trust: a certificate of a CA of nobody's.
+    openssl(
+        certs,
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "stranger.key",
+        "-out",
+        "stranger.crt",
+        "-subj",
+        "/CN=stranger",
+        "-days",
+        "1");
+    Path ca = two.state.resolve("pki/ca.crt");
+    Path caKey = two.state.resolve("pki/ca.key");
+    clientCert(
+        certs,
+        "untrusted",
+        "oneshot-far",
+        certs.resolve("stranger.crt"),
+        certs.resolve("stranger.key"));
+    clientCert(certs, "first", "oneshot-far", ca, caKey);
+    clientCert(certs, "second", "oneshot-far-2", ca, caKey);
+    bind("oneshot-far", false);
+    Path far = Files.createDirectories(tmp.resolve("far"));
+    rotate(certs, "untrusted", far);
+    Config admin = Config.fromKubeconfig(Files.readString(two.kubeconfig));
+    kubeconfig = far.resolve("kubeconfig");
+    Files.writeString(
+        kubeconfig,
+        """
+        apiVersion: v1
+        kind: Config
+        clusters:
+        - name: far
+          cluster: {server: "%s", certificate-authority: "%s"}
+        users:
+        - name: oneshot
+          user: {client-certificate: client.crt, client-key: client.key}
+        contexts:
+        - name: far
+          context: {cluster: far, user: oneshot, namespace: %s}
+        current-context: far
+        """
+            .formatted(admin.getMasterUrl(), admin.getCaCertFile(), twoNs));
+    String before = Files.readString(kubeconfig);
+    t = replica(ROUTES, port, null).start();
+    try {
+      // The TLS client does not offer a certificate of a CA the server does not name: the API
+      // server, which allows anonymous requests by default, takes the dispatcher for nobody.
+      await()
+          .atMost(1, TimeUnit.MINUTES)
+          .until(
+              () -> clusterOnReadyz("far").path("trouble").asText(""),
+              r -> r.contains("takes the dispatcher for system:anonymous"));
+      long id = submit("far", "first-cert");
+      await()
+          .atMost(1, TimeUnit.MINUTES)
+          .until(
+              () -> t.api.get("/api/v1/builds/" + id).json().path("reason").asText(""),
+              r -> r.contains("cluster far") && r.contains("system:anonymous"));
+
+      rotate(certs, "first", far);
+      // Taken now, as a user the chart's Role is bound to; the chart binds its ClusterRole (the
+      // TokenReview a build pod's proof needs) to its own account alone: the route stays
+      // stalled, and says why, rather than launch a build that could not prove who it is.
+      await()
+          .atMost(1, TimeUnit.MINUTES)
+          .until(
+              () -> clusterOnReadyz("far").path("trouble").asText(""),
+              r -> r.contains("may not create tokenreviews.authentication.k8s.io"));
+      assertThat(status(id)).isEqualTo("pending");
+      bind("oneshot-far", true);
+      assertThat(awaitEnd(id)).isEqualTo("succeeded");
+
+      // Rotated while its launcher runs: the next user is bound, the files change, the first
+      // user loses its bindings; the next build runs, as the next user.
+      bind("oneshot-far-2", false);
+      bind("oneshot-far-2", true);
+      rotate(certs, "second", far);
+      unbind("oneshot-far");
+      long next = submit("far", "second-cert");
+      assertThat(awaitEnd(next)).isEqualTo("succeeded");
+      assertThat(Files.readString(kubeconfig)).isEqualTo(before);
+      audit(List.of(), List.of(id, next));
+    } finally {
+      unbind("oneshot-far");
+      unbind("oneshot-far-2");
+    }
+  }
+
+  /**
+   * Binds {@code user} in the far cluster to the chart's Role there, or ({@code clusterWide}) to
+   * its ClusterRole for the TokenReview.
+   */
+  private void bind(String user, boolean clusterWide) {
+    var subject =
+        new io.fabric8.kubernetes.api.model.rbac.SubjectBuilder()
+            .withApiGroup("rbac.authorization.k8s.io")
+            .withKind("User")
+            .withName(user)
+            .build();
+    if (!clusterWide) {
+      two.admin
+          .rbac()
+          .roleBindings()
+          .inNamespace(twoNs)
+          .resource(
+              new io.fabric8.kubernetes.api.model.rbac.RoleBindingBuilder()
+                  .withNewMetadata()
+                  .withName(user)
+                  .endMetadata()
+                  .withNewRoleRef("rbac.authorization.k8s.io", "Role", "oneshot-dispatcher")
+                  .withSubjects(subject)
+                  .build())
+          .create();
+      return;
+    }
+    String review =
+        two.admin.rbac().clusterRoles().list().getItems().stream()
+            .map(r -> r.getMetadata().getName())
+            .filter(n -> n.contains(twoNs) && n.endsWith("-runner-review"))
+            .findFirst()
+            .orElseThrow();
+    two.admin
+        .rbac()
+        .clusterRoleBindings()
+        .resource(
+            new io.fabric8.kubernetes.api.model.rbac.ClusterRoleBindingBuilder()
+                .withNewMetadata()
+                .withName(twoNs + "-" + user)
+                .endMetadata()
+                .withNewRoleRef("rbac.authorization.k8s.io", "ClusterRole", review)
+                .withSubjects(subject)
+                .build())
+        .create();
+  }
+
+  /** Removes what {@link #bind} made for {@code user}. */
+  private void unbind(String user) {
+    two.admin.rbac().roleBindings().inNamespace(twoNs).withName(user).delete();
+    two.admin.rbac().clusterRoleBindings().withName(twoNs + "-" + user).delete();
+  }
+
+  /**
+   * Writes {@code name}'s key and certificate to {@code dir}'s client files, each whole at once.
+   */
+  private static void rotate(Path certs, String name, Path dir) throws IOException {
+    for (String f : List.of("key", "crt")) {
+      Path next = dir.resolve("client." + f + ".next");
+      Files.copy(certs.resolve(name + "." + f), next, StandardCopyOption.REPLACE_EXISTING);
+      Files.move(
+          next,
+          dir.resolve("client." + f),
+          StandardCopyOption.ATOMIC_MOVE,
+          StandardCopyOption.REPLACE_EXISTING);
+    }
+  }
+
+  /** Runs {@code openssl} in {@code dir}; it must succeed. */
+  private static void openssl(Path dir, String... args) throws Exception {
+    List<String> command = new ArrayList<>(List.of("openssl"));
+    command.addAll(List.of(args));
+    Process p =
+        new ProcessBuilder(command).directory(dir.toFile()).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertThat(p.waitFor()).as(String.join(" ", command) + "\n" + out).isZero();
+  }
+
+  /** A key and a certificate for {@code user} signed by {@code ca}: {@code name}.key/crt. */
+  private static void clientCert(Path dir, String name, String user, Path ca, Path caKey)
+      throws Exception {
+    openssl(
+        dir,
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        name + ".key",
+        "-out",
+        name + ".csr",
+        "-subj",
+        "/CN=" + user);
+    openssl(
+        dir,
+        "x509",
+        "-req",
+        "-in",
+        name + ".csr",
+        "-CA",
+        ca.toString(),
+        "-CAkey",
+        caKey.toString(),
+        "-set_serial",
+        Long.toString(System.nanoTime()),
+        "-days",
+        "1",
+        "-out",
+        name + ".crt");
+  }
+
+  /**
    * {@code oneshot dispatcher --check --reach} looks at each cluster as the dispatcher would: one
    * that answers and allows what a launch makes is ok; one whose account may not make Jobs in the
    * route's namespace, and one whose kubeconfig is not there, are problems, each said (exit 3).

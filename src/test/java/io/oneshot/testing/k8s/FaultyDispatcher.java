@@ -119,9 +119,9 @@ public final class FaultyDispatcher extends Dispatcher {
   private final java.util.Set<String> denied = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /**
-   * From now on the dispatcher's account may do nothing in {@code namespace}, as its
-   * SelfSubjectAccessReviews are answered; {@link #allow} undoes it. (Its other requests there are
-   * the test's to refuse, with a lasting fault.)
+   * From now on the dispatcher's account may do nothing in {@code namespace} ({@link
+   * #CLUSTER_WIDE}: nothing cluster-scoped), as its SelfSubjectAccessReviews are answered; {@link
+   * #allow} undoes it. (Its other requests there are the test's to refuse, with a lasting fault.)
    */
   public void deny(String namespace) {
     denied.add(namespace);
@@ -130,6 +130,9 @@ public final class FaultyDispatcher extends Dispatcher {
   public void allow(String namespace) {
     denied.remove(namespace);
   }
+
+  /** What {@link #deny} takes for the reviews of cluster-scoped resources (no namespace). */
+  public static final String CLUSTER_WIDE = "";
 
   /**
    * A SelfSubjectAccessReview answered as kube-apiserver v1.20.2 answers one
@@ -144,7 +147,9 @@ public final class FaultyDispatcher extends Dispatcher {
             request.getUtf8Body(),
             io.fabric8.kubernetes.api.model.authorization.v1.SelfSubjectAccessReview.class);
     var attrs = review.getSpec() == null ? null : review.getSpec().getResourceAttributes();
-    boolean allowed = attrs == null || !denied.contains(attrs.getNamespace());
+    boolean allowed =
+        attrs == null
+            || !denied.contains(attrs.getNamespace() == null ? CLUSTER_WIDE : attrs.getNamespace());
     review.setStatus(
         new io.fabric8.kubernetes.api.model.authorization.v1.SubjectAccessReviewStatus(
             allowed, false, null, ""));
