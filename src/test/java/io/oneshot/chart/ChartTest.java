@@ -221,10 +221,10 @@ class ChartTest {
   }
 
   /**
-   * Another cluster's kubeconfig comes from its Secret, mounted whole (not a subPath: a rotated
-   * credential reaches the file) where the configuration names it; the dispatcher reads the
-   * rendered configuration; the home cluster gets no Role for a namespace only the other's routes
-   * use.
+   * Another cluster's kubeconfig comes from its Secret, mounted whole (every key a file, not a
+   * subPath: a rotated credential reaches the files) where the configuration names it; the
+   * dispatcher reads the rendered configuration; the home cluster gets no Role for a namespace only
+   * the other's routes use.
    */
   @Test
   void anotherClustersKubeconfigIsMountedFromItsSecretWhereTheConfigurationReadsIt()
@@ -250,9 +250,10 @@ class ChartTest {
             .orElseThrow()
             .getSecret();
     assertThat(volume.getSecretName()).isEqualTo("cluster-us");
-    assertThat(volume.getItems().get(0).getKey()).isEqualTo("kubeconfig");
-    assertThat(mount.getMountPath() + "/" + volume.getItems().get(0).getPath())
-        .isEqualTo(cluster.path("kubeconfig").asText());
+    // Every key of the Secret, each a file beside the kubeconfig: the certificates, keys and
+    // token files it names by a relative path are there too.
+    assertThat(volume.getItems()).isEmpty();
+    assertThat(mount.getMountPath() + "/kubeconfig").isEqualTo(cluster.path("kubeconfig").asText());
     OneshotConfig config =
         ConfigLoader.parse(
             cfg,

@@ -185,8 +185,9 @@ public final class Clusters implements Launcher {
               + cluster.kubeconfig()
               + " (the chart mounts a cluster's Secret there)");
     }
+    Config config;
     try {
-      return Config.fromKubeconfig(cluster.context(), cluster.kubeconfig().toFile());
+      config = Config.fromKubeconfig(cluster.context(), cluster.kubeconfig().toFile());
     } catch (RuntimeException e) {
       throw new ConfigException(
           "clusters["
@@ -198,12 +199,30 @@ public final class Clusters implements Launcher {
               + ": "
               + ApiErrors.rootMessage(e));
     }
+    Path tokenFile = null;
+    try {
+      tokenFile =
+          tokenFile(
+              cluster.kubeconfig(), Files.readAllBytes(cluster.kubeconfig()), cluster.context());
+      if (tokenFile != null) {
+        config.setOauthToken(Files.readString(tokenFile).strip());
+      }
+    } catch (IOException e) {
+      throw new ConfigException(
+          "clusters["
+              + cluster.name()
+              + "].kubeconfig: cannot read "
+              + (tokenFile == null
+                  ? cluster.kubeconfig()
+                  : "the tokenFile it names, " + tokenFile));
+    }
+    return config;
   }
 
   /**
-   * The SHA-256 of the cluster's kubeconfig now and of the certificate and key files it names (a
-   * client certificate rotated beside an unchanged kubeconfig, as cert-manager does, is a new
-   * credential too); null without one, or when it cannot be read.
+   * The SHA-256 of the cluster's kubeconfig now and of the certificate, key and token files it
+   * names (a client certificate rotated beside an unchanged kubeconfig, as cert-manager does, is a
+   * new credential too); null without one, or when it cannot be read.
    */
   static String digest(OneshotConfig.Cluster cluster) {
     if (cluster.kubeconfig() == null) {
@@ -231,7 +250,43 @@ public final class Clusters implements Launcher {
 
   /** The kubeconfig fields that name a file a client reads its credentials or trust from. */
   private static final List<String> FILE_FIELDS =
-      List.of("certificate-authority", "client-certificate", "client-key");
+      List.of("certificate-authority", "client-certificate", "client-key", "tokenFile");
+
+  /**
+   * The {@code tokenFile} the user of the kubeconfig's context ({@code context}, or its current
+   * one) names, resolved against its directory; null when none. The Kubernetes client does not read
+   * it (fabric8 7.9 has the field in its model alone), so the dispatcher does; the file's token
+   * wins over an inline {@code token}, as client-go's has it (k8s.io/client-go/rest/config.go,
+   * {@code BearerTokenFile}: "The last successfully read value takes precedence over BearerToken").
+   */
+  static Path tokenFile(Path kubeconfig, byte[] content, String context) {
+    JsonNode root;
+    try {
+      root = YAML.readTree(content);
+    } catch (IOException e) {
+      return null;
+    }
+    if (root == null) {
+      return null;
+    }
+    String ctx = context != null ? context : root.path("current-context").asText("");
+    String user = null;
+    for (JsonNode c : iterable(root.path("contexts"))) {
+      if (ctx.equals(c.path("name").asText())) {
+        user = c.path("context").path("user").asText(null);
+      }
+    }
+    for (JsonNode u : iterable(root.path("users"))) {
+      JsonNode file = u.path("user").path("tokenFile");
+      if (user != null
+          && user.equals(u.path("name").asText())
+          && file.isTextual()
+          && !file.asText().isBlank()) {
+        return kubeconfig.toAbsolutePath().getParent().resolve(file.asText()).normalize();
+      }
+    }
+    return null;
+  }
 
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
 

@@ -567,6 +567,66 @@ class ClustersTest {
   }
 
   /**
+   * A kubeconfig whose user names a {@code tokenFile} (a projected token, or a rotator's file): the
+   * dispatcher sends the file's token (the Kubernetes client itself would send none), and a new
+   * token written to the file, the kubeconfig unchanged, is picked up without a restart.
+   */
+  @Test
+  void aTokenFileItsKubeconfigNamesIsSentAndReadAgainWhenItChanges() throws IOException {
+    MockCluster home = cluster("home", "team-a");
+    MockCluster far = cluster("far", "team-far");
+    TcpProxy toFar = proxyTo(far);
+    Path token = tmp.resolve("far.token");
+    Files.writeString(token, "token-1\n");
+    Path kubeconfig = tmp.resolve("token-file.kubeconfig");
+    Files.writeString(
+        kubeconfig,
+        """
+        apiVersion: v1
+        kind: Config
+        clusters:
+        - {name: far, cluster: {server: "http://127.0.0.1:%d"}}
+        users:
+        - {name: far, user: {tokenFile: far.token}}
+        contexts:
+        - {name: far, context: {cluster: far, user: far}}
+        current-context: far
+        """
+            .formatted(toFar.port()));
+    t =
+        server(
+                """
+                clusters:
+                  - {name: far, kubeconfig: %s, namespace: team-far}
+                routes:
+                  - {name: away, tags: {at: far}, template: script.yaml, cluster: far, launchTimeout: 3s, maxAttempts: 1}
+                """
+                    .formatted(kubeconfig),
+                homeAndFar(home))
+            .start();
+    long first = t.api.submitScript("{\"at\": \"far\"}", "echo first");
+    assertThat(awaitEnd(first)).isEqualTo("succeeded");
+    // Refused only if it was the token sent.
+    far.dispatcher.revoke("token-1");
+    long second = t.api.submitScript("{\"at\": \"far\"}", "echo second");
+    await()
+        .atMost(30, TimeUnit.SECONDS)
+        .until(() -> cluster("far").path("trouble").asText(""), r -> r.contains("401"));
+    String before = Files.readString(kubeconfig);
+    Path next = tmp.resolve("far.token.next");
+    Files.writeString(next, "token-2\n");
+    Files.move(
+        next,
+        token,
+        java.nio.file.StandardCopyOption.ATOMIC_MOVE,
+        java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+    assertThat(awaitEnd(second)).isEqualTo("succeeded");
+    assertThat(attempt(second)).isEqualTo(1);
+    assertThat(Files.readString(kubeconfig)).isEqualTo(before);
+    await().atMost(30, TimeUnit.SECONDS).until(() -> cluster("far").path("ready").asBoolean());
+  }
+
+  /**
    * The dispatcher starts again while a build runs in a cluster it cannot reach yet: the build's
    * runner calls are answered "try again" (not refused, which would end the build) until the
    * cluster is watched, then proven; the build ends as its script decided, run once.
