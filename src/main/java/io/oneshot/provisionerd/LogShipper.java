@@ -155,13 +155,21 @@ final class LogShipper implements AutoCloseable {
     }
   }
 
-  /** Sends what is queued and stops; waits up to 30 s for the last batches. */
+  /**
+   * Sends what is queued and stops. Waits for the last batches as long as a call is retried, and
+   * half a minute more: the build's outcome goes after them, so its last lines are not left to a
+   * batch still retrying while the dispatcher cannot take it (a replica that cannot prove this pod
+   * while its cluster's API server is away answers 503 until it is back).
+   */
   @Override
   public void close() {
     closed = true;
     try {
       queue.put(END);
-      thread.join(30_000);
+      thread.join(client.retryBudget().plusSeconds(30).toMillis());
+      if (thread.isAlive()) {
+        log.error("Gave up waiting for the last log lines to be sent; the rest are not stored.");
+      }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }

@@ -52,6 +52,11 @@ final class RunnerClient {
   private final Duration retryBudget;
   private final Map<String, String> runnerHeaders;
 
+  /** How long each call is retried before it gives up. */
+  Duration retryBudget() {
+    return retryBudget;
+  }
+
   /**
    * When the last call that renewed the lease (acquire, heartbeat, a log batch) was sent, by {@link
    * System#nanoTime}: the dispatcher recorded the heartbeat after that, so a lease counted from the

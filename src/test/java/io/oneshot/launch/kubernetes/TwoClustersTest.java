@@ -288,26 +288,8 @@ class TwoClustersTest {
             PromText.parse(t.api.get("/metrics").text())
                 .value("oneshot_cluster_ready", "cluster", "far"))
         .isEqualTo(0.0);
-    // The near route runs on meanwhile, to the end of its burst.
-    for (long id : near) {
-      assertThat(awaitEnd(id)).as("near build %d", id).isEqualTo("succeeded");
-    }
     // Down for over a minute: longer than the far route's launch timeout.
-    await()
-        .atMost(2, TimeUnit.MINUTES)
-        .pollInterval(Duration.ofSeconds(1))
-        .until(() -> System.nanoTime() - stoppedAt > TimeUnit.SECONDS.toNanos(65));
-    assertThat(away.stream().map(id -> status(id)))
-        .as("nothing of the far route failed while its cluster was away")
-        .doesNotContain("failed", "canceled");
-    two.startApi();
-    farStopped = false;
-    for (long id : away) {
-      assertThat(awaitEnd(id)).as("far build %d", id).isEqualTo("succeeded");
-    }
-    await()
-        .atMost(1, TimeUnit.MINUTES)
-        .until(() -> clusterOnReadyz("far").path("ready").asBoolean());
+    nearRunsOnFarComesBack(near, away, stoppedAt, 65);
 
     // The credential is revoked: the cluster refuses the dispatcher, the route stalls and says so.
     two.admin.secrets().inNamespace(twoNs).withName("oneshot-token-1").delete();
@@ -337,6 +319,34 @@ class TwoClustersTest {
     all.addAll(away);
     all.addAll(rotated);
     audit(near, all);
+  }
+
+  /**
+   * The near route's builds run to the end while the far API server is away; it stays away for
+   * {@code seconds} since {@code stoppedAt} (past the far route's launch timeout), nothing of the
+   * far route failing meanwhile; then it answers again, each far build runs, and the cluster is
+   * ready.
+   */
+  private void nearRunsOnFarComesBack(
+      List<Long> near, List<Long> away, long stoppedAt, int seconds) {
+    for (long id : near) {
+      assertThat(awaitEnd(id)).as("near build %d", id).isEqualTo("succeeded");
+    }
+    await()
+        .atMost(seconds + 60, TimeUnit.SECONDS)
+        .pollInterval(Duration.ofSeconds(1))
+        .until(() -> System.nanoTime() - stoppedAt > TimeUnit.SECONDS.toNanos(seconds));
+    assertThat(away.stream().map(id -> status(id)))
+        .as("nothing of the far route failed while its cluster was away")
+        .doesNotContain("failed", "canceled");
+    two.startApi();
+    farStopped = false;
+    for (long id : away) {
+      assertThat(awaitEnd(id)).as("far build %d", id).isEqualTo("succeeded");
+    }
+    await()
+        .atMost(1, TimeUnit.MINUTES)
+        .until(() -> clusterOnReadyz("far").path("ready").asBoolean());
   }
 
   /**
@@ -443,25 +453,8 @@ class TwoClustersTest {
         .until(
             () -> second.api.get("/api/v1/builds/" + last).json().path("reason").asText(""),
             r -> r.contains("cluster far") && r.contains("cannot reach"));
-    for (long id : near) {
-      assertThat(awaitEnd(id)).as("near build %d", id).isEqualTo("succeeded");
-    }
     // Away for longer than the far route's launch timeout (20 s) before it answers again.
-    await()
-        .atMost(1, TimeUnit.MINUTES)
-        .pollInterval(Duration.ofSeconds(1))
-        .until(() -> System.nanoTime() - stoppedAt > TimeUnit.SECONDS.toNanos(30));
-    assertThat(away.stream().map(id -> status(id)))
-        .as("nothing of the far route failed while its cluster was away")
-        .doesNotContain("failed", "canceled");
-    two.startApi();
-    farStopped = false;
-    for (long id : away) {
-      assertThat(awaitEnd(id)).as("far build %d", id).isEqualTo("succeeded");
-    }
-    await()
-        .atMost(1, TimeUnit.MINUTES)
-        .until(() -> clusterOnReadyz("far").path("ready").asBoolean());
+    nearRunsOnFarComesBack(near, away, stoppedAt, 30);
     List<Long> all = new ArrayList<>(near);
     all.addAll(away);
     audit(near, all);
