@@ -32,8 +32,8 @@ final class ApiErrors {
               retryAfter(e), "throttled by the Kubernetes API: " + message);
       case 401 -> new LaunchOutcome.RetryLater(REFUSED_RETRY, unauthorized(api, message));
       case 403 -> {
-        String why =
-            credentialRefused(api, e) != null ? credentialRefused(api, e) : forbidden(message);
+        String credential = credentialRefused(api, e);
+        String why = credential != null ? credential : forbidden(message);
         yield quota(message)
             ? new LaunchOutcome.RetryLater(
                 Duration.ofSeconds(5), "waiting for quota in the Kubernetes API: " + message)

@@ -260,12 +260,7 @@ public final class Clusters implements Launcher {
    * {@code BearerTokenFile}: "The last successfully read value takes precedence over BearerToken").
    */
   static Path tokenFile(Path kubeconfig, byte[] content, String context) {
-    JsonNode root;
-    try {
-      root = YAML.readTree(content);
-    } catch (IOException e) {
-      return null;
-    }
+    JsonNode root = yaml(content);
     if (root == null) {
       return null;
     }
@@ -282,7 +277,7 @@ public final class Clusters implements Launcher {
           && user.equals(u.path("name").asText())
           && file.isTextual()
           && !file.asText().isBlank()) {
-        return kubeconfig.toAbsolutePath().getParent().resolve(file.asText()).normalize();
+        return beside(kubeconfig, file.asText());
       }
     }
     return null;
@@ -295,25 +290,36 @@ public final class Clusters implements Launcher {
    * directory (as kubectl and the client resolve them); none when it is not YAML.
    */
   static List<Path> namedFiles(Path kubeconfig, byte[] content) {
-    JsonNode root;
-    try {
-      root = YAML.readTree(content);
-    } catch (IOException e) {
-      return List.of(); // said when a client is made from it
+    JsonNode root = yaml(content);
+    if (root == null) {
+      return List.of(); // not YAML: said when a client is made from it
     }
     List<Path> files = new ArrayList<>();
     for (String[] at : new String[][] {{"clusters", "cluster"}, {"users", "user"}}) {
-      for (JsonNode entry : root == null ? List.<JsonNode>of() : iterable(root.path(at[0]))) {
+      for (JsonNode entry : iterable(root.path(at[0]))) {
         for (String field : FILE_FIELDS) {
           JsonNode name = entry.path(at[1]).path(field);
           if (name.isTextual() && !name.asText().isBlank()) {
-            Path parent = kubeconfig.toAbsolutePath().getParent();
-            files.add(parent.resolve(name.asText()).normalize());
+            files.add(beside(kubeconfig, name.asText()));
           }
         }
       }
     }
     return files;
+  }
+
+  /** A kubeconfig's content as a tree; null when it is empty or not YAML. */
+  private static JsonNode yaml(byte[] content) {
+    try {
+      return YAML.readTree(content);
+    } catch (IOException e) {
+      return null;
+    }
+  }
+
+  /** A file a kubeconfig names, a relative name resolved against the kubeconfig's directory. */
+  private static Path beside(Path kubeconfig, String name) {
+    return kubeconfig.toAbsolutePath().getParent().resolve(name).normalize();
   }
 
   private static Iterable<JsonNode> iterable(JsonNode array) {
@@ -492,7 +498,7 @@ public final class Clusters implements Launcher {
       m.unauthorized = null;
       if (current != null) {
         log.info(
-            "Cluster {}: its kubeconfig {} (or a certificate or key it names) changed; launching"
+            "Cluster {}: its kubeconfig {} (or a file it names) changed; launching"
                 + " with the new one from now on.",
             m.name(),
             m.spec.kubeconfig());

@@ -135,8 +135,16 @@ class TwoClustersTest {
         StandardCharsets.UTF_8);
   }
 
-  /** Writes the far cluster's kubeconfig with {@code token}, whole at once (as a Secret's is). */
+  /** Writes the far cluster's kubeconfig with {@code token}. */
   private void writeKubeconfig(String token) throws IOException {
+    writeKubeconfigFor("{token: \"%s\"}".formatted(token));
+  }
+
+  /**
+   * Writes the far cluster's kubeconfig at {@link #kubeconfig}, its user's credentials {@code user}
+   * (a YAML mapping), whole at once (as a Secret's is).
+   */
+  private void writeKubeconfigFor(String user) throws IOException {
     Config admin = Config.fromKubeconfig(Files.readString(two.kubeconfig));
     String yaml =
         """
@@ -147,14 +155,14 @@ class TwoClustersTest {
           cluster: {server: "%s", certificate-authority: "%s"}
         users:
         - name: oneshot
-          user: {token: "%s"}
+          user: %s
         contexts:
         - name: far
           context: {cluster: far, user: oneshot, namespace: %s}
         current-context: far
         """
-            .formatted(admin.getMasterUrl(), admin.getCaCertFile(), token, twoNs);
-    Path next = tmp.resolve("kubeconfig.next");
+            .formatted(admin.getMasterUrl(), admin.getCaCertFile(), user, twoNs);
+    Path next = kubeconfig.resolveSibling("kubeconfig.next");
     Files.writeString(next, yaml);
     Files.move(
         next, kubeconfig, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
@@ -508,25 +516,8 @@ class TwoClustersTest {
     bind("oneshot-far", false);
     Path far = Files.createDirectories(tmp.resolve("far"));
     rotate(certs, "untrusted", far);
-    Config admin = Config.fromKubeconfig(Files.readString(two.kubeconfig));
     kubeconfig = far.resolve("kubeconfig");
-    Files.writeString(
-        kubeconfig,
-        """
-        apiVersion: v1
-        kind: Config
-        clusters:
-        - name: far
-          cluster: {server: "%s", certificate-authority: "%s"}
-        users:
-        - name: oneshot
-          user: {client-certificate: client.crt, client-key: client.key}
-        contexts:
-        - name: far
-          context: {cluster: far, user: oneshot, namespace: %s}
-        current-context: far
-        """
-            .formatted(admin.getMasterUrl(), admin.getCaCertFile(), twoNs));
+    writeKubeconfigFor("{client-certificate: client.crt, client-key: client.key}");
     String before = Files.readString(kubeconfig);
     t = replica(ROUTES, port, null).start();
     try {
